@@ -1,0 +1,1 @@
+"""ServeLab's core: plain Python, no Streamlit. Pages import what they need from here."""

@@ -1,0 +1,312 @@
+"""The command line: run, runs, show, cancel, parse-log, reindex, engines.
+
+``python -m core run`` *is* the run process: the portal starts the same command
+in its own session, so a run never shares a process with the UI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import math
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from core.errors import ConfigError, ServeLabError
+
+__all__ = ["main"]
+
+
+def _csv_ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated integers") from None
+
+
+def _rate(text: str) -> float:
+    if text.lower() in ("inf", "infinity", "unbounded"):
+        return math.inf
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give requests/s or inf") from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m core", description="ServeLab command line")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="launch a server, probe it, benchmark it, store everything")
+    r.add_argument("--plan", type=Path, help="a JSON or YAML run spec (flags below override it)")
+    r.add_argument("--run-id", help="execute an already-prepared run folder (used by the portal)")
+    s = r.add_argument_group("server")
+    s.add_argument("--engine", choices=["transformers", "sglang", "endpoint"])
+    s.add_argument("--model")
+    s.add_argument("--tokenizer")
+    s.add_argument("--endpoint-url")
+    s.add_argument("--port", type=int)
+    s.add_argument("--device")
+    s.add_argument("--dtype")
+    s.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=None)
+    s.add_argument("--cuda-graph-max-bs", type=int)
+    s.add_argument("--continuous-batching", action=argparse.BooleanOptionalAction, default=None)
+    s.add_argument("--cb-max-memory-percent", type=float)
+    s.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None)
+    s.add_argument("--tp-size", type=int)
+    s.add_argument("--mem-fraction-static", type=float)
+    s.add_argument("--attention-backend")
+    s.add_argument("--extra-arg", action="append", dest="extra_args",
+                   help="one extra engine argv item (repeat for each)")
+    s.add_argument("--startup-timeout-s", type=float)
+    b = r.add_argument_group("benchmark plan (lists make one point per combination)")
+    b.add_argument("--concurrency", type=_csv_ints, help="e.g. 1,4,16")
+    b.add_argument("--request-rate", type=_rate, help="requests/s, or inf (default)")
+    b.add_argument("--num-prompts", type=int)
+    b.add_argument("--input-len", type=_csv_ints)
+    b.add_argument("--output-len", type=_csv_ints)
+    b.add_argument("--seed", type=int)
+    b.add_argument("--warmup-requests", type=int)
+    b.add_argument("--no-probe", action="store_true", help="skip the sanity probe")
+    b.add_argument("--probe-prompt")
+    b.add_argument("--probe-expect", help="regex the answer must match; '' = non-empty only")
+    b.add_argument("--request-timeout-s", type=float)
+    b.add_argument("--tag", action="append", dest="tags")
+    r.add_argument("--quiet", action="store_true", help="no progress line")
+    r.add_argument("--json", action="store_true", help="print the final status as JSON")
+
+    ls = sub.add_parser("runs", help="list stored runs")
+    ls.add_argument("--engine")
+    ls.add_argument("--state")
+    ls.add_argument("--tag")
+    ls.add_argument("--limit", type=int, default=50)
+    ls.add_argument("--json", action="store_true")
+
+    sh = sub.add_parser("show", help="one run in full")
+    sh.add_argument("run_id")
+    sh.add_argument("--json", action="store_true")
+
+    c = sub.add_parser("cancel", help="cancel a queued or running run")
+    c.add_argument("run_id")
+
+    pl = sub.add_parser("parse-log", help="server facts from an SGLang start-up log, as JSON")
+    pl.add_argument("file", type=Path)
+
+    sub.add_parser("reindex", help="rebuild the catalog from the run folders")
+    sub.add_parser("engines", help="which engines are installed here, and their versions")
+    return p
+
+
+def _load_plan_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError("--plan", f"cannot read {path}: {exc.strerror}") from exc
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text)
+        else:
+            data = json.loads(text)
+    except Exception as exc:
+        raise ConfigError("--plan", f"{path} is not valid {path.suffix[1:] or 'JSON'}: {exc}"
+                          ) from exc
+    if not isinstance(data, dict):
+        raise ConfigError("--plan", f"{path} must hold a mapping with 'server' and 'plan'")
+    return data
+
+
+def spec_from_args(args: argparse.Namespace) -> Any:
+    """Merge the plan file (if any) with the flags into a validated RunSpec."""
+    from core.config import parse_spec
+
+    data: dict[str, Any] = _load_plan_file(args.plan) if args.plan else {}
+    server = dict(data.get("server") or {})
+    for name in ("engine", "model", "tokenizer", "endpoint_url", "port", "device", "dtype",
+                 "cuda_graphs", "cuda_graph_max_bs", "continuous_batching",
+                 "cb_max_memory_percent", "compile", "tp_size", "mem_fraction_static",
+                 "attention_backend", "extra_args", "startup_timeout_s"):
+        value = getattr(args, name)
+        if value is not None:
+            server[name] = value
+    plan = dict(data.get("plan") or {})
+    if any(v is not None for v in (args.concurrency, args.input_len, args.output_len,
+                                   args.num_prompts, args.request_rate)):
+        base = (plan.get("points") or [{}])[0]
+        combos = itertools.product(args.concurrency or [base.get("concurrency", 1)],
+                                   args.input_len or [base.get("input_len", 32)],
+                                   args.output_len or [base.get("output_len", 32)])
+        plan["points"] = [
+            {"concurrency": c, "input_len": i, "output_len": o,
+             "num_prompts": args.num_prompts or base.get("num_prompts") or max(4, 2 * c),
+             "request_rate": args.request_rate if args.request_rate is not None
+             else base.get("request_rate", math.inf)}
+            for c, i, o in combos
+        ]
+    for name in ("seed", "warmup_requests", "request_timeout_s"):
+        if getattr(args, name) is not None:
+            plan[name] = getattr(args, name)
+    if args.no_probe:
+        plan["probe"] = None
+    elif args.probe_prompt is not None or args.probe_expect is not None:
+        probe = dict(plan.get("probe") or {})
+        if args.probe_prompt is not None:
+            probe["prompt"] = args.probe_prompt
+        if args.probe_expect is not None:
+            probe["expect"] = args.probe_expect or None
+        plan["probe"] = probe
+    spec_data = {**data, "server": server, "plan": plan}
+    if args.tags:
+        spec_data["tags"] = args.tags
+    return parse_spec(spec_data)
+
+
+def _progress_printer(quiet: bool) -> Any:
+    tty = sys.stderr.isatty()
+
+    def show(status: dict[str, Any]) -> None:
+        if quiet:
+            return
+        phase = status.get("phase", "")
+        prog = status.get("progress") or {}
+        line = f"[{status.get('run_id', '')}] {status.get('state', '')}: {phase}"
+        if prog:
+            line += (f"  point {prog['point'] + 1}/{prog['points_total']}"
+                     f"  requests {prog['requests_done']}/{prog['requests_total']}")
+        if tty:
+            sys.stderr.write("\r\033[K" + line)
+            if status.get("phase") == "done":
+                sys.stderr.write("\n")
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    return show
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from core.pipeline import execute_run, install_signal_handlers, prepare_run
+    from core.report import format_run
+    from core.run_folder import RunFolder
+    from core.settings import load_settings
+
+    settings = load_settings()
+    if args.run_id:
+        folder = RunFolder(settings.runs_dir / args.run_id)
+        if not (folder.path / "spec.json").is_file():
+            raise ConfigError("--run-id", f"no prepared run {args.run_id} in {settings.runs_dir}")
+    else:
+        folder = prepare_run(spec_from_args(args), settings)
+    stop = threading.Event()
+    install_signal_handlers(stop)
+    status = execute_run(folder, settings, _progress_printer(args.quiet), stop)
+    if args.json:
+        print(json.dumps(status, indent=2))
+    else:
+        print(format_run(folder))
+    return 0 if status.get("state") == "succeeded" else 1
+
+
+def _catalog() -> Any:
+    from core.settings import load_settings
+    from core.store import Catalog
+
+    settings = load_settings()
+    return Catalog(settings.catalog_path, settings.runs_dir)
+
+
+def _cmd_runs(args: argparse.Namespace) -> int:
+    from core.report import format_runs
+
+    cat = _catalog()
+    cat.sync()
+    rows = cat.list_runs(limit=args.limit, engine=args.engine, state=args.state, tag=args.tag)
+    print(json.dumps(rows, indent=2, default=str) if args.json else format_runs(rows))
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from core.report import format_run, run_details
+    from core.run_folder import RunFolder
+    from core.settings import load_settings
+
+    folder = RunFolder(load_settings().runs_dir / args.run_id)
+    if not (folder.path / "spec.json").is_file():
+        raise ConfigError("RUN_ID", f"no run {args.run_id}; `python -m core runs` lists them")
+    print(json.dumps(run_details(folder), indent=2, default=str) if args.json
+          else format_run(folder))
+    return 0
+
+
+def _cmd_cancel(args: argparse.Namespace) -> int:
+    from core.run_folder import RunFolder
+    from core.settings import load_settings
+
+    folder = RunFolder(load_settings().runs_dir / args.run_id)
+    if not (folder.path / "spec.json").is_file():
+        raise ConfigError("RUN_ID", f"no run {args.run_id}")
+    state = folder.status().get("state")
+    if state not in ("queued", "running"):
+        print(f"run {args.run_id} is already {state}")
+        return 0
+    folder.request_cancel()
+    pid = folder.status().get("pid")
+    if isinstance(pid, int):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    print(f"cancel requested for {args.run_id}")
+    return 0
+
+
+def _cmd_parse_log(args: argparse.Namespace) -> int:
+    from core.sglang_log import parse_sglang_log
+
+    try:
+        text = args.file.read_text(errors="replace")
+    except OSError as exc:
+        raise ConfigError("FILE", f"cannot read {args.file}: {exc.strerror}") from exc
+    print(json.dumps(parse_sglang_log(text), indent=2))
+    return 0
+
+
+def _cmd_reindex(_args: argparse.Namespace) -> int:
+    n = _catalog().reindex()
+    print(f"indexed {n} run folder(s)")
+    return 0
+
+
+def _cmd_engines(_args: argparse.Namespace) -> int:
+    from core.engines import ENGINES, get_adapter
+    from core.settings import load_settings
+
+    settings = load_settings()
+    for name in ENGINES:
+        info = get_adapter(name, settings).detect()
+        state = f"installed {info.version or ''}".strip() if info.installed else "not installed"
+        print(f"{name:14} {state}  {info.reason}")
+        for note in info.notes:
+            print(f"{'':14} note: {note}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    handler = {"run": _cmd_run, "runs": _cmd_runs, "show": _cmd_show, "cancel": _cmd_cancel,
+               "parse-log": _cmd_parse_log, "reindex": _cmd_reindex,
+               "engines": _cmd_engines}[args.command]
+    try:
+        return int(handler(args))
+    except ConfigError as exc:
+        flag = "--" + exc.field.split(".")[-1].replace("_", "-") if "." in exc.field else exc.field
+        print(f"error: {exc.field} ({flag}): {exc.message}", file=sys.stderr)
+        return 2
+    except ServeLabError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1

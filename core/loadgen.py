@@ -1,0 +1,229 @@
+"""The load generator: streamed chat completions over httpx, timed per chunk.
+
+One asyncio event loop drives every request of a point. The only work on the
+timing path is reading an SSE line, ``json.loads`` and ``perf_counter``; re-tokenizing
+happens after the point. The loop's own lag is sampled so a saturated client is
+reported instead of being mistaken for a slow server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from core.prompts import Prompt
+from core.records import RequestRecord
+
+__all__ = ["ClientHealth", "LoadOptions", "run_load"]
+
+# Above this event-loop lag the client, not the server, may be what was measured.
+LOOP_LAG_WARN_MS = 5.0
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    base_url: str
+    model: str
+    concurrency: int | None
+    request_rate: float
+    seed: int
+    ignore_eos: bool
+    request_timeout_s: float
+    point_timeout_s: float
+    api_path: str = "/v1/chat/completions"
+    should_stop: Callable[[], bool] | None = None  # polled every 50 ms; True cancels the point
+
+
+@dataclass
+class ClientHealth:
+    """How busy the load generator itself was during the point."""
+
+    loop_lag_ms_max: float = 0.0
+    loop_lag_ms_p99: float = 0.0
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+    lag_samples_ms: list[float] = field(default_factory=list)
+
+    @property
+    def saturated(self) -> bool:
+        return self.loop_lag_ms_p99 > LOOP_LAG_WARN_MS
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "loop_lag_ms_max": self.loop_lag_ms_max,
+            "loop_lag_ms_p99": self.loop_lag_ms_p99,
+            "client_cpu_s": self.cpu_s,
+            "client_cpu_share": self.cpu_s / self.wall_s if self.wall_s else None,
+            "client_saturated": self.saturated,
+        }
+
+
+def _payload(opts: LoadOptions, prompt: Prompt) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": opts.model,
+        "messages": [{"role": "user", "content": prompt.text}],
+        "max_tokens": prompt.output_len,
+        "temperature": 0.0,
+        "stream": True,
+        # Ask for the server's own token counts; bench_serving's oai-chat backend
+        # falls back to the requested length without them.
+        "stream_options": {"include_usage": True},
+    }
+    if opts.ignore_eos:
+        body["ignore_eos"] = True
+    return body
+
+
+async def _one_request(client: httpx.AsyncClient, opts: LoadOptions, rec: RequestRecord,
+                       prompt: Prompt, t0: float) -> None:
+    body = _payload(opts, prompt)
+    rec.send_s = time.perf_counter() - t0
+    try:
+        async with client.stream("POST", opts.api_path, json=body) as resp:
+            rec.status_code = resp.status_code
+            if resp.status_code != 200:
+                text = (await resp.aread()).decode(errors="replace")
+                rec.error = f"HTTP {resp.status_code}: {text[:300]}"
+                return
+            done = False
+            parts: list[str] = []
+            async for line in resp.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                now = time.perf_counter() - t0
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    rec.end_s = now
+                    done = True
+                    break
+                try:
+                    msg = json.loads(data)
+                except json.JSONDecodeError:
+                    rec.error = f"unparseable SSE data: {data[:200]}"
+                    return
+                if "error" in msg:
+                    rec.error = f"server error in stream: {json.dumps(msg['error'])[:300]}"
+                    return
+                usage = msg.get("usage")
+                if usage:
+                    rec.prompt_tokens_server = usage.get("prompt_tokens")
+                    rec.output_tokens_server = usage.get("completion_tokens")
+                for choice in msg.get("choices") or ():
+                    delta = choice.get("delta") or {}
+                    text = (delta.get("content") or "") + (delta.get("reasoning_content") or "")
+                    if text:
+                        rec.chunk_s.append(now)
+                        parts.append(text)
+                    if choice.get("finish_reason"):
+                        rec.finish_reason = choice["finish_reason"]
+            rec.generated_text = "".join(parts)
+            if not done:
+                rec.error = "stream ended before [DONE] (truncated)"
+                return
+            if not rec.chunk_s:
+                rec.error = "no content in the stream"
+                return
+            rec.ok = True
+    except httpx.TimeoutException as exc:
+        rec.error = f"timeout after {opts.request_timeout_s:g} s ({type(exc).__name__})"
+    except httpx.HTTPError as exc:
+        rec.error = f"{type(exc).__name__}: {exc}"[:300]
+    finally:
+        if rec.end_s is None:
+            rec.end_s = time.perf_counter() - t0
+
+
+async def _lag_monitor(health: ClientHealth, stop: asyncio.Event,
+                       should_stop: Callable[[], bool] | None,
+                       work: asyncio.Task[None]) -> None:
+    interval_s = 0.01
+    ticks = 0
+    while not stop.is_set():
+        before = time.perf_counter()
+        await asyncio.sleep(interval_s)
+        health.lag_samples_ms.append(max(0.0, (time.perf_counter() - before - interval_s) * 1e3))
+        ticks += 1
+        if should_stop is not None and ticks % 5 == 0 and should_stop():
+            work.cancel()
+            return
+
+
+async def _run(opts: LoadOptions, prompts: list[Prompt],
+               on_done: Callable[[int, int], None] | None) -> tuple[list[RequestRecord],
+                                                                   ClientHealth]:
+    n = len(prompts)
+    records = [RequestRecord(index=i, send_s=0.0, prompt_tokens=p.prompt_tokens,
+                             output_tokens_requested=p.output_len)
+               for i, p in enumerate(prompts)]
+    limit = opts.concurrency or n
+    sem = asyncio.Semaphore(limit)
+    rng = random.Random(opts.seed)
+    timeout = httpx.Timeout(opts.request_timeout_s, connect=min(30.0, opts.request_timeout_s))
+    limits = httpx.Limits(max_connections=limit, max_keepalive_connections=limit)
+    health = ClientHealth()
+    stop = asyncio.Event()
+    finished = 0
+
+    async with httpx.AsyncClient(base_url=opts.base_url, timeout=timeout, limits=limits) as client:
+        t0 = time.perf_counter()
+        cpu0 = time.process_time()
+
+        async def guarded(i: int) -> None:
+            nonlocal finished
+            async with sem:
+                try:
+                    await asyncio.wait_for(_one_request(client, opts, records[i], prompts[i], t0),
+                                           timeout=opts.request_timeout_s)
+                except TimeoutError:
+                    records[i].error = f"timeout after {opts.request_timeout_s:g} s"
+                    records[i].ok = False
+            finished += 1
+            if on_done:
+                on_done(finished, n)
+
+        async def dispatch() -> None:
+            tasks = []
+            for i in range(n):
+                tasks.append(asyncio.create_task(guarded(i)))
+                if not math.isinf(opts.request_rate) and i < n - 1:
+                    await asyncio.sleep(rng.expovariate(opts.request_rate))
+            await asyncio.gather(*tasks)
+
+        work = asyncio.create_task(asyncio.wait_for(dispatch(), timeout=opts.point_timeout_s))
+        monitor = asyncio.create_task(_lag_monitor(health, stop, opts.should_stop, work))
+        try:
+            await work
+        except (TimeoutError, asyncio.CancelledError) as exc:
+            why = ("cancelled" if isinstance(exc, asyncio.CancelledError)
+                   else f"point timeout after {opts.point_timeout_s:g} s")
+            now = time.perf_counter() - t0
+            for r in records:
+                if not r.ok and r.error is None:
+                    r.error = why
+                    r.end_s = r.end_s or now
+        finally:
+            stop.set()
+            await monitor
+        health.wall_s = time.perf_counter() - t0
+        health.cpu_s = time.process_time() - cpu0
+    if health.lag_samples_ms:
+        lags = sorted(health.lag_samples_ms)
+        health.loop_lag_ms_max = lags[-1]
+        health.loop_lag_ms_p99 = lags[min(len(lags) - 1, int(0.99 * len(lags)))]
+    health.lag_samples_ms = []
+    return records, health
+
+
+def run_load(opts: LoadOptions, prompts: list[Prompt],
+             on_done: Callable[[int, int], None] | None = None
+             ) -> tuple[list[RequestRecord], ClientHealth]:
+    """Send every prompt under the point's concurrency cap and arrival process."""
+    return asyncio.run(_run(opts, prompts, on_done))

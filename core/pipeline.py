@@ -1,0 +1,389 @@
+"""The run pipeline: one server configuration + one benchmark plan, start to finish.
+
+preflight → launch → wait_ready → facts → probe → warmup → points → stop → verify → store
+
+Each step's outcome (ok / failed / skipped, duration, detail) goes into
+``status.json`` as it happens, so a run that dies at any moment still says how
+far it got. The server is stopped in a ``finally`` whatever happened, and the
+run is indexed into the catalog last (the folder stays the source of truth if
+that fails).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from core.config import BenchmarkPlan, Point, RunSpec
+from core.engines import get_adapter
+from core.engines.base import LaunchPlan
+from core.errors import (
+    ConfigError,
+    EngineUnavailable,
+    RunCancelled,
+    ServeLabError,
+    ServerExitedError,
+    ServerLaunchError,
+    StoreError,
+)
+from core.gpu import gpu_memory, gpu_pids
+from core.launcher import ManagedServer, free_port, tail
+from core.loadgen import LoadOptions, run_load
+from core.metrics import compute_point_metrics
+from core.probe import run_probe
+from core.prompts import Tokenizer, load_tokenizer, make_prompts, prompts_digest
+from core.records import RequestRecord, records_to_table
+from core.run_folder import RunFolder, utc_now
+from core.samplers import Sampler
+from core.settings import Settings
+from core.store import Catalog
+
+__all__ = ["ProgressFn", "execute_run", "prepare_run"]
+
+ProgressFn = Callable[[dict[str, Any]], None]
+MIN_FREE_DISK_MB = 200
+WARMUP_MAX_OUTPUT = 32  # as bench_serving: warm-up requests ask for min(output_len, 32)
+
+
+class _Failed(Exception):
+    """Internal: ends the run with a final state and a reason in words."""
+
+    def __init__(self, state: str, reason: str) -> None:
+        super().__init__(reason)
+        self.state = state
+        self.reason = reason
+
+
+@dataclass
+class _Run:
+    folder: RunFolder
+    spec: RunSpec
+    settings: Settings
+    progress: ProgressFn | None
+    stop_event: threading.Event
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    server: ManagedServer | None = None
+    last_status_write: float = 0.0
+
+    def should_stop(self) -> bool:
+        return self.stop_event.is_set() or self.folder.cancel_requested
+
+    def check_cancel(self) -> None:
+        if self.should_stop():
+            raise RunCancelled("cancelled on request")
+
+    def report(self, force: bool = False, **changes: Any) -> None:
+        now = time.monotonic()
+        if not force and now - self.last_status_write < 0.5:
+            return
+        self.last_status_write = now
+        status = self.folder.update_status(steps=self.steps, **changes)
+        if self.progress:
+            self.progress(status)
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[dict[str, Any]]:
+        rec: dict[str, Any] = {"step": name, "outcome": "running", "started_at": utc_now()}
+        self.steps.append(rec)
+        self.report(force=True, phase=name)
+        t = time.monotonic()
+        try:
+            yield rec
+        except BaseException as exc:
+            rec["outcome"] = "failed"
+            rec.setdefault("detail", str(exc)[:500] or type(exc).__name__)
+            raise
+        else:
+            if rec["outcome"] == "running":
+                rec["outcome"] = "ok"
+        finally:
+            rec["duration_s"] = round(time.monotonic() - t, 3)
+            self.report(force=True)
+
+
+def prepare_run(spec: RunSpec, settings: Settings, run_id: str | None = None) -> RunFolder:
+    """Create the run folder with its spec and a queued status."""
+    folder = RunFolder.create(settings.runs_dir, run_id)
+    folder.write("spec.json", {"run_id": folder.run_id, "created_at": utc_now(),
+                               **spec.model_dump(mode="json")})
+    folder.write("status.json", {"run_id": folder.run_id, "state": "queued", "phase": "queued",
+                                 "updated_at": utc_now()})
+    return folder
+
+
+def _preflight(run: _Run) -> tuple[LaunchPlan, Any, dict[str, Any]]:
+    server_cfg = run.spec.server
+    adapter = get_adapter(server_cfg.engine, run.settings)
+    info = adapter.detect()
+    if not info.installed:
+        raise EngineUnavailable(f"{server_cfg.engine} is not available here: {info.reason}")
+    free_mb = shutil.disk_usage(run.folder.path).free / 2**20
+    if free_mb < MIN_FREE_DISK_MB:
+        raise StoreError(f"only {free_mb:.0f} MB free where runs are stored; "
+                         f"free at least {MIN_FREE_DISK_MB} MB")
+    if server_cfg.engine == "endpoint":
+        port = 0
+    elif server_cfg.port is not None:
+        port = server_cfg.port
+        import socket
+
+        with socket.socket() as s:
+            try:
+                s.bind((server_cfg.host, port))
+            except OSError as exc:
+                raise ConfigError("server.port", f"port {port} is already in use on "
+                                  f"{server_cfg.host}; choose another or leave it empty") from exc
+    else:
+        port = free_port(server_cfg.host)
+    plan = adapter.plan_launch(server_cfg, port, info)
+    launch = {"argv": plan.argv, "command": None if plan.argv is None else
+              ManagedServer(plan.argv, run.folder.log_path, "").command,
+              "base_url": plan.base_url, "health_path": plan.health_path,
+              "engine": server_cfg.engine, "engine_version": info.version,
+              "notes": [*info.notes, *plan.notes], "env": plan.env,
+              "ignore_eos": plan.supports_ignore_eos and run.spec.plan.ignore_eos}
+    run.folder.write("launch.json", launch)
+    return plan, adapter, launch
+
+
+def _wait_endpoint(base_url: str, path: str, timeout_s: float, run: _Run) -> float:
+    t = time.monotonic()
+    while True:
+        run.check_cancel()
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(base_url + path, timeout=5.0).status_code == 200:
+                return time.monotonic() - t
+        if time.monotonic() - t > timeout_s:
+            raise ServerLaunchError(f"endpoint {base_url} did not answer {path} "
+                                    f"within {timeout_s:.0f} s")
+        time.sleep(0.5)
+
+
+def _model_name(plan: LaunchPlan) -> str:
+    if plan.model_name:
+        return plan.model_name
+    resp = httpx.get(plan.base_url + "/v1/models", timeout=10.0)
+    data = resp.json().get("data") or []
+    if not data:
+        raise ServerLaunchError("the server lists no model at /v1/models")
+    return str(data[0]["id"])
+
+
+def _run_point(run: _Run, plan: LaunchPlan, model: str, tok: Tokenizer, index: int,
+               point: Point, bench: BenchmarkPlan, ignore_eos: bool, sampler: Sampler) -> None:
+    if bench.flush_cache and plan.supports_flush_cache:
+        with contextlib.suppress(httpx.HTTPError):
+            httpx.post(plan.base_url + "/flush_cache", timeout=60.0)
+    # Seeded per point, not per run: every arm of a comparison gets the same prompts.
+    prompts = make_prompts(tok, point.num_prompts, point.input_len, point.output_len,
+                           seed=bench.seed * 1000 + index)
+    opts = LoadOptions(base_url=plan.base_url, model=model, concurrency=point.concurrency,
+                       request_rate=point.request_rate, seed=bench.seed + index,
+                       ignore_eos=ignore_eos, request_timeout_s=bench.request_timeout_s,
+                       point_timeout_s=bench.point_timeout_s, should_stop=run.should_stop)
+    sampler.point = index
+
+    def on_done(done: int, total: int) -> None:
+        run.report(progress={"point": index, "points_total": len(bench.points),
+                             "requests_done": done, "requests_total": total})
+
+    started_at = utc_now()
+    records, health = run_load(opts, prompts, on_done)
+    _retokenize(tok, records)
+    metrics = compute_point_metrics(records, "server")
+    metrics_retok = compute_point_metrics(records, "retokenized")
+    server_counts = any(r.output_tokens_server is not None for r in records)
+    run.folder.write_table(f"points/{index:03d}/records.parquet", records_to_table(records))
+    run.folder.write(f"points/{index:03d}/summary.json", {
+        "index": index, "label": point.label, "point": point.model_dump(mode="json"),
+        "started_at": started_at, "prompts_digest": prompts_digest(prompts),
+        "token_source": "server" if server_counts else "requested (server sent no usage)",
+        "metrics": metrics, "metrics_retokenized": metrics_retok,
+        "client": health.as_dict(),
+    })
+    if run.should_stop():
+        raise RunCancelled(f"cancelled during point {index}")
+    if run.server is not None and (code := run.server.poll()) is not None:
+        raise ServerExitedError(code, tail(run.folder.log_path),
+                                f"server exited during point {index}")
+
+
+def _retokenize(tok: Tokenizer, records: list[RequestRecord]) -> None:
+    for r in records:
+        if r.ok:
+            r.output_tokens_retokenized = len(tok.encode(r.generated_text))
+
+
+def _verify_gone(run: _Run, survivors: list[int], gpu_before: dict[int, list[int]]) -> str:
+    problems = []
+    if survivors:
+        problems.append(f"processes still alive after stop: {survivors}")
+    if gpu_before or gpu_pids():
+        server_pids = set(run.server._pids) if run.server else set()
+        for gpu, pids in gpu_pids().items():
+            held = server_pids & set(pids)
+            if held:
+                problems.append(f"GPU {gpu} still held by server pids {sorted(held)}")
+    return "; ".join(problems)
+
+
+def execute_run(folder: RunFolder, settings: Settings, progress: ProgressFn | None = None,
+                stop_event: threading.Event | None = None) -> dict[str, Any]:
+    """Run the pipeline for an already-prepared folder; return the final status."""
+    spec = RunSpec.model_validate({k: v for k, v in folder.read("spec.json").items()
+                                   if k not in ("run_id", "created_at")})
+    run = _Run(folder, spec, settings, progress, stop_event or threading.Event())
+    t_start = time.monotonic()
+    run.report(force=True, state="running", pid=os.getpid(), started_at=utc_now())
+    final_state, reason = "succeeded", ""
+    gpu_before = gpu_pids()
+    sampler: Sampler | None = None
+    try:
+        with run.step("preflight"):
+            plan, adapter, launch = _preflight(run)
+        run.check_cancel()
+        if plan.argv is not None:
+            with run.step("launch"):
+                run.server = ManagedServer(plan.argv, folder.log_path,
+                                           plan.base_url + plan.health_path, plan.env)
+                run.server.start()
+                run.report(force=True, server_pid=run.server.pid)
+            with run.step("wait_ready") as rec:
+                failure_in_log = getattr(adapter, "failure_in_log", lambda _t: None)
+                ready_s = run.server.wait_ready(spec.server.startup_timeout_s, run.should_stop,
+                                                failure_in_log=failure_in_log)
+                rec["detail"] = f"ready after {ready_s:.1f} s"
+        else:
+            with run.step("wait_ready") as rec:
+                ready_s = _wait_endpoint(plan.base_url, plan.health_path,
+                                         spec.server.startup_timeout_s, run)
+                rec["detail"] = f"answered after {ready_s:.1f} s"
+        with run.step("facts"):
+            log_text = folder.log_path.read_text(errors="replace") if plan.argv else ""
+            facts = adapter.collect_facts(plan.base_url, log_text)
+            facts.setdefault("engine_version", launch["engine_version"])
+            facts["ready_after_s"] = ready_s
+            facts["gpus"] = gpu_memory()
+            folder.write("facts.json", facts)
+            model = _model_name(plan)
+            tok = load_tokenizer(plan.tokenizer_path or spec.server.tokenizer or spec.server.model)
+        run.check_cancel()
+        bench = spec.plan
+        if bench.probe is not None:
+            with run.step("probe") as rec:
+                probe = run_probe(plan.base_url, model, bench.probe)
+                folder.write("probe.json", probe.as_dict())
+                rec["detail"] = f"{probe.answer[:80]!r}: {probe.reason}"
+                if not probe.passed:
+                    raise _Failed("invalid", f"sanity probe failed: {probe.reason}")
+        else:
+            run.steps.append({"step": "probe", "outcome": "skipped", "detail": "no probe in plan"})
+        run.check_cancel()
+        ignore_eos = bool(launch["ignore_eos"])
+        with run.step("warmup") as rec:
+            n_warm = bench.effective_warmup
+            first = bench.points[0]
+            warm = make_prompts(tok, n_warm, first.input_len,
+                                min(first.output_len, WARMUP_MAX_OUTPUT),
+                                seed=bench.seed * 1000 + 999) if n_warm else []
+            if warm:
+                wopts = LoadOptions(base_url=plan.base_url, model=model,
+                                    concurrency=first.concurrency, request_rate=float("inf"),
+                                    seed=bench.seed, ignore_eos=ignore_eos,
+                                    request_timeout_s=bench.request_timeout_s,
+                                    point_timeout_s=bench.point_timeout_s,
+                                    should_stop=run.should_stop)
+                wrecs, _ = run_load(wopts, warm)
+                folder.write_table("warmup.parquet", records_to_table(wrecs))
+                bad = [r.error for r in wrecs if not r.ok]
+                rec["detail"] = f"{n_warm} requests, {len(bad)} failed"
+                if len(bad) == len(wrecs):
+                    raise _Failed("failed", f"every warm-up request failed: {bad[0]}")
+            else:
+                rec["outcome"] = "skipped"
+        metrics_url = plan.base_url + "/metrics" if plan.argv or spec.server.engine else None
+        sampler = Sampler(metrics_url, bench.metrics_interval_s, time.perf_counter()).start()
+        for i, point in enumerate(bench.points):
+            run.check_cancel()
+            with run.step(f"point {i}") as rec:
+                _run_point(run, plan, model, tok, i, point, bench, ignore_eos, sampler)
+                summary = folder.read(f"points/{i:03d}/summary.json")
+                m = summary["metrics"]
+                rec["detail"] = (f"{point.label}: {m['completed']}/{m['num_requests']} ok, "
+                                 f"{(m['output_throughput'] or 0):.1f} out tok/s")
+    except _Failed as exc:
+        final_state, reason = exc.state, exc.reason
+    except RunCancelled as exc:
+        final_state, reason = "cancelled", str(exc)
+    except ServerExitedError as exc:
+        final_state, reason = "failed", str(exc)
+    except ServeLabError as exc:
+        final_state, reason = "failed", f"{type(exc).__name__}: {exc}"
+    except InterruptedError:
+        final_state, reason = "cancelled", "cancelled while waiting for the server"
+    except Exception as exc:  # a bug: still stop the server and record it
+        final_state, reason = "failed", f"internal error: {type(exc).__name__}: {exc}"
+    finally:
+        if sampler is not None:
+            sampler.stop()
+            with contextlib.suppress(StoreError):
+                folder.write_table("samples.parquet", sampler.table())
+                if sampler.metrics_error:
+                    run.steps.append({"step": "metrics", "outcome": "skipped",
+                                      "detail": f"no /metrics: {sampler.metrics_error}"})
+        if run.server is not None:
+            with run.step("stop") as rec:
+                survivors = run.server.stop()
+                rec["detail"] = f"exit code {run.server.poll()}"
+            with run.step("verify") as rec:
+                problem = _verify_gone(run, survivors, gpu_before)
+                rec["detail"] = problem or "no server process left; GPU memory released"
+                if problem:
+                    rec["outcome"] = "failed"
+                    if final_state == "succeeded":
+                        final_state, reason = "failed", problem
+    with contextlib.suppress(StoreError):
+        folder.write("result.json", _result(folder))
+    status = folder.update_status(
+        state=final_state, reason=reason, phase="done", steps=run.steps, finished_at=utc_now(),
+        duration_s=round(time.monotonic() - t_start, 3), progress=None)
+    with run.step("store") as rec:
+        try:
+            Catalog(settings.catalog_path, settings.runs_dir).index_run(folder)
+            rec["detail"] = "indexed in the catalog"
+        except StoreError as exc:
+            rec["outcome"] = "failed"
+            rec["detail"] = f"not indexed ({exc}); `python -m core reindex` will pick it up"
+    status = folder.update_status(steps=run.steps)
+    if progress:
+        progress(status)
+    return status
+
+
+def _result(folder: RunFolder) -> dict[str, Any]:
+    points = folder.point_summaries()
+    # The headline is the plan's last point (usually the heaviest load).
+    headline = points[-1]["metrics"] if points else {}
+    return {"points": len(points), "headline_point": points[-1]["index"] if points else None,
+            "headline": {k: headline.get(k) for k in (
+                "output_throughput", "median_ttft_ms", "median_itl_ms", "median_tpot_ms",
+                "error_rate", "completed", "num_requests")}}
+
+
+def install_signal_handlers(stop_event: threading.Event) -> None:
+    """SIGTERM/SIGINT ask the run to stop cleanly (server stopped, state recorded)."""
+
+    def handler(signum: int, _frame: object) -> None:
+        stop_event.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)

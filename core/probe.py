@@ -1,0 +1,65 @@
+"""The sanity probe: one question before any load, so a broken server (wrong
+weights, NaN logits, a chat template gone wrong) is caught before it is measured."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import httpx
+
+from core.config import ProbeSpec
+
+__all__ = ["ProbeResult", "judge_answer", "run_probe"]
+
+# Text that only a numerically broken model produces.
+_GARBAGE = re.compile(r"(?i)\bnan\b|\ufffd|^[\W_]+$")
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    prompt: str
+    expect: str | None
+    answer: str
+    passed: bool
+    reason: str
+    latency_s: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def judge_answer(answer: str, expect: str | None) -> tuple[bool, str]:
+    """(passed, reason in words)."""
+    text = answer.strip()
+    if not text:
+        return False, "empty answer"
+    if expect is None:
+        if _GARBAGE.search(text):
+            return False, f"answer looks numerically broken: {text[:80]!r}"
+        return True, "non-empty answer (no pattern expected)"
+    if re.search(expect, text):
+        return True, f"answer matches /{expect}/"
+    return False, f"answer {text[:80]!r} does not match /{expect}/"
+
+
+def run_probe(base_url: str, model: str, spec: ProbeSpec, timeout_s: float = 120.0) -> ProbeResult:
+    body = {"model": model, "messages": [{"role": "user", "content": spec.prompt}],
+            "max_tokens": spec.max_tokens, "temperature": 0.0, "stream": False}
+    t = time.perf_counter()
+    try:
+        resp = httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=timeout_s)
+        latency_s = time.perf_counter() - t
+        if resp.status_code != 200:
+            return ProbeResult(spec.prompt, spec.expect, "", False,
+                               f"HTTP {resp.status_code}: {resp.text[:200]}", latency_s)
+        choices = resp.json().get("choices") or [{}]
+        answer = str((choices[0].get("message") or {}).get("content") or "")
+    except (httpx.HTTPError, ValueError) as exc:
+        return ProbeResult(spec.prompt, spec.expect, "", False,
+                           f"no answer: {type(exc).__name__}: {exc}"[:300],
+                           time.perf_counter() - t)
+    passed, reason = judge_answer(answer, spec.expect)
+    return ProbeResult(spec.prompt, spec.expect, answer, passed, reason, latency_s)

@@ -1,0 +1,90 @@
+"""Plain-text views of runs for the command line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.metrics import DEFINITION
+from core.run_folder import RunFolder
+
+__all__ = ["format_run", "format_runs", "run_details"]
+
+
+def _f(v: Any, digits: int = 1) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
+
+
+def run_details(folder: RunFolder) -> dict[str, Any]:
+    return {
+        "run_id": folder.run_id,
+        "path": str(folder.path),
+        "spec": folder.read("spec.json"),
+        "status": folder.status(),
+        "launch": folder.read("launch.json"),
+        "facts": {k: v for k, v in (folder.read("facts.json") or {}).items()
+                  if k != "server_info_raw"},
+        "probe": folder.read("probe.json"),
+        "points": folder.point_summaries(),
+    }
+
+
+def format_run(folder: RunFolder) -> str:
+    d = run_details(folder)
+    st, launch, facts, probe = d["status"], d["launch"] or {}, d["facts"], d["probe"]
+    out = [f"run {folder.run_id}: {st.get('state')}"
+           + (f" — {st['reason']}" if st.get("reason") else ""),
+           f"  folder:  {folder.path}"]
+    if launch.get("command"):
+        out.append(f"  command: {launch['command']}")
+    for note in launch.get("notes") or []:
+        out.append(f"  note:    {note}")
+    if facts:
+        out.append(f"  engine {facts.get('engine_version') or '?'}; ready after "
+                   f"{_f(facts.get('ready_after_s'))} s; KV pool tokens "
+                   f"{_f(facts.get('kv_cache_tokens'))}")
+    if probe:
+        out.append(f"  probe:   {probe['prompt']!r} -> {probe['answer'][:60]!r} "
+                   f"({'pass' if probe['passed'] else 'FAIL'}: {probe['reason']})")
+    out.append("  steps:   " + ", ".join(f"{s['step']} {s['outcome']}"
+                                          for s in st.get("steps", [])))
+    rows = []
+    for p in d["points"]:
+        m = p["metrics"]
+        rows.append([p["label"], f"{m['completed']}/{m['num_requests']}",
+                     _f(m["output_throughput"]), _f(m["median_ttft_ms"]), _f(m["p99_ttft_ms"]),
+                     _f(m["median_itl_ms"]), _f(m["median_tpot_ms"]), _f(m["median_e2e_ms"]),
+                     _f(p["client"].get("loop_lag_ms_p99"))])
+    if rows:
+        out.append("")
+        out.append(_table(["point", "ok", "out tok/s", "TTFT p50 ms", "TTFT p99 ms",
+                           "ITL p50 ms", "TPOT p50 ms", "E2E p50 ms", "client lag p99 ms"],
+                          rows))
+        src = d["points"][0].get("token_source", "server")
+        out.append(f"\nmetrics: {DEFINITION}; output tokens counted by: {src}")
+        if any(p["client"].get("client_saturated") for p in d["points"]):
+            out.append("WARNING: the load generator's event loop lagged: the client, not the "
+                       "server, may have limited these numbers")
+    return "\n".join(out)
+
+
+def format_runs(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no runs yet: `python -m core run --engine transformers` makes one"
+    table = [[r["run_id"], str(r["state"]), str(r["engine"]), str(r["model"])[-32:],
+              _f(r["cuda_graphs"]), _f(r["output_throughput"]), _f(r["median_ttft_ms"]),
+              _f(r["duration_s"]), (r.get("reason") or "")[:60]] for r in rows]
+    return _table(["run", "state", "engine", "model", "graphs", "out tok/s", "TTFT p50",
+                   "wall s", "reason"], table)
