@@ -1,0 +1,73 @@
+"""Shared fixtures. Everything here is real (DuckDB files, subprocesses, HTTP on
+loopback); the only fake is the SGLang server in tests/fakes, at the process boundary."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from core.settings import Settings
+
+REPO = Path(__file__).resolve().parent.parent
+FAKE_SGLANG_PATH = REPO / "tests" / "fakes" / "sglang_pkg"
+WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike "
+         "november oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee "
+         "zulu apple banana cherry grape lemon mango melon orange peach pear plum berry "
+         "river mountain valley forest desert ocean island harbor bridge castle garden "
+         "market school temple tower village window winter summer spring autumn morning "
+         "evening silver golden copper marble paper stone water paris capital france the "
+         "answer").split()
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A byte-level BPE tokenizer trained in milliseconds on plain words, saved as
+    tokenizer.json: enough for exact-length prompts without the real model."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=600, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    corpus = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(len(WORDS))] * 20
+    tok.train_from_iterator(corpus, trainer)
+    folder = tmp_path_factory.mktemp("tiny-model")
+    tok.save(str(folder / "tokenizer.json"))
+    (folder / "config.json").write_text('{"model_type": "llama"}')
+    return folder
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    data = tmp_path / "data"
+    return Settings(data_dir=data, sglang_python=sys.executable,
+                    transformers_python=sys.executable)
+
+
+@pytest.fixture
+def fake_sglang(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Put the fake SGLang package on PYTHONPATH for every subprocess of the test."""
+    old = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(FAKE_SGLANG_PATH), str(REPO), *([old] if old else [])]))
+    for var in list(os.environ):
+        if var.startswith("FAKE_SGLANG_"):
+            monkeypatch.delenv(var)
+    return FAKE_SGLANG_PATH
+
+
+@pytest.fixture(autouse=True)
+def no_orphans():
+    """After every test: no child process of the test survives."""
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    yield
+    leftover = [p for p in psutil.Process().children(recursive=True)
+                if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE]
+    for p in leftover:
+        p.kill()
+    assert not leftover, f"processes survived the test: {[p.cmdline() for p in leftover]}"
