@@ -10,7 +10,7 @@ be inferred, what each failure label means) follow the shared fixtures' README.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -87,6 +87,8 @@ _FINAL_RE = re.compile(r"\bmax_total_num_tokens=" + _INT)
 _FINAL_FIELD_RE = re.compile(
     r"\b(?P<key>max_total_num_tokens|chunked_prefill_size|max_prefill_tokens|"
     r"max_running_requests|context_len)=(?P<v>" + _INT + r")\b")
+_FINAL_INT_KEYS = ("max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens",
+                   "max_running_requests", "context_len")
 _FINAL_AVAIL_RE = re.compile(r"\bavailable_(?:gpu|cpu)_mem=(?P<v>" + _FLOAT + r") GB")
 _READY_RE = re.compile(r"The server is fired up and ready to roll")
 _UVICORN_RE = re.compile(r"Uvicorn running on|Application startup complete")
@@ -176,19 +178,19 @@ def _parse(text: str) -> dict[str, Any]:
     args = _server_args(records)
     facts = _empty_facts()
 
-    load_end = _pick(scan.load_end)
-    facts["avail_mem_gb_after_load"] = _float_field(_AVAIL_MEM_RE, load_end)
-    facts["weight_mem_gb"] = _float_field(_MEM_USAGE_RE, load_end)
-    facts["load_weight_s"] = _float_field(_ELAPSED_RE, load_end)
+    facts["avail_mem_gb_after_load"] = _pick_float(scan.load_end, _AVAIL_MEM_RE)
+    facts["weight_mem_gb"] = _pick_float(scan.load_end, _MEM_USAGE_RE)
+    facts["load_weight_s"] = _pick_float(scan.load_end, _ELAPSED_RE)
 
-    post_kv = _pick(scan.post_kv)
-    kv = _pick({r: _kv_summary(lines) for r, lines in scan.kv_lines.items()})
-    if post_kv is not None:
-        facts["kv_cache_tokens"] = _int_field(_TOKENS_RE, post_kv)
-        facts["kv_cache_gb"] = _kv_gb(post_kv)
-    elif kv is not None:
-        facts["kv_cache_tokens"], facts["kv_cache_gb"] = kv
-    facts["avail_mem_gb_after_kv_pool"] = _float_field(_AVAIL_MEM_RE, _pick(scan.pool_end))
+    if scan.post_kv:
+        facts["kv_cache_tokens"] = _pick({r: _int_field(_TOKENS_RE, m)
+                                          for r, m in scan.post_kv.items()})
+        facts["kv_cache_gb"] = _pick({r: _kv_gb(m) for r, m in scan.post_kv.items()})
+    else:
+        summaries = {r: _kv_summary(lines) for r, lines in scan.kv_lines.items()}
+        facts["kv_cache_tokens"] = _pick({r: s[0] for r, s in summaries.items()})
+        facts["kv_cache_gb"] = _pick({r: s[1] for r, s in summaries.items()})
+    facts["avail_mem_gb_after_kv_pool"] = _pick_float(scan.pool_end, _AVAIL_MEM_RE)
 
     ends = scan.capture_ends
     facts["avail_mem_gb_after_graph"] = _pick(
@@ -197,11 +199,9 @@ def _parse(text: str) -> dict[str, Any]:
     facts["cuda_graph_capture_s"] = _pick({r: _sum_field(_ELAPSED_RE, e) for r, e in ends.items()})
     facts["cuda_graph_batch_sizes"] = _batch_sizes(scan)
 
-    final = _pick(scan.final)
-    if final is not None:
-        for m in _FINAL_FIELD_RE.finditer(final):
-            facts[m["key"]] = int(m["v"])
-        facts["available_gpu_mem_gb_final"] = _float_field(_FINAL_AVAIL_RE, final)
+    for key in _FINAL_INT_KEYS:
+        facts[key] = _pick({r: _final_int(m, key) for r, m in scan.final.items()})
+    facts["available_gpu_mem_gb_final"] = _pick_float(scan.final, _FINAL_AVAIL_RE)
 
     facts["tp_size"] = _tp_size(records, args)
     facts["cuda_graph_enabled"] = _cuda_graph_enabled(scan, args)
@@ -279,14 +279,27 @@ def _is_primary(rank: str) -> bool:
     return all(int(d) == 0 for d in _DIGITS_RE.findall(rank))
 
 
-def _pick(by_rank: dict[str, T]) -> T | None:
-    """The primary rank's value; otherwise a value every rank shown agrees on; else None."""
-    for rank, value in by_rank.items():
+def _pick(by_rank: Mapping[str, T | None]) -> T | None:
+    """The primary rank's value; otherwise a value every rank shown agrees on; else None.
+    Ranks whose line lacks the value say nothing about it."""
+    known = {r: v for r, v in by_rank.items() if v is not None}
+    for rank, value in known.items():
         if _is_primary(rank):
             return value
-    values = list(by_rank.values())
+    values = list(known.values())
     if values and all(v == values[0] for v in values[1:]):
         return values[0]
+    return None
+
+
+def _pick_float(messages: dict[str, str], pattern: re.Pattern[str]) -> float | None:
+    return _pick({r: _float_field(pattern, m) for r, m in messages.items()})
+
+
+def _final_int(message: str, key: str) -> int | None:
+    for m in _FINAL_FIELD_RE.finditer(message):
+        if m["key"] == key:
+            return int(m["v"])
     return None
 
 
@@ -353,11 +366,11 @@ def _batch_sizes(scan: _Scan) -> list[int] | None:
         return get
 
     for getter in (from_ends("decode"), from_ends("verify")):
-        found = {r: v for r, e in scan.capture_ends.items() if (v := getter(e)) is not None}
-        if (text := _pick(found)) is not None:
-            return _int_list(text)
-    old = _pick(scan.bs_old)
-    return _int_list(old) if old is not None else None
+        found = {r: _int_list(v) for r, e in scan.capture_ends.items()
+                 if (v := getter(e)) is not None}
+        if (sizes := _pick(found)) is not None:
+            return sizes
+    return _pick({r: _int_list(v) for r, v in scan.bs_old.items()})
 
 
 def _literal(value: str) -> Any:

@@ -1,0 +1,339 @@
+"""SGLang (``python -m sglang.launch_server``): detect, build the argv, read server facts.
+
+SGLang usually lives in its own virtual environment, so everything here talks to it
+through that environment's Python (``Settings.sglang_python``) in a subprocess; nothing
+imports ``sglang``. Flags differ between versions (0.5.23 split the CUDA graph flags per
+phase and made ``--cuda-graph-max-bs`` an ambiguous prefix, exit code 2), so the argv is
+decided by the installed version's own ``--help`` whenever it could be read.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import threading
+from typing import Any
+
+import httpx
+
+from core.config import ServerConfig
+from core.engines.base import EngineInfo, LaunchPlan
+from core.errors import ConfigError, EngineUnavailable
+from core.sglang_log import FAILURE_REASONS, LOG_FACT_KEYS, parse_sglang_log
+
+__all__ = ["SERVER_INFO_FACT_KEYS", "SGLangAdapter", "build_sglang_argv"]
+
+VERSION_TIMEOUT_S = 60.0
+# `--help` imports torch and most of SGLang: tens of seconds on a cold disk.
+HELP_TIMEOUT_S = 180.0
+SERVER_INFO_TIMEOUT_S = 10.0
+# The first version whose CUDA graph flags are per phase (see the reference §1.3).
+PER_PHASE_GRAPH_FLAGS_SINCE = (0, 5, 23)
+
+_VERSION_CODE = "import importlib.metadata as m; print(m.version('sglang'))"
+_FLAG_RE = re.compile(r"(?<![\w-])--[A-Za-z][A-Za-z0-9_-]*")
+_VERSION_NUMS_RE = re.compile(r"\d+")
+_GPU_INDEX_RE = re.compile(r"cuda:(\d+)")
+
+# Flags ServeLab sets from ServerConfig fields; extra_args may not override them, or the
+# stored spec would disagree with the server actually run (argparse keeps the last value).
+_MANAGED_FLAGS: dict[str, str] = {
+    "--model-path": "server.model", "--model": "server.model",
+    "--tokenizer-path": "server.tokenizer", "--host": "server.host", "--port": "server.port",
+    "--tp-size": "server.tp_size", "--tensor-parallel-size": "server.tp_size",
+    "--tp": "server.tp_size", "--mem-fraction-static": "server.mem_fraction_static",
+    "--attention-backend": "server.attention_backend", "--dtype": "server.dtype",
+    "--device": "server.device", "--base-gpu-id": "server.device",
+    "--disable-cuda-graph": "server.cuda_graphs",
+    "--cuda-graph-backend-decode": "server.cuda_graphs",
+    "--cuda-graph-backend-prefill": "server.cuda_graphs",
+    "--cuda-graph-max-bs": "server.cuda_graph_max_bs",
+    "--cuda-graph-max-bs-decode": "server.cuda_graph_max_bs",
+}
+
+# Keys collect_facts reads from /server_info (the log fills whichever stay None).
+SERVER_INFO_FACT_KEYS: tuple[str, ...] = (
+    "engine_version", "kv_cache_tokens", "weight_mem_gb", "kv_cache_gb", "graph_mem_gb",
+    "available_gpu_mem_gb", "cuda_graph_batch_sizes", "cuda_graph_enabled",
+    "mem_fraction_static", "attention_backend", "tp_size", "startup_s", "launch_command",
+    "max_total_num_tokens", "load_weight_s", "kv_cache_allocation_s", "cuda_graph_capture_s",
+    "last_gen_throughput",
+)
+# A log key that means the same as a /server_info key under another name.
+_LOG_KEY_FOR: dict[str, tuple[str, ...]] = {
+    "engine_version": ("sglang_version",),
+    "available_gpu_mem_gb": ("available_gpu_mem_gb_final",),
+    "kv_cache_tokens": ("kv_cache_tokens", "max_total_num_tokens"),
+}
+
+_options_cache: dict[tuple[str, str], frozenset[str]] = {}
+_options_lock = threading.Lock()
+
+
+def _version_tuple(version: str | None) -> tuple[int, ...]:
+    """``0.5.10.post1`` -> (0, 5, 10); unknown -> ()."""
+    if not version:
+        return ()
+    head = re.split(r"[^\d.]", version, maxsplit=1)[0]
+    return tuple(int(n) for n in _VERSION_NUMS_RE.findall(head)[:3])
+
+
+def _per_phase_graph_flags(version: str | None, options: frozenset[str], flag: str) -> bool:
+    """Whether to use 0.5.23's per-phase flag ``flag``: by the option list when known,
+    else by version."""
+    if options:
+        return flag in options
+    return _version_tuple(version) >= PER_PHASE_GRAPH_FLAGS_SINCE
+
+
+def _check_known(flag: str, field: str, version: str | None, options: frozenset[str]) -> None:
+    if options and flag not in options:
+        raise ConfigError(field, f"{flag} is unknown to SGLang {version or '(unknown version)'}; "
+                                 "see `python -m sglang.launch_server --help`")
+
+
+def _check_extra_args(extra_args: tuple[str, ...], version: str | None,
+                      options: frozenset[str]) -> None:
+    for item in extra_args:
+        if not item.startswith("--"):
+            continue  # a value, e.g. the `8` of `--max-running-requests 8`
+        flag = item.split("=", 1)[0]
+        if flag in _MANAGED_FLAGS:
+            raise ConfigError("server.extra_args",
+                              f"{flag} is set by ServeLab; use {_MANAGED_FLAGS[flag]} instead")
+        # Exact names only: SGLang's argparse also takes unique prefixes, but an ambiguous
+        # one (0.5.23's --cuda-graph-max-bs) makes the server exit with code 2.
+        _check_known(flag, "server.extra_args", version, options)
+
+
+def build_sglang_argv(config: ServerConfig, port: int, python: str, version: str | None,
+                      options: frozenset[str]) -> list[str]:
+    """The launch argv for one SGLang version; ``options`` empty means "not known"."""
+    argv = [python, "-m", "sglang.launch_server", "--model-path", config.model,
+            "--host", config.host, "--port", str(port), "--tp-size", str(config.tp_size)]
+    if config.tokenizer:
+        argv += ["--tokenizer-path", config.tokenizer]
+    if config.mem_fraction_static is not None:
+        argv += ["--mem-fraction-static", f"{config.mem_fraction_static:g}"]
+    if config.attention_backend:
+        argv += ["--attention-backend", config.attention_backend]
+    if config.dtype != "auto":
+        argv += ["--dtype", config.dtype]
+    if config.device == "cpu" or config.device.startswith("cuda"):
+        _check_known("--device", "server.device", version, options)
+        argv += ["--device", "cpu" if config.device == "cpu" else "cuda"]
+        if m := _GPU_INDEX_RE.fullmatch(config.device):
+            _check_known("--base-gpu-id", "server.device", version, options)
+            argv += ["--base-gpu-id", m[1]]
+    argv.append("--enable-metrics")  # so /metrics exists for the sampler
+    if config.cuda_graphs is False:
+        if _per_phase_graph_flags(version, options, "--cuda-graph-backend-decode"):
+            argv += ["--cuda-graph-backend-decode", "disabled",
+                     "--cuda-graph-backend-prefill", "disabled"]
+        else:
+            _check_known("--disable-cuda-graph", "server.cuda_graphs", version, options)
+            argv.append("--disable-cuda-graph")
+    elif config.cuda_graph_max_bs is not None:
+        if _per_phase_graph_flags(version, options, "--cuda-graph-max-bs-decode"):
+            argv += ["--cuda-graph-max-bs-decode", str(config.cuda_graph_max_bs)]
+        else:
+            _check_known("--cuda-graph-max-bs", "server.cuda_graph_max_bs", version, options)
+            argv += ["--cuda-graph-max-bs", str(config.cuda_graph_max_bs)]
+    _check_extra_args(config.extra_args, version, options)
+    return argv + list(config.extra_args)
+
+
+def _read_options(python: str, version: str) -> tuple[frozenset[str], str]:
+    """Every ``--flag`` in ``launch_server --help``, cached per (python, version); an empty
+    set and the reason when the help could not be read (failures are not cached)."""
+    key = (python, version)
+    with _options_lock:
+        if key in _options_cache:
+            return _options_cache[key], ""
+    try:
+        proc = subprocess.run([python, "-m", "sglang.launch_server", "--help"],
+                              capture_output=True, text=True, errors="replace",
+                              timeout=HELP_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return frozenset(), f"could not run `sglang.launch_server --help`: {exc}"
+    options = frozenset(f.rstrip("-") for f in _FLAG_RE.findall(proc.stdout))
+    if proc.returncode != 0 or not options:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return frozenset(), f"`sglang.launch_server --help` failed ({proc.returncode}): {last}"
+    with _options_lock:
+        _options_cache[key] = options
+    return options, ""
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _graph_enabled(info: dict[str, Any], state: dict[str, Any]) -> bool | None:
+    bs = state.get("decode_cuda_graph_bs")
+    if isinstance(bs, list) and bs:
+        return True
+    if info.get("disable_cuda_graph") is True:
+        return False
+    phases = _dict(info.get("cuda_graph_config"))
+    if phases and all(_dict(phases.get(p)).get("backend") == "disabled"
+                      for p in ("decode", "prefill")):
+        return False
+    if isinstance(bs, list):
+        return False  # the reference: `[]` when disabled
+    return None
+
+
+def _server_info_facts(info: dict[str, Any]) -> dict[str, Any]:
+    """The facts /server_info states (reference §3.3); None where it does not say."""
+    states = info.get("internal_states")
+    state = _dict(states[0]) if isinstance(states, list) and states else {}
+    usage = _dict(state.get("memory_usage"))
+    graph = usage.get("graph")
+    graph_gb = [v for v in _dict(graph).values() if _num(v) is not None]
+    startup = _dict(info.get("startup_time")) or _dict(state.get("startup_time"))
+    capture = [v for v in _dict(startup.get("cuda_graph")).values() if _num(v) is not None]
+    bs = state.get("decode_cuda_graph_bs")
+    version = info.get("version")
+    command = info.get("launch_command")
+    backend = info.get("attention_backend", state.get("attention_backend"))
+    return {
+        "engine_version": version if isinstance(version, str) else None,
+        "max_total_num_tokens": _int(info.get("max_total_num_tokens")),
+        "kv_cache_tokens": _int(info.get("max_total_num_tokens"))
+        or _int(usage.get("token_capacity")),
+        "weight_mem_gb": _num(usage.get("weight")),
+        "kv_cache_gb": _num(usage.get("kvcache")),
+        "graph_mem_gb": round(sum(graph_gb), 3) if graph_gb else _num(graph),
+        "available_gpu_mem_gb": _num(usage.get("startup_available")),
+        "cuda_graph_batch_sizes": [int(b) for b in bs if _int(b) is not None]
+        if isinstance(bs, list) else None,
+        "cuda_graph_enabled": _graph_enabled(info, state),
+        "mem_fraction_static": _num(info.get("mem_fraction_static",
+                                             state.get("mem_fraction_static"))),
+        "attention_backend": backend if isinstance(backend, str) else None,
+        "tp_size": _int(info.get("tp_size", state.get("tp_size"))),
+        # /server_info has per-phase times only; the whole start-up comes from the log.
+        "startup_s": None,
+        "load_weight_s": _num(startup.get("load_weight")),
+        "kv_cache_allocation_s": _num(startup.get("kv_cache_allocation")),
+        "cuda_graph_capture_s": round(sum(capture), 3) if capture else None,
+        "last_gen_throughput": _num(state.get("last_gen_throughput")),
+        "launch_command": command if isinstance(command, str) else None,
+    }
+
+
+def _fetch_server_info(base_url: str) -> dict[str, Any] | None:
+    """GET /server_info, or the deprecated /get_server_info of older versions; None if
+    neither answers with a JSON object."""
+    try:
+        with httpx.Client(timeout=SERVER_INFO_TIMEOUT_S) as client:
+            for path in ("/server_info", "/get_server_info"):
+                try:
+                    resp = client.get(base_url.rstrip("/") + path)
+                    body = resp.json() if resp.status_code == 200 else None
+                except (httpx.HTTPError, httpx.InvalidURL, ValueError):
+                    continue
+                if isinstance(body, dict):
+                    return body
+    except (httpx.HTTPError, httpx.InvalidURL, OSError):
+        pass
+    return None
+
+
+class SGLangAdapter:
+    """Launches ``python -m sglang.launch_server`` from the Python that has SGLang."""
+
+    name = "sglang"
+
+    def __init__(self, python: str) -> None:
+        self.python = python
+
+    def detect(self) -> EngineInfo:
+        try:
+            proc = subprocess.run([self.python, "-c", _VERSION_CODE], capture_output=True,
+                                  text=True, errors="replace", timeout=VERSION_TIMEOUT_S,
+                                  check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return EngineInfo(self.name, installed=False,
+                              reason=f"could not run {self.python}: {exc}")
+        lines = proc.stdout.strip().splitlines()
+        if proc.returncode != 0 or not lines:
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            return EngineInfo(self.name, installed=False,
+                              reason=f"SGLang is not installed for {self.python} ({last})")
+        version = lines[-1].strip()
+        options, problem = _read_options(self.python, version)
+        notes = (f"{problem}; flags are chosen by version and extra_args are not checked",
+                 ) if problem else ()
+        return EngineInfo(self.name, installed=True, version=version, options=options,
+                          notes=notes)
+
+    def plan_launch(self, config: ServerConfig, port: int, info: EngineInfo) -> LaunchPlan:
+        if not info.installed:
+            raise EngineUnavailable(
+                f"{info.reason or 'SGLang is not installed'}. To add SGLang, run "
+                "`pip install -r requirements-sglang.txt` on a GPU host, or set "
+                "SERVELAB_SGLANG_PYTHON to the python of a virtual environment that has SGLang.")
+        if config.device == "mps":
+            raise ConfigError("server.device", "SGLang does not run on mps; use auto, cuda, "
+                                               "cuda:N or cpu")
+        argv = build_sglang_argv(config, port, self.python, info.version, info.options)
+        notes: list[str] = []
+        if config.cuda_graphs is False and config.cuda_graph_max_bs is not None:
+            notes.append("cuda_graph_max_bs ignored: CUDA graphs are off")
+        if config.device == "cpu" and config.cuda_graphs:
+            notes.append("CUDA graphs do not apply on CPU")
+        if not config.continuous_batching or config.compile:
+            notes.append("continuous_batching/compile apply to transformers only; SGLang "
+                         "always batches continuously")
+        host = f"[{config.host}]" if ":" in config.host else config.host
+        return LaunchPlan(argv=argv, base_url=f"http://{host}:{port}",
+                          # 503 until SGLang's own warm-up request succeeds, then 200.
+                          health_path="/health",
+                          tokenizer_path=config.tokenizer or config.model,
+                          supports_ignore_eos=True, supports_flush_cache=True,
+                          notes=tuple(notes))
+
+    def failure_in_log(self, log_text: str) -> str | None:
+        """Why start-up failed, in words, when the log shows a known failure."""
+        label = parse_sglang_log(log_text)["failure"]
+        return f"{FAILURE_REASONS[label]} ({label})" if label in FAILURE_REASONS else None
+
+    def collect_facts(self, base_url: str, log_text: str) -> dict[str, Any]:
+        """/server_info facts, each still-None key filled from the log; ``facts_source`` says
+        where the facts came from overall and ``facts_source_by_key`` per key."""
+        raw = _fetch_server_info(base_url)
+        from_info = _server_info_facts(raw) if raw is not None else dict.fromkeys(
+            SERVER_INFO_FACT_KEYS)
+        # A blank log states nothing, not even "not ready" or "0 decode lines".
+        from_log = (parse_sglang_log(log_text) if log_text.strip()
+                    else dict.fromkeys(LOG_FACT_KEYS))
+        facts: dict[str, Any] = {}
+        by_key: dict[str, str] = {}
+        for key in dict.fromkeys([*SERVER_INFO_FACT_KEYS, *from_log]):
+            value = from_info.get(key)
+            if value is not None:
+                facts[key], by_key[key] = value, "server_info"
+                continue
+            for log_key in _LOG_KEY_FOR.get(key, (key,)):
+                if from_log.get(log_key) is not None:
+                    facts[key], by_key[key] = from_log[log_key], "log"
+                    break
+            else:
+                facts[key] = None
+        sources = sorted(set(by_key.values()), reverse=True)
+        facts["facts_source"] = "+".join(sources) if sources else "none"
+        facts["facts_source_by_key"] = by_key
+        facts["server_info_raw"] = raw
+        return facts
