@@ -29,7 +29,7 @@ def test_no_shell_true_outside_tests() -> None:
         if not p.exists():
             continue
         for node in ast.walk(ast.parse(p.read_text())):
-            if isinstance(node, ast.keyword) and node.arg == "shell":
-                if isinstance(node.value, ast.Constant) and node.value.value is True:
-                    offenders.append(f"{p.name}:{node.value.lineno}")
+            if (isinstance(node, ast.keyword) and node.arg == "shell"
+                    and isinstance(node.value, ast.Constant) and node.value.value is True):
+                offenders.append(f"{p.name}:{node.value.lineno}")
     assert offenders == []

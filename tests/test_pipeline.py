@@ -1,0 +1,119 @@
+"""Whole runs through the CLI (the run process) against the fake SGLang."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from core.run_folder import RunFolder
+from core.settings import Settings
+from core.store import Catalog
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_cli(settings: Settings, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "SERVELAB_DATA_DIR": str(settings.data_dir),
+           "SERVELAB_SGLANG_PYTHON": sys.executable}
+    return subprocess.run([sys.executable, "-m", "core", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def only_run(settings: Settings) -> RunFolder:
+    folders = sorted(settings.runs_dir.iterdir())
+    assert len(folders) == 1
+    return RunFolder(folders[0])
+
+
+def test_full_run_against_fake_sglang(fake_sglang: Path, settings: Settings,
+                                      tiny_tokenizer_dir: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "30")
+    monkeypatch.setenv("FAKE_SGLANG_ITL_MS", "5")
+    out = run_cli(settings, "run", "--engine", "sglang", "--model", str(tiny_tokenizer_dir),
+                  "--mem-fraction-static", "0.85", "--cuda-graph-max-bs", "16",
+                  "--concurrency", "1,4", "--num-prompts", "8", "--input-len", "16",
+                  "--output-len", "12", "--tag", "smoke")
+    assert out.returncode == 0, out.stdout + out.stderr
+    folder = only_run(settings)
+    status = folder.status()
+    assert status["state"] == "succeeded"
+    steps = [s["step"] for s in status["steps"]]
+    assert steps == ["preflight", "launch", "wait_ready", "facts", "probe", "warmup",
+                     "point 0", "point 1", "stop", "verify", "store"]
+    assert all(s["outcome"] in ("ok", "skipped") for s in status["steps"])
+    launch = folder.read("launch.json")
+    # 0.5.23 made --cuda-graph-max-bs ambiguous: the adapter must use the per-phase flag.
+    assert "--cuda-graph-max-bs-decode" in launch["argv"]
+    assert "--cuda-graph-max-bs" not in launch["argv"]
+    facts = folder.read("facts.json")
+    assert facts["kv_cache_tokens"] and facts["engine_version"] == "0.5.23"
+    assert folder.read("probe.json")["passed"] is True
+    assert "The server is fired up" in folder.log_path.read_text()
+    recs = pq.read_table(folder.path / "points/001/records.parquet")
+    assert recs.num_rows == 8 and all(recs.column("ok").to_pylist())
+    summary = folder.read("points/001/summary.json")
+    m = summary["metrics"]
+    assert m["total_output_tokens"] == 8 * 12 and m["output_len_ratio"] == 1.0
+    assert 25 < m["median_ttft_ms"] < 60 and 3 < m["median_itl_ms"] < 15
+    assert summary["token_source"] == "server"
+    samples = pq.read_table(folder.path / "samples.parquet").to_pylist()
+    assert any(s["name"].startswith("sglang:") for s in samples)
+    # the CLI summary and the catalog
+    assert "out tok/s" in out.stdout and "sglang bench_serving" in out.stdout
+    listing = run_cli(settings, "runs")
+    assert folder.run_id in listing.stdout and "succeeded" in listing.stdout
+    row = Catalog(settings.catalog_path, settings.runs_dir).get_run(folder.run_id)
+    assert row is not None and row["mem_fraction_static"] == 0.85
+    shown = run_cli(settings, "show", folder.run_id, "--json")
+    assert json.loads(shown.stdout)["status"]["state"] == "succeeded"
+
+
+def test_wrong_probe_answer_marks_the_run_invalid(fake_sglang: Path, settings: Settings,
+                                                  tiny_tokenizer_dir: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_SGLANG_FAULT", "wrong_answer")
+    out = run_cli(settings, "run", "--engine", "sglang", "--model", str(tiny_tokenizer_dir),
+                  "--concurrency", "1", "--num-prompts", "2")
+    assert out.returncode == 1
+    folder = only_run(settings)
+    st = folder.status()
+    assert st["state"] == "invalid" and "does not match" in st["reason"]
+    assert "Berlin" in folder.read("probe.json")["answer"]
+    assert not (folder.path / "points/000/records.parquet").exists()  # benchmark skipped
+    assert [s["step"] for s in st["steps"]][-3:] == ["stop", "verify", "store"]
+
+
+def test_crash_on_start_is_recorded_with_the_log(fake_sglang: Path, settings: Settings,
+                                                 tiny_tokenizer_dir: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_SGLANG_FAULT", "oom_during_capture")
+    out = run_cli(settings, "run", "--engine", "sglang", "--model", str(tiny_tokenizer_dir))
+    assert out.returncode == 1
+    st = only_run(settings).status()
+    assert st["state"] == "failed"
+    assert "oom-during-cuda-graph-capture" in st["reason"]
+    assert "exit code 1" in st["reason"]
+
+
+def test_bad_input_names_the_flag_and_stores_nothing(settings: Settings) -> None:
+    out = run_cli(settings, "run", "--engine", "transformers", "--mem-fraction-static", "0.9")
+    assert out.returncode == 2
+    assert "mem_fraction_static applies to the sglang engine only" in out.stderr
+    assert not settings.runs_dir.exists() or not any(settings.runs_dir.iterdir())
+
+
+def test_unknown_extra_flag_fails_preflight(fake_sglang: Path, settings: Settings,
+                                            tiny_tokenizer_dir: Path) -> None:
+    out = run_cli(settings, "run", "--engine", "sglang", "--model", str(tiny_tokenizer_dir),
+                  "--extra-arg=--no-such-flag")
+    assert out.returncode == 1
+    st = only_run(settings).status()
+    assert st["state"] == "failed" and "extra_args" in st["reason"]
+    assert st["steps"][0] == {**st["steps"][0], "step": "preflight", "outcome": "failed"}
