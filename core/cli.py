@@ -170,10 +170,15 @@ def spec_from_args(args: argparse.Namespace) -> Any:
 
 def _progress_printer(quiet: bool) -> Any:
     tty = sys.stderr.isatty()
+    last: list[tuple[Any, Any]] = []
 
     def show(status: dict[str, Any]) -> None:
         if quiet:
             return
+        key = (status.get("state"), status.get("phase"))
+        if not tty and last and last[-1] == key:
+            return  # a log file gets one line per phase, not every progress tick
+        last.append(key)
         phase = status.get("phase", "")
         prog = status.get("progress") or {}
         line = f"[{status.get('run_id', '')}] {status.get('state', '')}: {phase}"

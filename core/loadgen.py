@@ -22,7 +22,7 @@ import httpx
 from core.prompts import Prompt
 from core.records import RequestRecord
 
-__all__ = ["ClientHealth", "LoadOptions", "run_load"]
+__all__ = ["ClientHealth", "LoadGenerator", "LoadOptions", "run_load"]
 
 # Above this event-loop lag the client, not the server, may be what was measured.
 LOOP_LAG_WARN_MS = 5.0
@@ -35,7 +35,7 @@ class LoadOptions:
     concurrency: int | None
     request_rate: float
     seed: int
-    ignore_eos: bool
+    exact_length_body: dict[str, Any]  # merged into each request; {} = let the model stop
     request_timeout_s: float
     point_timeout_s: float
     api_path: str = "/v1/chat/completions"
@@ -77,8 +77,7 @@ def _payload(opts: LoadOptions, prompt: Prompt) -> dict[str, Any]:
         # falls back to the requested length without them.
         "stream_options": {"include_usage": True},
     }
-    if opts.ignore_eos:
-        body["ignore_eos"] = True
+    body.update(opts.exact_length_body)
     return body
 
 
@@ -125,8 +124,10 @@ async def _one_request(client: httpx.AsyncClient, opts: LoadOptions, rec: Reques
                     if choice.get("finish_reason"):
                         rec.finish_reason = choice["finish_reason"]
             rec.generated_text = "".join(parts)
-            if not done:
-                rec.error = "stream ended before [DONE] (truncated)"
+            # transformers serve ends its streams without [DONE]; a stream that ended
+            # after a finish_reason is complete, one that ended without either was cut.
+            if not done and rec.finish_reason is None:
+                rec.error = "stream ended before [DONE] or a finish_reason (truncated)"
                 return
             if not rec.chunk_s:
                 rec.error = "no content in the stream"
@@ -156,64 +157,59 @@ async def _lag_monitor(health: ClientHealth, stop: asyncio.Event,
             return
 
 
-async def _run(opts: LoadOptions, prompts: list[Prompt],
+async def _run(client: httpx.AsyncClient, opts: LoadOptions, prompts: list[Prompt],
                on_done: Callable[[int, int], None] | None) -> tuple[list[RequestRecord],
                                                                    ClientHealth]:
     n = len(prompts)
     records = [RequestRecord(index=i, send_s=0.0, prompt_tokens=p.prompt_tokens,
                              output_tokens_requested=p.output_len)
                for i, p in enumerate(prompts)]
-    limit = opts.concurrency or n
-    sem = asyncio.Semaphore(limit)
+    sem = asyncio.Semaphore(opts.concurrency or n)
     rng = random.Random(opts.seed)
-    timeout = httpx.Timeout(opts.request_timeout_s, connect=min(30.0, opts.request_timeout_s))
-    limits = httpx.Limits(max_connections=limit, max_keepalive_connections=limit)
     health = ClientHealth()
     stop = asyncio.Event()
     finished = 0
+    t0 = time.perf_counter()
+    cpu0 = time.process_time()
 
-    async with httpx.AsyncClient(base_url=opts.base_url, timeout=timeout, limits=limits) as client:
-        t0 = time.perf_counter()
-        cpu0 = time.process_time()
+    async def guarded(i: int) -> None:
+        nonlocal finished
+        async with sem:
+            try:
+                await asyncio.wait_for(_one_request(client, opts, records[i], prompts[i], t0),
+                                       timeout=opts.request_timeout_s)
+            except TimeoutError:
+                records[i].error = f"timeout after {opts.request_timeout_s:g} s"
+                records[i].ok = False
+        finished += 1
+        if on_done:
+            on_done(finished, n)
 
-        async def guarded(i: int) -> None:
-            nonlocal finished
-            async with sem:
-                try:
-                    await asyncio.wait_for(_one_request(client, opts, records[i], prompts[i], t0),
-                                           timeout=opts.request_timeout_s)
-                except TimeoutError:
-                    records[i].error = f"timeout after {opts.request_timeout_s:g} s"
-                    records[i].ok = False
-            finished += 1
-            if on_done:
-                on_done(finished, n)
+    async def dispatch() -> None:
+        tasks = []
+        for i in range(n):
+            tasks.append(asyncio.create_task(guarded(i)))
+            if not math.isinf(opts.request_rate) and i < n - 1:
+                await asyncio.sleep(rng.expovariate(opts.request_rate))
+        await asyncio.gather(*tasks)
 
-        async def dispatch() -> None:
-            tasks = []
-            for i in range(n):
-                tasks.append(asyncio.create_task(guarded(i)))
-                if not math.isinf(opts.request_rate) and i < n - 1:
-                    await asyncio.sleep(rng.expovariate(opts.request_rate))
-            await asyncio.gather(*tasks)
-
-        work = asyncio.create_task(asyncio.wait_for(dispatch(), timeout=opts.point_timeout_s))
-        monitor = asyncio.create_task(_lag_monitor(health, stop, opts.should_stop, work))
-        try:
-            await work
-        except (TimeoutError, asyncio.CancelledError) as exc:
-            why = ("cancelled" if isinstance(exc, asyncio.CancelledError)
-                   else f"point timeout after {opts.point_timeout_s:g} s")
-            now = time.perf_counter() - t0
-            for r in records:
-                if not r.ok and r.error is None:
-                    r.error = why
-                    r.end_s = r.end_s or now
-        finally:
-            stop.set()
-            await monitor
-        health.wall_s = time.perf_counter() - t0
-        health.cpu_s = time.process_time() - cpu0
+    work = asyncio.create_task(asyncio.wait_for(dispatch(), timeout=opts.point_timeout_s))
+    monitor = asyncio.create_task(_lag_monitor(health, stop, opts.should_stop, work))
+    try:
+        await work
+    except (TimeoutError, asyncio.CancelledError) as exc:
+        why = ("cancelled" if isinstance(exc, asyncio.CancelledError)
+               else f"point timeout after {opts.point_timeout_s:g} s")
+        now = time.perf_counter() - t0
+        for r in records:
+            if not r.ok and r.error is None:
+                r.error = why
+                r.end_s = r.end_s or now
+    finally:
+        stop.set()
+        await monitor
+    health.wall_s = time.perf_counter() - t0
+    health.cpu_s = time.process_time() - cpu0
     if health.lag_samples_ms:
         lags = sorted(health.lag_samples_ms)
         health.loop_lag_ms_max = lags[-1]
@@ -222,8 +218,38 @@ async def _run(opts: LoadOptions, prompts: list[Prompt],
     return records, health
 
 
+class LoadGenerator:
+    """One event loop and one connection pool for every load phase on a server, so
+    warm-up leaves warm keep-alive connections behind for the measured points."""
+
+    def __init__(self, base_url: str, max_connections: int, request_timeout_s: float) -> None:
+        self._runner = asyncio.Runner()
+        timeout = httpx.Timeout(request_timeout_s, connect=min(30.0, request_timeout_s))
+        limits = httpx.Limits(max_connections=max_connections,
+                              max_keepalive_connections=max_connections)
+        self._client = httpx.AsyncClient(base_url=base_url, timeout=timeout, limits=limits)
+
+    def run(self, opts: LoadOptions, prompts: list[Prompt],
+            on_done: Callable[[int, int], None] | None = None
+            ) -> tuple[list[RequestRecord], ClientHealth]:
+        """Send every prompt under the point's concurrency cap and arrival process."""
+        return self._runner.run(_run(self._client, opts, prompts, on_done))
+
+    def close(self) -> None:
+        self._runner.run(self._client.aclose())
+        self._runner.close()
+
+    def __enter__(self) -> LoadGenerator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def run_load(opts: LoadOptions, prompts: list[Prompt],
              on_done: Callable[[int, int], None] | None = None
              ) -> tuple[list[RequestRecord], ClientHealth]:
-    """Send every prompt under the point's concurrency cap and arrival process."""
-    return asyncio.run(_run(opts, prompts, on_done))
+    """One point on a fresh connection pool (a convenience for single measurements)."""
+    limit = opts.concurrency or len(prompts)
+    with LoadGenerator(opts.base_url, limit, opts.request_timeout_s) as gen:
+        return gen.run(opts, prompts, on_done)

@@ -25,7 +25,6 @@ import importlib.metadata
 import importlib.util
 import json
 import logging
-import os
 import shutil
 import tempfile
 import time
@@ -139,7 +138,7 @@ def _convert(gguf_path: Path, out_dir: Path) -> dict[str, Any]:
     config_dict["dtype"] = "float32"
     config = type(loaded.config).from_dict(config_dict)
 
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)  # type: ignore[no-untyped-call]
     missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
     # Tied embeddings may appear once or twice in a state dict; anything else is an error.
     missing = [k for k in missing if k != "lm_head.weight"]
@@ -148,7 +147,7 @@ def _convert(gguf_path: Path, out_dir: Path) -> dict[str, Any]:
                            f"unexpected {unexpected[:5]}")
     model.tie_weights()
     gen = loaded.generation_config
-    model.generation_config = GenerationConfig(
+    model.generation_config = GenerationConfig(  # type: ignore[no-untyped-call]
         bos_token_id=gen.bos_token_id, eos_token_id=gen.eos_token_id, pad_token_id=gen.pad_token_id
     )
     model.eval()
@@ -209,12 +208,18 @@ def ensure_default_model(models_dir: Path) -> Path:
             if target.exists():  # incomplete or outdated: move it aside, then replace
                 old = Path(tempfile.mkdtemp(prefix=f".{DEFAULT_MODEL_FOLDER}.tmp-old-",
                                             dir=models_dir))
-                os.replace(target, old / "model")
-                os.replace(tmp, target)
+                target.replace(old / "model")
+                tmp.replace(target)
                 shutil.rmtree(old, ignore_errors=True)
             else:
-                os.replace(tmp, target)
-        except BaseException:
+                tmp.replace(target)
+        except Exception as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise EngineUnavailable(
+                f"could not convert {gguf_path.name} from {SOURCE_PACKAGE} {source_version} "
+                f"into {target}: {type(exc).__name__}: {exc}"
+            ) from exc
+        except BaseException:  # interrupted: leave nothing half-built behind
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         log.info("converted %s in %.1f s", target, time.monotonic() - started_s)

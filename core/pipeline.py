@@ -37,7 +37,7 @@ from core.errors import (
 )
 from core.gpu import gpu_memory, gpu_pids
 from core.launcher import ManagedServer, free_port, tail
-from core.loadgen import LoadOptions, run_load
+from core.loadgen import LoadGenerator, LoadOptions
 from core.metrics import compute_point_metrics
 from core.probe import run_probe
 from core.prompts import Tokenizer, load_tokenizer, make_prompts, prompts_digest
@@ -94,7 +94,7 @@ class _Run:
     def step(self, name: str) -> Iterator[dict[str, Any]]:
         rec: dict[str, Any] = {"step": name, "outcome": "running", "started_at": utc_now()}
         self.steps.append(rec)
-        self.report(force=True, phase=name)
+        self.report(force=True, phase=name, progress=None)
         t = time.monotonic()
         try:
             yield rec
@@ -150,7 +150,7 @@ def _preflight(run: _Run) -> tuple[LaunchPlan, Any, dict[str, Any]]:
               "base_url": plan.base_url, "health_path": plan.health_path,
               "engine": server_cfg.engine, "engine_version": info.version,
               "notes": [*info.notes, *plan.notes], "env": plan.env,
-              "ignore_eos": plan.supports_ignore_eos and run.spec.plan.ignore_eos}
+              "exact_length_body": plan.exact_length_body if run.spec.plan.ignore_eos else {}}
     run.folder.write("launch.json", launch)
     return plan, adapter, launch
 
@@ -178,8 +178,9 @@ def _model_name(plan: LaunchPlan) -> str:
     return str(data[0]["id"])
 
 
-def _run_point(run: _Run, plan: LaunchPlan, model: str, tok: Tokenizer, index: int,
-               point: Point, bench: BenchmarkPlan, ignore_eos: bool, sampler: Sampler) -> None:
+def _run_point(run: _Run, gen: LoadGenerator, plan: LaunchPlan, model: str, tok: Tokenizer,
+               index: int, point: Point, bench: BenchmarkPlan, exact_body: dict[str, Any],
+               sampler: Sampler) -> None:
     if bench.flush_cache and plan.supports_flush_cache:
         with contextlib.suppress(httpx.HTTPError):
             httpx.post(plan.base_url + "/flush_cache", timeout=60.0)
@@ -188,7 +189,7 @@ def _run_point(run: _Run, plan: LaunchPlan, model: str, tok: Tokenizer, index: i
                            seed=bench.seed * 1000 + index)
     opts = LoadOptions(base_url=plan.base_url, model=model, concurrency=point.concurrency,
                        request_rate=point.request_rate, seed=bench.seed + index,
-                       ignore_eos=ignore_eos, request_timeout_s=bench.request_timeout_s,
+                       exact_length_body=exact_body, request_timeout_s=bench.request_timeout_s,
                        point_timeout_s=bench.point_timeout_s, should_stop=run.should_stop)
     sampler.point = index
 
@@ -197,7 +198,7 @@ def _run_point(run: _Run, plan: LaunchPlan, model: str, tok: Tokenizer, index: i
                              "requests_done": done, "requests_total": total})
 
     started_at = utc_now()
-    records, health = run_load(opts, prompts, on_done)
+    records, health = gen.run(opts, prompts, on_done)
     _retokenize(tok, records)
     metrics = compute_point_metrics(records, "server")
     metrics_retok = compute_point_metrics(records, "retokenized")
@@ -247,6 +248,7 @@ def execute_run(folder: RunFolder, settings: Settings, progress: ProgressFn | No
     final_state, reason = "succeeded", ""
     gpu_before = gpu_pids()
     sampler: Sampler | None = None
+    gen: LoadGenerator | None = None
     try:
         with run.step("preflight"):
             plan, adapter, launch = _preflight(run)
@@ -288,7 +290,10 @@ def execute_run(folder: RunFolder, settings: Settings, progress: ProgressFn | No
         else:
             run.steps.append({"step": "probe", "outcome": "skipped", "detail": "no probe in plan"})
         run.check_cancel()
-        ignore_eos = bool(launch["ignore_eos"])
+        exact_body: dict[str, Any] = launch["exact_length_body"]
+        gen = LoadGenerator(plan.base_url, max(p.concurrency or p.num_prompts
+                                               for p in bench.points),
+                            bench.request_timeout_s)
         with run.step("warmup") as rec:
             n_warm = bench.effective_warmup
             first = bench.points[0]
@@ -298,11 +303,11 @@ def execute_run(folder: RunFolder, settings: Settings, progress: ProgressFn | No
             if warm:
                 wopts = LoadOptions(base_url=plan.base_url, model=model,
                                     concurrency=first.concurrency, request_rate=float("inf"),
-                                    seed=bench.seed, ignore_eos=ignore_eos,
+                                    seed=bench.seed, exact_length_body=exact_body,
                                     request_timeout_s=bench.request_timeout_s,
                                     point_timeout_s=bench.point_timeout_s,
                                     should_stop=run.should_stop)
-                wrecs, _ = run_load(wopts, warm)
+                wrecs, _ = gen.run(wopts, warm)
                 folder.write_table("warmup.parquet", records_to_table(wrecs))
                 bad = [r.error for r in wrecs if not r.ok]
                 rec["detail"] = f"{n_warm} requests, {len(bad)} failed"
@@ -315,7 +320,8 @@ def execute_run(folder: RunFolder, settings: Settings, progress: ProgressFn | No
         for i, point in enumerate(bench.points):
             run.check_cancel()
             with run.step(f"point {i}") as rec:
-                _run_point(run, plan, model, tok, i, point, bench, ignore_eos, sampler)
+                _run_point(run, gen, plan, model, tok, i, point, bench, exact_body,
+                           sampler)
                 summary = folder.read(f"points/{i:03d}/summary.json")
                 m = summary["metrics"]
                 rec["detail"] = (f"{point.label}: {m['completed']}/{m['num_requests']} ok, "
@@ -333,6 +339,8 @@ def execute_run(folder: RunFolder, settings: Settings, progress: ProgressFn | No
     except Exception as exc:  # a bug: still stop the server and record it
         final_state, reason = "failed", f"internal error: {type(exc).__name__}: {exc}"
     finally:
+        if gen is not None:
+            gen.close()
         if sampler is not None:
             sampler.stop()
             with contextlib.suppress(StoreError):

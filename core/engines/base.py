@@ -39,6 +39,9 @@ class LaunchPlan:
     model_name: str | None = None  # the "model" field to send; None = ask /v1/models
     tokenizer_path: str | None = None
     supports_ignore_eos: bool = True
+    # Request fields that make the engine generate exactly max_tokens (SGLang: ignore_eos;
+    # transformers serve rejects ignore_eos and takes a generation_config instead).
+    exact_length_body: dict[str, Any] = field(default_factory=lambda: {"ignore_eos": True})
     supports_flush_cache: bool = False
     notes: tuple[str, ...] = ()  # facts about the launch worth showing, e.g. ignored knobs
 
