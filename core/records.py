@@ -19,7 +19,7 @@ __all__ = ["RECORD_SCHEMA", "RequestRecord", "records_from_table", "records_to_t
 @dataclass
 class RequestRecord:
     index: int
-    send_s: float  # when the POST was started
+    send_s: float  # when the request's headers started going on the wire (httpcore trace)
     prompt_tokens: int  # the prompt's length in the served model's tokenizer (dataset count)
     output_tokens_requested: int
     chunk_s: list[float] = field(default_factory=list)  # arrival of each non-empty content chunk
@@ -32,6 +32,7 @@ class RequestRecord:
     output_tokens_retokenized: int | None = None  # len(tokenizer.encode(generated_text))
     finish_reason: str | None = None
     generated_text: str = ""
+    dispatch_s: float | None = None  # when the request was handed to the HTTP client
 
     @property
     def ttft_s(self) -> float | None:
@@ -68,6 +69,7 @@ RECORD_SCHEMA = pa.schema(
         ("output_tokens_retokenized", pa.int32()),
         ("finish_reason", pa.string()),
         ("generated_text", pa.string()),
+        ("dispatch_s", pa.float64()),
     ]
 )
 

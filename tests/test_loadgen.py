@@ -1,0 +1,118 @@
+"""The load generator against a server whose timing is known exactly (the fake SGLang,
+started through the real launcher)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from core.launcher import ManagedServer, free_port
+from core.loadgen import LoadOptions, run_load
+from core.metrics import compute_point_metrics
+from core.prompts import Prompt
+
+TTFT_MS, ITL_MS = 50.0, 10.0
+
+
+@contextlib.contextmanager
+def fake_server(log: Path, fault: str = "") -> Iterator[str]:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {"FAKE_SGLANG_TTFT_MS": str(TTFT_MS), "FAKE_SGLANG_ITL_MS": str(ITL_MS),
+           "FAKE_SGLANG_FAULT": fault}
+    srv = ManagedServer([sys.executable, "-m", "sglang.launch_server", "--model-path", "m",
+                         "--host", "127.0.0.1", "--port", str(port)], log, base + "/health", env)
+    srv.start()
+    try:
+        srv.wait_ready(30)
+        yield base
+    finally:
+        assert srv.stop() == []
+
+
+@pytest.fixture
+def server(fake_sglang: Path, tmp_path: Path) -> Iterator[str]:
+    with fake_server(tmp_path / "server.log") as base:
+        yield base
+
+
+def opts(base: str, concurrency: int, rate: float = float("inf"), **kw: object) -> LoadOptions:
+    return LoadOptions(base_url=base, model="m", concurrency=concurrency, request_rate=rate,
+                       seed=1, exact_length_body={"ignore_eos": True},
+                       request_timeout_s=kw.pop("request_timeout_s", 30.0),  # type: ignore[arg-type]
+                       point_timeout_s=kw.pop("point_timeout_s", 120.0))  # type: ignore[arg-type]
+
+
+def prompts(n: int, out: int = 20) -> list[Prompt]:
+    return [Prompt(text=" alpha bravo charlie", prompt_tokens=3, output_len=out)] * n
+
+
+def test_concurrency_1_medians_within_2_ms(server: str) -> None:
+    opts1 = opts(server, 1)
+    run_load(opts1, prompts(2))  # warm the server's code paths
+    records, health = run_load(opts1, prompts(12))
+    m = compute_point_metrics(records)
+    assert m["completed"] == 12 and m["total_output_tokens"] == 12 * 20
+    assert abs(m["median_ttft_ms"] - TTFT_MS) < 2.0, m["median_ttft_ms"]
+    assert abs(m["median_itl_ms"] - ITL_MS) < 2.0, m["median_itl_ms"]
+    assert abs(m["median_tpot_ms"] - ITL_MS) < 2.0
+    assert not health.saturated
+
+
+def test_concurrency_32_steady_state_medians_within_2_ms(server: str) -> None:
+    # 32 in flight, arrivals spread by a Poisson process (about 32 / E2E per second).
+    o = opts(server, 32, rate=128.0)
+    records, _ = run_load(o, prompts(160))
+    m = compute_point_metrics(records)
+    assert m["completed"] == 160
+    assert m["max_concurrent_requests"] >= 24
+    assert abs(m["median_ttft_ms"] - TTFT_MS) < 2.0, m["median_ttft_ms"]
+    assert abs(m["median_itl_ms"] - ITL_MS) < 2.0, m["median_itl_ms"]
+
+
+def test_burst_of_32_is_close_and_reports_client_load(server: str) -> None:
+    # All 32 at once: the one-threaded client serialises the first chunks of 32
+    # streams, which costs a few ms on 2 cores (docs/BENCHMARKS.md); ITL is unaffected.
+    records, health = run_load(opts(server, 32), prompts(64))
+    m = compute_point_metrics(records)
+    assert m["completed"] == 64
+    assert abs(m["median_itl_ms"] - ITL_MS) < 2.0
+    assert 0 <= m["median_ttft_ms"] - TTFT_MS < 8.0
+    assert health.loop_lag_ms_max > 0
+
+
+def test_http_500s_stay_in_the_denominator(fake_sglang: Path, tmp_path: Path) -> None:
+    with fake_server(tmp_path / "s.log", "http_500_every=3") as base:
+        records, _ = run_load(opts(base, 4), prompts(9, out=4))
+    m = compute_point_metrics(records)
+    assert m["num_requests"] == 9 and m["failed"] == 3 and m["error_rate"] == pytest.approx(1 / 3)
+    assert all(r.error and r.error.startswith("HTTP 500") for r in records if not r.ok)
+
+
+def test_truncated_streams_are_failures(fake_sglang: Path, tmp_path: Path) -> None:
+    with fake_server(tmp_path / "s.log", "truncate_stream_every=2") as base:
+        records, _ = run_load(opts(base, 2), prompts(4, out=6))
+    bad = [r for r in records if not r.ok]
+    assert len(bad) == 2 and all("truncated" in (r.error or "") for r in bad)
+
+
+def test_hung_stream_times_out_per_request(fake_sglang: Path, tmp_path: Path) -> None:
+    with fake_server(tmp_path / "s.log", "hang_after_tokens=2") as base:
+        records, _ = run_load(opts(base, 2, request_timeout_s=1.5), prompts(2, out=8))
+    assert all(not r.ok and "timeout" in (r.error or "") for r in records)
+    assert all(len(r.chunk_s) == 2 for r in records)  # what arrived before the hang is kept
+
+
+def test_cancel_stops_the_point_quickly(server: str) -> None:
+    import time
+
+    t = time.monotonic()
+    o = opts(server, 1)
+    o = LoadOptions(**{**o.__dict__, "should_stop": lambda: time.monotonic() - t > 0.5})
+    records, _ = run_load(o, prompts(50))
+    assert time.monotonic() - t < 3
+    assert any(r.error == "cancelled" for r in records)
