@@ -24,6 +24,7 @@ __all__ = [
     "RunSpec",
     "ServerConfig",
     "parse_spec",
+    "spec_errors",
 ]
 
 EngineName = Literal["transformers", "sglang", "endpoint"]
@@ -199,6 +200,9 @@ class RunSpec(_Frozen):
     plan: BenchmarkPlan = BenchmarkPlan()
     tags: tuple[str, ...] = Field((), max_length=20)
     note: str = Field("", max_length=2000)
+    # The fields this run is meant to differ in from its comparison partners, e.g.
+    # ("server.cuda_graphs",); any other difference is flagged as a confounder.
+    intended_diff: tuple[str, ...] = Field((), max_length=10)
 
     @field_validator("tags")
     @classmethod
@@ -207,6 +211,30 @@ class RunSpec(_Frozen):
             if not re.fullmatch(r"[\w.\-:=]{1,64}", tag):
                 raise ValueError(f"tag {tag[:40]!r}: use 1-64 letters, digits, . - _ : =")
         return v
+
+
+    @field_validator("intended_diff")
+    @classmethod
+    def _intended(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        known = {f"server.{n}" for n in ServerConfig.model_fields} | {
+            f"plan.{n}" for n in BenchmarkPlan.model_fields}
+        for name in v:
+            if name not in known:
+                raise ValueError(f"{name!r} is not a run field; use e.g. server.cuda_graphs")
+        return v
+
+
+def spec_errors(data: dict[str, Any]) -> tuple[RunSpec | None, dict[str, str]]:
+    """Validate and return every problem at once, keyed by dotted field path (for a
+    form that shows each message beside its field)."""
+    try:
+        return RunSpec.model_validate(data), {}
+    except ValidationError as exc:
+        errors: dict[str, str] = {}
+        for err in exc.errors():
+            field = ".".join(str(p) for p in err["loc"]) or "spec"
+            errors.setdefault(field, err["msg"].removeprefix("Value error, "))
+        return None, errors
 
 
 def parse_spec(data: dict[str, Any]) -> RunSpec:

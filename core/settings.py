@@ -22,6 +22,8 @@ class Settings:
     sglang_python: str
     # The Python that runs `transformers serve` (defaults to ServeLab's own).
     transformers_python: str
+    # The portal's worker starts queued runs; off in page tests (SERVELAB_WORKER=off).
+    worker_enabled: bool = True
 
     @property
     def runs_dir(self) -> Path:
@@ -42,4 +44,5 @@ def load_settings() -> Settings:
         data_dir=Path(env.get("SERVELAB_DATA_DIR", str(REPO_ROOT / "data"))).resolve(),
         sglang_python=env.get("SERVELAB_SGLANG_PYTHON", sys.executable),
         transformers_python=env.get("SERVELAB_TRANSFORMERS_PYTHON", sys.executable),
+        worker_enabled=env.get("SERVELAB_WORKER", "on").lower() not in ("off", "0", "false"),
     )
