@@ -27,8 +27,10 @@ from core.records import RequestRecord
 __all__ = [
     "DEFINITION",
     "LATENCY_FAMILIES",
+    "STAT_NAMES",
     "TokenSource",
     "compute_point_metrics",
+    "latency_values",
     "summarize_ms",
 ]
 
@@ -78,6 +80,24 @@ def _per_second_peaks(ok: list[RequestRecord], t0: float, duration_s: float) -> 
     return int(tokens.max()), int(in_flight.max())
 
 
+def latency_values(records: list[RequestRecord],
+                   source: TokenSource = "server") -> dict[str, list[float]]:
+    """Per-request latency values in seconds, by family (ttft, itl, tpot, e2e), over the
+    successful requests: the data behind every latency statistic and CDF."""
+    out: dict[str, list[float]] = {fam: [] for fam in LATENCY_FAMILIES}
+    for r in records:
+        latency, ttft = r.latency_s, r.ttft_s
+        if not r.ok or latency is None or ttft is None:
+            continue
+        out["ttft"].append(ttft)
+        out["e2e"].append(latency)
+        out["itl"].extend(b - a for a, b in zip(r.chunk_s, r.chunk_s[1:], strict=False))
+        out_len = r.output_tokens(source)
+        if out_len > 1:
+            out["tpot"].append((latency - ttft) / (out_len - 1))
+    return out
+
+
 def compute_point_metrics(
     records: list[RequestRecord], source: TokenSource = "server"
 ) -> dict[str, Any]:
@@ -99,21 +119,8 @@ def compute_point_metrics(
     total_output_server = sum(r.output_tokens("server") for r in ok)
     total_output_retok = sum(r.output_tokens("retokenized") for r in ok)
 
-    ttfts: list[float] = []
-    e2es: list[float] = []
-    itls: list[float] = []
-    tpots: list[float] = []
-    for r in ok:
-        latency = r.latency_s
-        ttft = r.ttft_s
-        if latency is None or ttft is None:
-            continue
-        ttfts.append(ttft)
-        e2es.append(latency)
-        itls.extend(b - a for a, b in zip(r.chunk_s, r.chunk_s[1:], strict=False))
-        out_len = r.output_tokens(source)
-        if out_len > 1:
-            tpots.append((latency - ttft) / (out_len - 1))
+    values = latency_values(ok, source)
+    ttfts, itls, tpots, e2es = (values[f] for f in LATENCY_FAMILIES)
 
     def per_s(x: float) -> float | None:
         return x / duration_s if duration_s > 0 else None
