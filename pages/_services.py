@@ -1,0 +1,36 @@
+"""The portal's long-lived services, built once per process and shared by all sessions.
+
+Every page calls ``services()`` itself instead of relying on app.py having run first in
+this session (a page URL opened cold must work too)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from core.jobs import Worker
+from core.settings import Settings, load_settings
+
+
+@st.cache_resource
+def services() -> tuple[Settings, Worker]:
+    settings = load_settings()
+    worker = Worker(settings)
+    if settings.worker_enabled:
+        worker.start()
+    return settings, worker
+
+
+def bootstrap() -> tuple[Settings, Worker]:
+    """Every page starts here. While no session has run app.py yet, Streamlit (because a
+    ``pages/`` folder exists) serves a page URL opened cold in its legacy multipage mode,
+    without app.py's ``st.navigation``; switch that mode off and rerun through app.py."""
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        # Rerun once per session only, so a rerun can never swallow a click.
+        if not st.session_state.get("_servelab_bootstrapped"):
+            st.session_state["_servelab_bootstrapped"] = True
+            st.rerun()
+    st.session_state["_servelab_bootstrapped"] = True
+    return services()

@@ -1,0 +1,133 @@
+"""Launch: a form for engine, model, knobs and plan; presets; queue the runs."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from core.engines import ENGINES
+from core.forms import FORM_DEFAULTS, launch_from_form
+from core.host import detect_host
+from core.jobs import submit
+from core.presets import PRESETS
+from pages._services import bootstrap
+
+settings, _worker = bootstrap()
+host = detect_host(settings)
+st.title("Launch")
+st.caption("Host: " + (", ".join(host.gpus) if host.has_gpu else "no GPU (CPU only)")
+           + " · engines: " + ", ".join(
+               f"{n} {i.version or ''}".strip() for n, i in host.engines.items() if i.installed))
+
+D = FORM_DEFAULTS
+default_preset = next(p.name for p in PRESETS
+                      if p.unavailable(host, "transformers") is None and len(p.arms) > 1)
+
+
+def _preset_label(name: str) -> str:
+    preset = next(p for p in PRESETS if p.name == name)
+    why = preset.unavailable(host, "transformers")
+    return f"{name} — unavailable: {why}" if why else f"{name} — {preset.description}"
+
+
+def _engine_label(name: str) -> str:
+    why = host.unavailable(name)
+    return f"{name} (unavailable: {why})" if why else name
+
+
+errors: dict[str, str] = st.session_state.get("launch_errors", {})
+
+
+def err(key: str) -> None:
+    if key in errors:
+        st.error(errors[key], icon=":material/error:")
+
+
+with st.form("launch"):
+    st.subheader("Preset")
+    st.selectbox("Preset", [p.name for p in PRESETS], key="preset",
+                          index=[p.name for p in PRESETS].index(default_preset),
+                          format_func=_preset_label)
+    err("preset")
+    st.subheader("Server")
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        st.selectbox("Engine", ENGINES, key="engine", format_func=_engine_label)
+        err("engine")
+        st.text_input("Model (folder, hub id, or the bundled default)", D["model"],
+                              key="model")
+        err("model")
+        st.text_input("Tokenizer folder (optional)", "", key="tokenizer")
+        err("tokenizer")
+        st.text_input("Endpoint URL (endpoint engine)", "", key="endpoint_url")
+        err("endpoint_url")
+    with c2:
+        st.selectbox("Device", ["auto", "cpu", "cuda"], key="device")
+        err("device")
+        st.selectbox("dtype", ["auto", "bfloat16", "float16", "float32"], key="dtype")
+        st.selectbox("CUDA graphs (presets override)",
+                                   ["engine default", "on", "off"], key="cuda_graphs",
+                                   help=host.cuda_graphs_reason)
+        err("cuda_graphs")
+        st.text_input("CUDA graph max batch size", "",
+                                          key="cuda_graph_max_bs")
+        err("cuda_graph_max_bs")
+    with c3:
+        st.text_input("mem-fraction-static (sglang)", "",
+                                            key="mem_fraction_static")
+        err("mem_fraction_static")
+        st.number_input("Tensor parallel size (sglang)", 1, 64, 1, key="tp_size")
+        err("tp_size")
+        st.text_input("Attention backend (sglang)", "",
+                                          key="attention_backend")
+        err("attention_backend")
+        st.text_input("KV cache memory fraction (transformers)", "",
+                                              key="cb_max_memory_percent")
+        err("cb_max_memory_percent")
+    st.text_input("Extra engine flags (checked against the engine's own options)",
+                               "", key="extra_args")
+    err("extra_args")
+    st.subheader("Benchmark plan")
+    p1, p2, p3, p4 = st.columns(4)
+    p1.text_input("Concurrency (comma-separated points)", D["concurrency"],
+                                key="concurrency")
+    p2.number_input("Prompts per point", 1, 100_000, D["num_prompts"],
+                                  key="num_prompts")
+    p3.number_input("Input tokens", 1, 1_000_000, D["input_len"], key="input_len")
+    p4.number_input("Output tokens", 1, 1_000_000, D["output_len"],
+                                 key="output_len")
+    for k in ("concurrency", "num_prompts", "input_len", "output_len"):
+        err(k)
+    q1, q2, q3, q4 = st.columns(4)
+    q1.text_input("Request rate (req/s or inf)", "inf", key="request_rate")
+    q2.number_input("Seed", 0, 2**32 - 1, 42, key="seed")
+    q3.text_input("Warm-up requests (empty = largest concurrency)", "",
+                           key="warmup_requests")
+    q4.text_input("Tags (space-separated)", "", key="tags")
+    for k in ("request_rate", "seed", "warmup_requests", "tags"):
+        err(k)
+    st.checkbox("Sanity probe before the load", True, key="probe")
+    r1, r2 = st.columns([3, 1])
+    r1.text_input("Probe question", D["probe_prompt"], key="probe_prompt")
+    r2.text_input("Expected answer (regex; empty = any non-empty text)",
+                                 D["probe_expect"], key="probe_expect")
+    err("probe_prompt")
+    err("probe_expect")
+    submitted = st.form_submit_button("Queue runs", type="primary", key="submit_launch")
+
+if submitted:
+    form = {k: st.session_state[k] for k in D if k in st.session_state}
+    specs, errors = launch_from_form(form, host)
+    st.session_state["launch_errors"] = errors
+    st.session_state["launched"] = submit(settings, specs) if not errors else []
+    st.rerun()
+
+if errors:
+    st.error(f"Nothing was queued: {len(errors)} field(s) need attention (see above).")
+if ids := st.session_state.get("launched"):
+    st.success(f"Queued {len(ids)} run(s).")
+    for run_id in ids:
+        st.page_link("pages/run.py", label=f"Run {run_id}", query_params={"run": run_id},
+                     icon=":material/description:")
+    if len(ids) > 1:
+        st.page_link("pages/compare.py", label="Compare these runs",
+                     query_params={"runs": ",".join(ids)}, icon=":material/compare_arrows:")

@@ -1,0 +1,125 @@
+"""Run: one run in full (shareable as ?run=ID)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from core.compare import latency_samples, load_run
+from core.figures import cdf_figure, gpu_memory_figure
+from core.jobs import cancel
+from core.launcher import tail
+from core.metrics import DEFINITION
+from core.run_folder import RunFolder
+from pages._services import bootstrap
+
+settings, _worker = bootstrap()
+run_id = st.query_params.get("run", "")
+folder = RunFolder(settings.runs_dir / run_id) if run_id else None
+if folder is None or not run_id.replace("-", "").isalnum() or not (
+        folder.path / "spec.json").is_file():
+    st.title("Run")
+    st.warning("No run selected, or no such run. Open one from the Runs page "
+               "(links look like `/run?run=RUN_ID`).")
+    st.stop()
+assert folder is not None
+
+st.title(f"Run {run_id}")
+
+
+@st.fragment(run_every="1s")
+def live_status() -> None:
+    status = folder.status()
+    state = status.get("state", "?")
+    icon = {"succeeded": ":material/check_circle:", "failed": ":material/error:",
+            "invalid": ":material/report:", "running": ":material/progress_activity:"}.get(
+        state, ":material/info:")
+    st.subheader(f"{state} · {status.get('phase', '')}")
+    if status.get("reason"):
+        st.error(status["reason"], icon=icon)
+    prog = status.get("progress") or {}
+    if state in ("queued", "running"):
+        frac = 0.0
+        if prog:
+            frac = (prog["point"] + prog["requests_done"] / max(prog["requests_total"], 1)) / max(
+                prog["points_total"], 1)
+            st.progress(min(frac, 1.0), text=f"point {prog['point'] + 1}/{prog['points_total']}"
+                        f" · {prog['requests_done']}/{prog['requests_total']} requests")
+        else:
+            st.progress(0.0, text=status.get("phase", "queued"))
+        if st.button("Cancel this run", key="cancel_run"):
+            st.toast(cancel(settings, run_id))
+        st.code(tail(folder.log_path, 15) or "(no server output yet)", language="log")
+    steps = status.get("steps") or []
+    if steps:
+        st.dataframe(pd.DataFrame(steps), hide_index=True)
+
+
+live_status()
+view = load_run(folder)
+launch = view.launch or {}
+st.markdown("**Launch command**")
+st.code(launch.get("command") or f"(no server launched: {launch.get('base_url', '')})",
+        language="bash")
+for note in launch.get("notes") or []:
+    st.caption(f"note: {note}")
+
+left, right = st.columns(2)
+with left:
+    st.markdown("**Configuration**")
+    st.json(view.spec, expanded=False)
+with right:
+    st.markdown("**Server facts**")
+    facts = {k: v for k, v in (view.facts or {}).items() if k != "server_info_raw"}
+    keys = ["engine_version", "kv_cache_tokens", "weight_mem_gb", "kv_cache_gb", "graph_mem_gb",
+            "available_gpu_mem_gb", "cuda_graph_enabled", "cuda_graph_batch_sizes",
+            "ready_after_s", "startup_s", "facts_source"]
+    st.dataframe(pd.DataFrame([{"fact": k, "value": str(facts.get(k, "unknown")
+                                                        if facts.get(k) is not None
+                                                        else "unknown")} for k in keys]),
+                 hide_index=True)
+if view.probe:
+    p = view.probe
+    (st.success if p["passed"] else st.error)(
+        f"Sanity probe: {p['prompt']!r} → {p['answer']!r} ({p['reason']})")
+
+if view.points:
+    st.subheader("Metrics per point")
+    src = view.points[0].get("token_source", "server")
+    st.caption(f"Definitions: {DEFINITION} (docs/METRICS.md). Output tokens counted by: {src}.")
+    cols = ["completed", "num_requests", "error_rate", "output_throughput", "total_throughput",
+            "request_throughput", "median_ttft_ms", "p99_ttft_ms", "median_itl_ms",
+            "p99_itl_ms", "median_tpot_ms", "median_e2e_ms", "concurrency", "output_len_ratio"]
+    table = pd.DataFrame([{"point": s["label"], **{c: s["metrics"].get(c) for c in cols},
+                           "client lag p99 ms": s["client"].get("loop_lag_ms_p99")}
+                          for s in view.points])
+    st.dataframe(table, hide_index=True)
+    if any(s["client"].get("client_saturated") for s in view.points):
+        st.warning("The load generator's event loop lagged during this run: the client may "
+                   "have limited the numbers.")
+    st.subheader("Latency distributions")
+    c1, c2 = st.columns(2)
+    labels = [s["label"] for s in view.points]
+    point_label = c1.selectbox("Point", labels, key="run_point")
+    metric = c2.selectbox("Metric", ["ttft", "itl", "tpot", "e2e"], key="run_metric")
+    idx = view.points[labels.index(point_label)]["index"]
+    st.plotly_chart(cdf_figure({run_id: latency_samples(folder, idx, metric)},
+                               f"{metric.upper()} (ms)"))
+st.subheader("GPU memory over time")
+st.plotly_chart(gpu_memory_figure(folder.read_table("samples.parquet")
+                                  if (folder.path / "samples.parquet").exists() else None))
+
+st.subheader("Server log")
+st.code(tail(folder.log_path, 200) or "(empty)", language="log")
+st.subheader("Raw artifacts")
+files = sorted(p for p in folder.path.rglob("*") if p.is_file() and not p.name.startswith("."))
+for path in files:
+    rel = path.relative_to(folder.path)
+    st.download_button(f"{rel} ({path.stat().st_size:,} bytes)", path.read_bytes(),
+                       file_name=f"{run_id}-{str(rel).replace('/', '-')}",
+                       key=f"dl-{rel}")
+st.caption("Spec as JSON for `python -m core run --plan`:")
+st.code(json.dumps({k: v for k, v in view.spec.items() if k not in ("run_id", "created_at")},
+                   indent=2), language="json")

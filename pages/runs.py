@@ -1,0 +1,70 @@
+"""Runs: every run with status, knobs and headline metrics; filter, compare, cancel."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from core.jobs import cancel
+from core.store import Catalog
+from pages._services import bootstrap
+
+settings, worker = bootstrap()
+catalog = Catalog(settings.catalog_path, settings.runs_dir)
+st.title("Runs")
+
+f1, f2, f3, f4 = st.columns(4)
+engine = f1.selectbox("Engine", ["", "transformers", "sglang", "endpoint"], key="f_engine")
+state = f2.selectbox("Status", ["", "queued", "running", "succeeded", "failed", "invalid",
+                                "cancelled", "interrupted"], key="f_state")
+model = f3.text_input("Model (exact)", key="f_model")
+tag = f4.text_input("Tag", key="f_tag")
+
+COLUMNS = {"run_id": "run", "state": "status", "phase": "phase", "engine": "engine",
+           "model": "model", "device": "device", "cuda_graphs": "CUDA graphs",
+           "mem_fraction_static": "mem frac", "tags": "tags",
+           "output_throughput": "out tok/s", "median_ttft_ms": "TTFT p50 ms",
+           "median_itl_ms": "ITL p50 ms", "error_rate": "errors",
+           "kv_cache_tokens": "KV tokens", "started_at": "started", "duration_s": "wall s",
+           "reason": "reason"}
+
+
+@st.fragment(run_every="2s")
+def run_table() -> None:
+    # Runs started from the CLI appear too: sync indexes any new or changed folder.
+    catalog.sync()
+    rows = catalog.list_runs(limit=500, engine=engine, state=state, model=model.strip(),
+                             tag=tag.strip())
+    snap = worker.snapshot()
+    st.caption(f"{len(rows)} run(s) · worker: "
+               + ("running " + ", ".join(r["run_id"] for r in snap["running"])
+                  if snap["running"] else "idle")
+               + (f" · {len(snap['queued'])} queued" if snap["queued"] else "")
+               + ("" if snap["active"] else f" · worker passive: {snap['reason']}"))
+    if not rows:
+        st.info("No runs yet. Launch one from the Launch page, or run "
+                "`python -m core run --engine transformers`.")
+        return
+    df = pd.DataFrame(rows)[list(COLUMNS)].rename(columns=COLUMNS)
+    event = st.dataframe(df, hide_index=True, on_select="rerun", selection_mode="multi-row",
+                         key="runs_table", column_config={
+                             "out tok/s": st.column_config.NumberColumn(format="%.1f"),
+                             "TTFT p50 ms": st.column_config.NumberColumn(format="%.1f"),
+                             "ITL p50 ms": st.column_config.NumberColumn(format="%.1f"),
+                             "errors": st.column_config.NumberColumn(format="percent"),
+                             "wall s": st.column_config.NumberColumn(format="%.1f")})
+    chosen = [df.iloc[i]["run"] for i in event.selection.rows]
+    b1, b2, b3 = st.columns(3)
+    if len(chosen) == 1:
+        b1.page_link("pages/run.py", label=f"Open run {chosen[0]}",
+                     query_params={"run": chosen[0]}, icon=":material/description:")
+    if len(chosen) >= 2:
+        b2.page_link("pages/compare.py", label=f"Compare {len(chosen)} runs",
+                     query_params={"runs": ",".join(chosen)}, icon=":material/compare_arrows:")
+    if chosen and b3.button(f"Cancel {len(chosen)} selected", key="cancel_selected"):
+        for run_id in chosen:
+            st.toast(cancel(settings, run_id))
+
+
+run_table()
+st.caption("Select one run to open it, two or more to compare them.")

@@ -1,0 +1,140 @@
+"""The portal in a real browser: Debian's chromium driven by Playwright.
+
+Starts `streamlit run app.py` on loopback with its worker, submits the launch form with
+the default engine (the real SmolLM2 through transformers serve) and a small plan, waits
+for both runs of the default A/B, opens the comparison link, then opens the same link in
+a fresh browser context. Screenshots go to test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from core.launcher import free_port
+from core.model_setup import ensure_default_model
+from core.run_folder import RunFolder
+from core.settings import load_settings
+
+REPO = Path(__file__).resolve().parent.parent
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+pytestmark = [pytest.mark.e2e,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium "
+                                 "(.ci/run installs it)")]
+
+
+@pytest.fixture(scope="module")
+def portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    model = ensure_default_model(load_settings().models_dir)
+    data = tmp_path_factory.mktemp("e2e") / "data"
+    (data / "models").mkdir(parents=True)
+    (data / "models" / model.name).symlink_to(model)
+    port = free_port()
+    env = {**os.environ, "SERVELAB_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1"}
+    log = (data.parent / "portal.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
+         "--server.port", str(port), "--server.headless", "true",
+         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(base + "/_stcore/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("portal did not start: " + (data.parent / "portal.log").read_text())
+        yield base, data
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(20)
+        log.close()
+        # The worker's run processes are their own sessions: end any still alive.
+        for folder in (data / "runs").glob("*") if (data / "runs").exists() else []:
+            pid = RunFolder(folder).status().get("pid")
+            if isinstance(pid, int):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, 9)
+
+
+def _browser():  # type: ignore[no-untyped-def]
+    from playwright.sync_api import sync_playwright
+
+    pw = sync_playwright().start()
+    browser = pw.chromium.launch(
+        executable_path=CHROMIUM, headless=True,
+        args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+              "--disable-component-update", "--disable-sync", "--no-first-run"])
+    return pw, browser
+
+
+def test_launch_watch_and_compare_in_a_browser(portal: tuple[str, Path]) -> None:
+    base, data = portal
+    ARTIFACTS.mkdir(exist_ok=True)
+    pw, browser = _browser()
+    try:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(base + "/launch")
+        page.get_by_text("Queue runs").wait_for(timeout=60_000)
+        page.get_by_label("Concurrency (comma-separated points)").fill("1,2")
+        page.get_by_label("Prompts per point").fill("2")
+        page.get_by_label("Output tokens").fill("8")
+        page.get_by_label("Input tokens").fill("16")
+        page.screenshot(path=str(ARTIFACTS / "01-launch.png"), full_page=True)
+        page.get_by_role("button", name="Queue runs").click()
+        page.get_by_text("Queued 2 run(s)").wait_for(timeout=60_000)
+        link = page.get_by_role("link", name="Compare these runs")
+        href = link.get_attribute("href") or ""
+        match = re.search(r"runs=([\w,-]+)", href.replace("%2C", ","))
+        assert match, href
+        ids = match.group(1).split(",")
+        assert len(ids) == 2
+        page.screenshot(path=str(ARTIFACTS / "02-queued.png"), full_page=True)
+
+        # watch the first run live on its page
+        page.goto(f"{base}/run?run={ids[0]}")
+        page.get_by_text(f"Run {ids[0]}").wait_for(timeout=30_000)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            states = [RunFolder(data / "runs" / i).status().get("state") for i in ids]
+            if all(s not in ("queued", "running") for s in states):
+                break
+            time.sleep(2)
+        assert states == ["succeeded", "succeeded"], [
+            RunFolder(data / "runs" / i).status() for i in ids]
+        page.reload()
+        page.get_by_text("succeeded").first.wait_for(timeout=30_000)
+        page.get_by_text("Paris").first.wait_for(timeout=30_000)
+        page.screenshot(path=str(ARTIFACTS / "03-run.png"), full_page=True)
+
+        url = f"{base}/compare?runs={ids[0]},{ids[1]}"
+        # the same link in this browser, then in a fresh one (no cookies, no session)
+        fresh = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+        for n, tab in enumerate((page, fresh)):
+            tab.goto(url)
+            tab.get_by_text("Only the intended knob differs").wait_for(timeout=60_000)
+            tab.get_by_text("server.continuous_batching").first.wait_for(timeout=30_000)
+            tab.get_by_text("Memory headroom").first.wait_for(timeout=60_000)
+            tab.get_by_text("output_throughput").first.wait_for(timeout=30_000)
+            body = tab.inner_text("body")
+            assert ids[0] in body and ids[1] in body
+            assert "output_throughput" in body  # the headline metrics with their deltas
+            assert re.search(r"[+-]\d+\.\d%", body), "no relative delta shown"
+            tab.screenshot(path=str(ARTIFACTS / f"04-compare-{n}.png"), full_page=True)
+    finally:
+        browser.close()
+        pw.stop()
