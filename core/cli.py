@@ -7,12 +7,10 @@ in its own session, so a run never shares a process with the UI.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import json
 import math
 import os
-import signal
 import sys
 import threading
 from pathlib import Path
@@ -202,15 +200,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from core.run_folder import RunFolder
     from core.settings import load_settings
 
+    stop = threading.Event()
+    install_signal_handlers(stop)  # first, so an early cancel is still recorded cleanly
     settings = load_settings()
     if args.run_id:
         folder = RunFolder(settings.runs_dir / args.run_id)
         if not (folder.path / "spec.json").is_file():
             raise ConfigError("--run-id", f"no prepared run {args.run_id} in {settings.runs_dir}")
+        status = folder.status()
+        mine = status.get("state") == "running" and status.get("pid") == os.getpid()
+        if status.get("state") != "queued" and not mine:
+            raise ConfigError("--run-id", f"run {args.run_id} is {status.get('state')}, not "
+                              "queued; only a queued run can be started")
     else:
-        folder = prepare_run(spec_from_args(args), settings)
-    stop = threading.Event()
-    install_signal_handlers(stop)
+        folder = prepare_run(spec_from_args(args), settings, run_now=True)
     status = execute_run(folder, settings, _progress_printer(args.quiet), stop)
     if args.json:
         print(json.dumps(status, indent=2))
@@ -251,22 +254,13 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_cancel(args: argparse.Namespace) -> int:
-    from core.run_folder import RunFolder
+    from core.jobs import cancel
     from core.settings import load_settings
 
-    folder = RunFolder(load_settings().runs_dir / args.run_id)
-    if not (folder.path / "spec.json").is_file():
-        raise ConfigError("RUN_ID", f"no run {args.run_id}")
-    state = folder.status().get("state")
-    if state not in ("queued", "running"):
-        print(f"run {args.run_id} is already {state}")
-        return 0
-    folder.request_cancel()
-    pid = folder.status().get("pid")
-    if isinstance(pid, int):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    print(f"cancel requested for {args.run_id}")
+    settings = load_settings()
+    if not (settings.runs_dir / args.run_id / "spec.json").is_file():
+        raise ConfigError("RUN_ID", f"no run {args.run_id}; `python -m core runs` lists them")
+    print(cancel(settings, args.run_id))
     return 0
 
 

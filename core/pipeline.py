@@ -110,13 +110,19 @@ class _Run:
             self.report(force=True)
 
 
-def prepare_run(spec: RunSpec, settings: Settings, run_id: str | None = None) -> RunFolder:
-    """Create the run folder with its spec and a queued status."""
+def prepare_run(spec: RunSpec, settings: Settings, run_id: str | None = None,
+                run_now: bool = False) -> RunFolder:
+    """Create the run folder with its spec: queued for the worker, or (``run_now``, the
+    CLI) already running in this process, so no worker ever mistakes it for a job."""
     folder = RunFolder.create(settings.runs_dir, run_id)
     folder.write("spec.json", {"run_id": folder.run_id, "created_at": utc_now(),
                                **spec.model_dump(mode="json")})
-    folder.write("status.json", {"run_id": folder.run_id, "state": "queued", "phase": "queued",
-                                 "updated_at": utc_now()})
+    status: dict[str, Any] = {"run_id": folder.run_id, "state": "queued", "phase": "queued",
+                              "updated_at": utc_now()}
+    if run_now:
+        status.update(state="running", phase="starting", pid=os.getpid(),
+                      started_at=utc_now())
+    folder.write("status.json", status)
     return folder
 
 
@@ -244,7 +250,13 @@ def execute_run(folder: RunFolder, settings: Settings, progress: ProgressFn | No
                                    if k not in ("run_id", "created_at")})
     run = _Run(folder, spec, settings, progress, stop_event or threading.Event())
     t_start = time.monotonic()
-    run.report(force=True, state="running", pid=os.getpid(), started_at=utc_now())
+    if run.should_stop():
+        # Cancelled between queueing and starting: launch nothing.
+        return folder.update_status(state="cancelled", phase="done", finished_at=utc_now(),
+                                    reason=folder.status().get("reason")
+                                    or "cancelled before it started")
+    run.report(force=True, state="running", pid=os.getpid(),
+               started_at=folder.status().get("started_at") or utc_now())
     final_state, reason = "succeeded", ""
     gpu_before = gpu_pids()
     sampler: Sampler | None = None
