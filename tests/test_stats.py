@@ -1,0 +1,81 @@
+"""Experiment statistics on hand-made data: a real difference is found, an A/A
+difference is called noise, small samples get no invented interval."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from core.compare import RunView
+from core.stats import RunOfArm, arm_stats, mean_ci, relative_diff, verdict
+
+
+def view(run_id: str, tput: dict[int, float], tpot_ms: float = 20.0, graphs: bool = True,
+         frac: float = 0.85, kv: int = 100_000) -> RunView:
+    points = [{"index": i, "label": f"c={c}",
+               "point": {"concurrency": c, "request_rate": "inf", "input_len": 32,
+                         "output_len": 32},
+               "metrics": {"output_throughput": t, "median_tpot_ms": tpot_ms,
+                           "median_ttft_ms": 50.0, "error_rate": 0.0}}
+              for i, (c, t) in enumerate(sorted(tput.items()))]
+    spec = {"server": {"engine": "sglang", "cuda_graphs": graphs, "mem_fraction_static": frac},
+            "plan": {"seed": 42}, "intended_diff": ["server.cuda_graphs"]}
+    return RunView(run_id, spec, {"state": "succeeded"}, {"kv_cache_tokens": kv}, None, {},
+                   points)
+
+
+def test_mean_ci_needs_three_trials() -> None:
+    assert mean_ci([10.0, 12.0]) == (11.0, None, None)
+    mean, low, high = mean_ci([10.0, 11.0, 12.0])
+    assert mean == 11.0 and low is not None and high is not None
+    # t(0.975, 2) = 4.303, sem = 1/sqrt(3)
+    assert low == pytest.approx(11 - 4.303 / math.sqrt(3), abs=1e-3)
+
+
+def test_relative_diff_interval_by_hand() -> None:
+    rel, low, high = relative_diff([30.0, 31.0, 29.0], [10.0, 11.0, 9.0])
+    assert rel == pytest.approx(2.0)
+    assert low is not None and high is not None and 1.5 < low < 2.0 < high < 2.5
+
+
+def test_known_difference_is_found_and_aa_is_noise() -> None:
+    on = [RunOfArm("graphs on", t, view(f"on{t}", {1: 30 + d, 64: 100 + d}))
+          for t, d in enumerate((0.0, 0.6, -0.5))]
+    off = [RunOfArm("graphs off", t, view(f"off{t}", {1: 10 + d, 64: 101 - d}, graphs=False))
+           for t, d in enumerate((0.2, -0.3, 0.4))]
+    table = arm_stats(on + off, baseline_arm="graphs off")
+    row = table[(table.metric == "output_throughput") & (table.arm == "graphs on")]
+    c1 = row[row.concurrency == 1].iloc[0]
+    c64 = row[row.concurrency == 64].iloc[0]
+    assert c1["label"] == "better" and c1["rel"] == pytest.approx(30.03 / 10.1 - 1, rel=1e-3)
+    assert c64["label"] == "within noise"
+    sentence = verdict("CUDA graphs", table, on + off, "graphs off")
+    assert sentence.startswith("CUDA graphs: +197% output throughput at concurrency 1 (95% CI")
+    assert "at concurrency 64" in sentence and "within noise" in sentence
+    assert "KV pool +0%" in sentence and "confounders: none." in sentence
+
+    a1 = [RunOfArm("A1", t, view(f"a{t}", {1: 20 + d})) for t, d in enumerate((0.1, -.2, .3))]
+    a2 = [RunOfArm("A2", t, view(f"b{t}", {1: 20 + d})) for t, d in enumerate((-.1, .2, 0))]
+    aa = arm_stats(a1 + a2, baseline_arm="A1")
+    assert set(aa[aa.arm == "A2"]["label"]) == {"within noise"}
+
+
+def test_two_trials_say_unknown_instead_of_inventing_an_interval() -> None:
+    runs = [RunOfArm("on", t, view(f"on{t}", {1: 30})) for t in range(2)] + [
+        RunOfArm("off", t, view(f"off{t}", {1: 10}, graphs=False)) for t in range(2)]
+    table = arm_stats(runs, "off")
+    row = table[(table.metric == "output_throughput") & (table.arm == "on")].iloc[0]
+    assert row["rel"] == pytest.approx(2.0) and pd.isna(row["rel_low"])
+    assert row["label"].startswith("unknown")
+    assert "interval unknown" in verdict("x", table, runs, "off")
+
+
+def test_confounder_is_named_in_the_verdict() -> None:
+    on = [RunOfArm("on", t, view(f"on{t}", {1: 30}, frac=0.92, kv=498_000)) for t in range(3)]
+    off = [RunOfArm("off", t, view(f"off{t}", {1: 10}, graphs=False, kv=370_000))
+           for t in range(3)]
+    sentence = verdict("CUDA graphs", arm_stats(on + off, "off"), on + off, "off")
+    assert "confounders: server.mem_fraction_static." in sentence
+    assert "KV pool +35%" in sentence
