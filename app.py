@@ -16,5 +16,7 @@ pages = [
     st.Page("pages/run.py", title="Run", icon=":material/description:", url_path="run"),
     st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:",
             url_path="compare"),
+    st.Page("pages/experiment.py", title="Experiments", icon=":material/science:",
+            url_path="experiment"),
 ]
 st.navigation(pages).run()

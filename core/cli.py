@@ -96,6 +96,15 @@ def _parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("parse-log", help="server facts from an SGLang start-up log, as JSON")
     pl.add_argument("file", type=Path)
 
+    ex = sub.add_parser("experiment", help="run an experiment (arms x trials) from a plan file, "
+                                           "or show one")
+    ex.add_argument("plan", type=Path, nargs="?",
+                    help="JSON/YAML: name, base {server, plan}, arms [{label, changes}], trials")
+    ex.add_argument("--trials", type=int, help="override the plan's number of trials")
+    ex.add_argument("--show", metavar="EXPERIMENT_ID", help="print an experiment's verdict")
+    ex.add_argument("--no-wait", action="store_true",
+                    help="queue the runs and return (the portal's worker runs them)")
+
     sub.add_parser("reindex", help="rebuild the catalog from the run folders")
     sub.add_parser("engines", help="which engines are installed here, and their versions")
     return p
@@ -275,6 +284,53 @@ def _cmd_parse_log(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_experiment(args: argparse.Namespace) -> int:
+    import time
+
+    from core.experiments import load_experiment, parse_experiment, submit_experiment
+    from core.jobs import Worker
+    from core.report import format_experiment
+    from core.settings import load_settings
+
+    settings = load_settings()
+    if args.show:
+        record = load_experiment(settings, args.show)
+        if record is None:
+            raise ConfigError("--show", f"no experiment {args.show}")
+        print(format_experiment(settings, record))
+        return 0
+    if args.plan is None:
+        raise ConfigError("PLAN", "give a plan file (or --show EXPERIMENT_ID)")
+    data = _load_plan_file(args.plan)
+    if args.trials is not None:
+        data["trials"] = args.trials
+    exp_id = submit_experiment(settings, parse_experiment(data))
+    print(f"experiment {exp_id} queued")
+    if args.no_wait:
+        return 0
+    # Run the queue here unless a portal's worker already owns this data folder.
+    worker = Worker(settings)
+    worker.start()
+    try:
+        record = load_experiment(settings, exp_id) or {}
+        ids = [r["run_id"] for r in record.get("runs", [])]
+        while True:
+            from core.run_folder import RunFolder
+
+            states = [RunFolder(settings.runs_dir / i).status().get("state") for i in ids]
+            done = sum(s not in ("queued", "running") for s in states)
+            sys.stderr.write(f"\r[{exp_id}] {done}/{len(ids)} runs finished")
+            sys.stderr.flush()
+            if done == len(ids):
+                sys.stderr.write("\n")
+                break
+            time.sleep(2)
+    finally:
+        worker.stop()
+    print(format_experiment(settings, record))
+    return 0
+
+
 def _cmd_reindex(_args: argparse.Namespace) -> int:
     n = _catalog().reindex()
     print(f"indexed {n} run folder(s)")
@@ -299,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"run": _cmd_run, "runs": _cmd_runs, "show": _cmd_show, "cancel": _cmd_cancel,
                "parse-log": _cmd_parse_log, "reindex": _cmd_reindex,
+               "experiment": _cmd_experiment,
                "engines": _cmd_engines}[args.command]
     try:
         return int(handler(args))

@@ -10,6 +10,7 @@ plan, hence the same prompts. The experiment itself is a small JSON file under
 
 from __future__ import annotations
 
+import platform
 import random
 import re
 import secrets
@@ -17,7 +18,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from core.config import RunSpec
 from core.errors import ConfigError, StoreError
@@ -29,8 +37,10 @@ __all__ = [
     "ExperimentSpec",
     "expand",
     "experiment_from_preset",
+    "experiment_runs",
     "list_experiments",
     "load_experiment",
+    "noise_floor",
     "parse_experiment",
     "save_experiment",
     "submit_experiment",
@@ -61,6 +71,8 @@ class ExperimentSpec(BaseModel):
     trials: int = Field(3, ge=1, le=50)
     order_seed: int = Field(default_factory=lambda: secrets.randbelow(2**31))
     kind: str = Field("ab", description="ab, or aa for a noise-floor check")
+    baseline: str | None = Field(None, description="the arm others are compared with; "
+                                                   "default: the last arm")
 
     @field_validator("arms")
     @classmethod
@@ -69,6 +81,16 @@ class ExperimentSpec(BaseModel):
         if len(set(labels)) != len(labels):
             raise ValueError("arm labels must be distinct")
         return arms
+
+    @model_validator(mode="after")
+    def _baseline(self) -> ExperimentSpec:
+        if self.baseline is not None and self.baseline not in {a.label for a in self.arms}:
+            raise ValueError(f"baseline {self.baseline!r} is not one of the arm labels")
+        return self
+
+    @property
+    def baseline_arm(self) -> str:
+        return self.baseline or self.arms[-1].label
 
     @property
     def knobs(self) -> tuple[str, ...]:
@@ -143,6 +165,7 @@ def save_experiment(settings: Settings, exp: ExperimentSpec,
         raise StoreError(f"cannot create experiment folder {folder}: {exc}") from exc
     write_json_atomic(folder / "experiment.json", {
         "experiment_id": exp_id, "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "host": platform.node(),
         "spec": exp.model_dump(mode="json"),
         "runs": [{"run_id": rid, "arm": arm, "trial": trial} for arm, trial, rid in runs]})
     return folder
@@ -182,3 +205,44 @@ def submit_experiment(settings: Settings, exp: ExperimentSpec) -> str:
                     [(arm, trial, rid) for (arm, trial, _), rid in zip(planned, run_ids,
                                                                        strict=True)], exp_id)
     return exp_id
+
+
+def experiment_runs(settings: Settings, record: dict[str, Any]) -> list[Any]:
+    """The experiment's runs as ``core.stats.RunOfArm`` (arm, trial, loaded run)."""
+    from core.compare import load_run
+    from core.run_folder import RunFolder
+    from core.stats import RunOfArm
+
+    out = []
+    for r in record.get("runs", []):
+        path = settings.runs_dir / str(r["run_id"])
+        if (path / "spec.json").is_file():
+            out.append(RunOfArm(str(r["arm"]), int(r["trial"]), load_run(RunFolder(path))))
+    return out
+
+
+def noise_floor(settings: Settings, host: str | None = None) -> dict[str, Any] | None:
+    """From the newest finished A/A experiment on this host: per metric, the largest
+    relative difference (or its interval bound) seen between two identical arms."""
+    from core.stats import arm_stats
+
+    host = host or platform.node()
+    for record in list_experiments(settings):
+        spec = record.get("spec") or {}
+        if spec.get("kind") != "aa" or record.get("host") != host:
+            continue
+        runs = experiment_runs(settings, record)
+        if not runs or any(r.view.status.get("state") in ("queued", "running") for r in runs):
+            continue
+        arms = [a["label"] for a in spec.get("arms", [])]
+        table = arm_stats(runs, arms[0])
+        others = table[table["arm"] != arms[0]].dropna(subset=["rel"])
+        if others.empty:
+            continue
+        floor: dict[str, Any] = {"experiment_id": record["experiment_id"]}
+        for metric, rows in others.groupby("metric"):
+            bounds = [abs(x) for col in ("rel", "rel_low", "rel_high")
+                      for x in rows[col] if x is not None and x == x]
+            floor[str(metric)] = max(bounds)
+        return floor
+    return None

@@ -22,7 +22,9 @@ from core.compare import RunView, point_key, run_labels
 
 __all__ = [
     "CDF_MAX_POINTS",
+    "arm_bands_figure",
     "cdf_figure",
+    "frontier_figure",
     "gpu_memory_figure",
     "memory_headroom_figure",
     "metric_label",
@@ -271,3 +273,56 @@ def memory_headroom_figure(df: pd.DataFrame) -> go.Figure:
                            xanchor="left", showarrow=False, font={"size": 11, "color": "#666"})
         fig.update_layout(margin={"b": 80})
     return fig
+
+
+# --- experiments ------------------------------------------------------------------------------
+
+_BAND_COLOURS = ("31,119,180", "255,127,14", "44,160,44", "214,39,40", "148,103,189")
+
+
+def arm_bands_figure(table: pd.DataFrame, metric: str) -> go.Figure:
+    """One line per arm against concurrency, with its 95% interval as a band
+    (``core.stats.arm_stats`` output); points without an interval have no band."""
+    rows = table[table["metric"] == metric].dropna(subset=["concurrency", "mean"])
+    fig = go.Figure()
+    if rows.empty:
+        return _note(_layout(fig, metric_label(metric), "concurrency", metric_label(metric)),
+                     "no results for this metric yet")
+    for i, (arm, group) in enumerate(rows.groupby("arm", sort=False)):
+        g = group.sort_values("concurrency")
+        colour = _BAND_COLOURS[i % len(_BAND_COLOURS)]
+        have_ci = g.dropna(subset=["ci_low", "ci_high"])
+        if not have_ci.empty:
+            fig.add_trace(go.Scatter(
+                x=[*have_ci["concurrency"], *have_ci["concurrency"][::-1]],
+                y=[*have_ci["ci_high"], *have_ci["ci_low"][::-1]], fill="toself",
+                fillcolor=f"rgba({colour},0.2)", line={"width": 0}, hoverinfo="skip",
+                name=f"{arm} 95% CI", showlegend=False))
+        fig.add_trace(go.Scatter(x=g["concurrency"], y=g["mean"], mode="lines+markers",
+                                 name=f"{arm} (n={int(g['n'].max())})",
+                                 line={"color": f"rgb({colour})"}))
+    fig.update_xaxes(type="log", dtick=math.log10(2))
+    return _layout(fig, f"{metric_label(metric)}: mean over trials, 95% interval band",
+                   "concurrency (log2)", metric_label(metric))
+
+
+def frontier_figure(points: pd.DataFrame, gpus_per_run: int) -> go.Figure:
+    """Throughput per GPU against per-user speed, each arm's Pareto frontier drawn."""
+    fig = go.Figure()
+    title = ("Throughput per GPU vs per-user speed — x = 1000 / median TPOT (ms), "
+             f"y = output tok/s ÷ {gpus_per_run} GPU(s)")
+    if points.empty:
+        return _note(_layout(fig, title, "tok/s per user", "output tok/s per GPU"),
+                     "needs median TPOT and output throughput")
+    for i, (arm, g) in enumerate(points.groupby("arm", sort=False)):
+        colour = f"rgb({_BAND_COLOURS[i % len(_BAND_COLOURS)]})"
+        fig.add_trace(go.Scatter(x=g["user_tok_s"], y=g["tok_s_per_gpu"], mode="markers",
+                                 name=str(arm), marker={"color": colour, "size": 9},
+                                 text=[f"c={c}" for c in g["concurrency"]],
+                                 hovertemplate="%{text}: %{x:.1f} tok/s/user, "
+                                               "%{y:.1f} tok/s/GPU<extra></extra>"))
+        front = g[g["on_frontier"]].sort_values("user_tok_s")
+        fig.add_trace(go.Scatter(x=front["user_tok_s"], y=front["tok_s_per_gpu"],
+                                 mode="lines", line={"color": colour, "dash": "dot"},
+                                 name=f"{arm} frontier"))
+    return _layout(fig, title, "tok/s per user (1000 / median TPOT ms)", "output tok/s per GPU")

@@ -11,10 +11,11 @@ import shlex
 from typing import Any
 
 from core.config import RunSpec, spec_errors
+from core.experiments import ExperimentSpec, experiment_from_preset
 from core.host import HostInfo
 from core.presets import PRESETS, Preset, expand_preset
 
-__all__ = ["FORM_DEFAULTS", "launch_from_form"]
+__all__ = ["FORM_DEFAULTS", "experiment_from_form", "launch_from_form"]
 
 FORM_DEFAULTS: dict[str, Any] = {
     "preset": "Single run", "engine": "transformers", "model": "smollm2-135m-instruct",
@@ -24,7 +25,7 @@ FORM_DEFAULTS: dict[str, Any] = {
     "startup_timeout_s": 600, "concurrency": "1,4", "num_prompts": 8, "input_len": 32,
     "output_len": 16, "request_rate": "inf", "seed": 42, "warmup_requests": "",
     "probe": True, "probe_prompt": "What is the capital of France? Answer in one word.",
-    "probe_expect": "(?i)paris", "tags": "",
+    "probe_expect": "(?i)paris", "tags": "", "trials": 1,
 }
 
 
@@ -126,3 +127,24 @@ def launch_from_form(form: dict[str, Any], host: HostInfo
         for path, message in arm_errs.items():
             errors.setdefault("preset", f"{path}: {message}")
     return (specs, {}) if not errors else ([], errors)
+
+
+def experiment_from_form(form: dict[str, Any], host: HostInfo
+                         ) -> tuple[ExperimentSpec | None, dict[str, str]]:
+    """A preset with several arms becomes an experiment of ``trials`` trials."""
+    specs, errors = launch_from_form(form, host)
+    if errors:
+        return None, errors
+    preset = next(p for p in PRESETS if p.name == form.get("preset"))
+    try:
+        trials = int(form.get("trials") or 1)
+    except (TypeError, ValueError):
+        return None, {"trials": "give a whole number of trials (1-50)"}
+    if not 1 <= trials <= 50:
+        return None, {"trials": "give between 1 and 50 trials (3 or more for intervals)"}
+    base = specs[0].model_copy(update={"tags": tuple(
+        t for t in specs[0].tags if not t.startswith(("ab-", "arm:")))})
+    kind = "aa" if not preset.intended else "ab"
+    return experiment_from_preset(preset.name, base, [(label, dict(ch))
+                                                      for label, ch in preset.arms],
+                                  trials, kind), {}

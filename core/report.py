@@ -7,7 +7,7 @@ from typing import Any
 from core.metrics import DEFINITION
 from core.run_folder import RunFolder
 
-__all__ = ["format_run", "format_runs", "run_details"]
+__all__ = ["format_experiment", "format_run", "format_runs", "run_details"]
 
 
 def _f(v: Any, digits: int = 1) -> str:
@@ -88,3 +88,37 @@ def format_runs(rows: list[dict[str, Any]]) -> str:
               _f(r["duration_s"]), (r.get("reason") or "")[:60]] for r in rows]
     return _table(["run", "state", "engine", "model", "graphs", "out tok/s", "TTFT p50",
                    "wall s", "reason"], table)
+
+
+def format_experiment(settings: Any, record: dict[str, Any]) -> str:
+    """The verdict, then per point and arm the mean output throughput with its interval."""
+    from core.experiments import experiment_runs, noise_floor
+    from core.stats import arm_stats, verdict
+
+    spec = record.get("spec") or {}
+    arms = [a["label"] for a in spec.get("arms", [])]
+    runs = experiment_runs(settings, record)
+    states = [r.view.status.get("state") for r in runs]
+    out = [f"experiment {record.get('experiment_id')}: {spec.get('name')} "
+           f"({len(arms)} arms x {spec.get('trials')} trials, order seed "
+           f"{spec.get('order_seed')}); runs: "
+           + ", ".join(f"{s}={states.count(s)}" for s in sorted(set(map(str, states))))]
+    if not runs or not arms:
+        return "\n".join(out)
+    baseline = spec.get("baseline") or arms[-1]
+    table = arm_stats(runs, baseline)
+    floor = noise_floor(settings) if spec.get("kind") != "aa" else None
+    out.append(verdict(str(spec.get("name")), table, runs, baseline, floor))
+    rows = []
+    for _, r in table[table["metric"] == "output_throughput"].iterrows():
+        ci = ("-" if r["ci_low"] is None or r["ci_low"] != r["ci_low"]
+              else f"{r['ci_low']:.1f}..{r['ci_high']:.1f}")
+        rel = r.get("rel")
+        rows.append([str(r["point"]), str(r["arm"]), str(r["n"]), _f(r["mean"]), ci,
+                     "-" if rel is None or rel != rel else f"{rel:+.1%}",
+                     str(r.get("label") or "baseline")])
+    if rows:
+        out.append("")
+        out.append(_table(["point", "arm", "n", "out tok/s", "95% CI", "vs baseline", "label"],
+                          rows))
+    return "\n".join(out)

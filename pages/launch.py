@@ -5,7 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from core.engines import ENGINES
-from core.forms import FORM_DEFAULTS, launch_from_form
+from core.experiments import load_experiment, submit_experiment
+from core.forms import FORM_DEFAULTS, experiment_from_form, launch_from_form
 from core.host import detect_host
 from core.jobs import submit
 from core.presets import PRESETS
@@ -48,6 +49,9 @@ with st.form("launch"):
                           index=[p.name for p in PRESETS].index(default_preset),
                           format_func=_preset_label)
     err("preset")
+    st.number_input("Trials per arm (a preset with two arms runs as an experiment; "
+                    "3 or more give intervals)", 1, 50, 1, key="trials")
+    err("trials")
     st.subheader("Server")
     c1, c2, c3 = st.columns(3)
     with c1:
@@ -116,13 +120,28 @@ with st.form("launch"):
 
 if submitted:
     form = {k: st.session_state[k] for k in D if k in st.session_state}
-    specs, errors = launch_from_form(form, host)
+    preset = next(p for p in PRESETS if p.name == form.get("preset"))
+    st.session_state["launched"], st.session_state["experiment"] = [], None
+    if len(preset.arms) > 1:
+        exp, errors = experiment_from_form(form, host)
+        if exp is not None:
+            st.session_state["experiment"] = submit_experiment(settings, exp)
+    else:
+        specs, errors = launch_from_form(form, host)
+        if not errors:
+            st.session_state["launched"] = submit(settings, specs)
     st.session_state["launch_errors"] = errors
-    st.session_state["launched"] = submit(settings, specs) if not errors else []
     st.rerun()
 
 if errors:
     st.error(f"Nothing was queued: {len(errors)} field(s) need attention (see above).")
+if exp_id := st.session_state.get("experiment"):
+    record = load_experiment(settings, exp_id) or {}
+    st.session_state["launched"] = [r["run_id"] for r in record.get("runs", [])
+                                    if r["trial"] == 0]
+    st.success(f"Queued experiment {exp_id}: {len(record.get('runs', []))} run(s).")
+    st.page_link("pages/experiment.py", label=f"Experiment {exp_id}",
+                 query_params={"experiment": exp_id}, icon=":material/science:")
 if ids := st.session_state.get("launched"):
     st.success(f"Queued {len(ids)} run(s).")
     for run_id in ids:
