@@ -314,7 +314,9 @@ def execute_run(folder: RunFolder, settings: Settings, progress: ProgressFn | No
                                 seed=bench.seed * 1000 + 999) if n_warm else []
             if warm:
                 wopts = LoadOptions(base_url=plan.base_url, model=model,
-                                    concurrency=first.concurrency, request_rate=float("inf"),
+                                    concurrency=max(p.concurrency or p.num_prompts
+                                                    for p in bench.points),
+                                    request_rate=float("inf"),
                                     seed=bench.seed, exact_length_body=exact_body,
                                     request_timeout_s=bench.request_timeout_s,
                                     point_timeout_s=bench.point_timeout_s,
