@@ -11,6 +11,7 @@ import itertools
 import json
 import math
 import os
+import re
 import sys
 import threading
 from pathlib import Path
@@ -37,13 +38,22 @@ def _rate(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r}: give requests/s or inf") from None
 
 
+def _run_id(text: str) -> str:
+    """A run id as the folders name them; anything else (``../x``, ``/etc``) is refused."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", text) or ".." in text:
+        raise argparse.ArgumentTypeError(f"{text[:60]!r} is not a run id; "
+                                         "`python -m core runs` lists them")
+    return text
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m core", description="ServeLab command line")
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("run", help="launch a server, probe it, benchmark it, store everything")
     r.add_argument("--plan", type=Path, help="a JSON or YAML run spec (flags below override it)")
-    r.add_argument("--run-id", help="execute an already-prepared run folder (used by the portal)")
+    r.add_argument("--run-id", type=_run_id,
+                   help="execute an already-prepared run folder (used by the portal)")
     s = r.add_argument_group("server")
     s.add_argument("--engine", choices=["transformers", "sglang", "endpoint"])
     s.add_argument("--model")
@@ -75,6 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--probe-prompt")
     b.add_argument("--probe-expect", help="regex the answer must match; '' = non-empty only")
     b.add_argument("--request-timeout-s", type=float)
+    b.add_argument("--point-timeout-s", type=float, help="whole-point limit in seconds")
     b.add_argument("--tag", action="append", dest="tags")
     r.add_argument("--quiet", action="store_true", help="no progress line")
     r.add_argument("--json", action="store_true", help="print the final status as JSON")
@@ -87,11 +98,11 @@ def _parser() -> argparse.ArgumentParser:
     ls.add_argument("--json", action="store_true")
 
     sh = sub.add_parser("show", help="one run in full")
-    sh.add_argument("run_id")
+    sh.add_argument("run_id", type=_run_id)
     sh.add_argument("--json", action="store_true")
 
     c = sub.add_parser("cancel", help="cancel a queued or running run")
-    c.add_argument("run_id")
+    c.add_argument("run_id", type=_run_id)
 
     pl = sub.add_parser("parse-log", help="server facts from an SGLang start-up log, as JSON")
     pl.add_argument("file", type=Path)
@@ -157,7 +168,7 @@ def spec_from_args(args: argparse.Namespace) -> Any:
              else base.get("request_rate", math.inf)}
             for c, i, o in combos
         ]
-    for name in ("seed", "warmup_requests", "request_timeout_s"):
+    for name in ("seed", "warmup_requests", "request_timeout_s", "point_timeout_s"):
         if getattr(args, name) is not None:
             plan[name] = getattr(args, name)
     if args.no_probe:
@@ -172,7 +183,14 @@ def spec_from_args(args: argparse.Namespace) -> Any:
     spec_data = {**data, "server": server, "plan": plan}
     if args.tags:
         spec_data["tags"] = args.tags
-    return parse_spec(spec_data)
+    spec = parse_spec(spec_data)
+    from core.safety import server_path_problems
+    from core.settings import load_settings
+
+    roots = load_settings().allowed_model_roots
+    for field, message in server_path_problems(spec.server, roots, must_exist=False).items():
+        raise ConfigError(field, message)
+    return spec
 
 
 def _progress_printer(quiet: bool) -> Any:
@@ -240,8 +258,13 @@ def _catalog() -> Any:
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
+    from core.jobs import recover_runs
     from core.report import format_runs
+    from core.settings import load_settings
 
+    # A run whose process is gone is shown as interrupted (and what is left of its server
+    # killed), as the portal does when it starts.
+    recover_runs(load_settings())
     cat = _catalog()
     cat.sync()
     rows = cat.list_runs(limit=args.limit, engine=args.engine, state=args.state, tag=args.tag)

@@ -34,6 +34,9 @@ EngineName = Literal["transformers", "sglang", "endpoint"]
 DEFAULT_MODEL = "smollm2-135m-instruct"
 
 _SAFE_TEXT = re.compile(r"^[A-Za-z0-9_./:@+=,\-]*$")
+# A model/tokenizer location: a path or a hub id. Letters (any script), digits, space and
+# . _ - / @ : + = , ~ only; never starting with "-" (it would read as an engine flag).
+_LOCATION = re.compile(r"[^\W][\w .\-/@:+=,~]{0,499}|[/~.][\w .\-/@:+=,~]{0,499}")
 
 
 class _Frozen(BaseModel):
@@ -81,10 +84,18 @@ class ServerConfig(_Frozen):
             raise ValueError(f"use one of {', '.join(sorted(allowed))}")
         return v
 
+    @field_validator("model", "tokenizer")
+    @classmethod
+    def _location(cls, v: str | None) -> str | None:
+        if v is not None and not _LOCATION.fullmatch(v):
+            raise ValueError("use a folder path or a hub id: letters, digits, space and "
+                             ". _ - / @ : + = , ~ only, not starting with -")
+        return v
+
     @field_validator("host")
     @classmethod
     def _host(cls, v: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9.\-:]{1,253}", v):
+        if not re.fullmatch(r"[A-Za-z0-9.:][A-Za-z0-9.\-:]{0,252}", v):
             raise ValueError("use a host name or IP address such as 127.0.0.1")
         return v
 
@@ -98,8 +109,10 @@ class ServerConfig(_Frozen):
     @field_validator("extra_args")
     @classmethod
     def _extra(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if len(v) > 64:
+            raise ValueError(f"{len(v)} extra arguments; at most 64")
         for item in v:
-            if len(item) > 500 or not _SAFE_TEXT.match(item):
+            if not item or len(item) > 500 or not _SAFE_TEXT.match(item):
                 raise ValueError(
                     f"{item[:40]!r} has characters not allowed in a flag; "
                     "use letters, digits and . / : @ + = , - _"

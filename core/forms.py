@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import math
 import shlex
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from core.config import RunSpec, spec_errors
 from core.experiments import ExperimentSpec, experiment_from_preset
 from core.host import HostInfo
 from core.presets import PRESETS, Preset, expand_preset
+from core.safety import server_path_problems
+from core.settings import load_settings
 
 __all__ = ["FORM_DEFAULTS", "experiment_from_form", "launch_from_form"]
 
@@ -63,9 +67,11 @@ def _form_key(path: str) -> str:
     return parts[0] if parts[0] in FORM_DEFAULTS else "engine"
 
 
-def launch_from_form(form: dict[str, Any], host: HostInfo
+def launch_from_form(form: dict[str, Any], host: HostInfo, *,
+                     model_roots: Sequence[Path] | None = None
                      ) -> tuple[list[RunSpec], dict[str, str]]:
-    """(specs to queue, {} ) or ([], {form field: message})."""
+    """(specs to queue, {} ) or ([], {form field: message}). ``model_roots``: where model
+    and tokenizer folders may be (default: the settings' allowed model roots)."""
     errors: dict[str, str] = {}
     engine = str(form.get("engine", "transformers"))
     if (why := host.unavailable(engine)) is not None:
@@ -99,7 +105,7 @@ def launch_from_form(form: dict[str, Any], host: HostInfo
         "device": form.get("device") or "auto", "dtype": form.get("dtype") or "auto",
         "cuda_graphs": cuda, "cuda_graph_max_bs": _opt_int(form, "cuda_graph_max_bs", errors),
         "mem_fraction_static": _opt_float(form, "mem_fraction_static", errors),
-        "tp_size": int(form.get("tp_size") or 1),
+        "tp_size": 1 if (tp := _opt_int(form, "tp_size", errors)) is None else tp,
         "attention_backend": str(form.get("attention_backend") or "").strip() or None,
         "cb_max_memory_percent": _opt_float(form, "cb_max_memory_percent", errors),
         "extra_args": extra, "startup_timeout_s": form.get("startup_timeout_s") or 600,
@@ -118,6 +124,10 @@ def launch_from_form(form: dict[str, Any], host: HostInfo
     base, spec_errs = spec_errors({"server": server, "plan": plan, "tags": tags})
     for path, message in spec_errs.items():
         errors.setdefault(_form_key(path), message)
+    if base is not None:
+        roots = model_roots if model_roots is not None else load_settings().allowed_model_roots
+        for path, message in server_path_problems(base.server, roots, must_exist=False).items():
+            errors.setdefault(_form_key(path), message)
     if errors or base is None or preset is None:
         return [], errors
     specs = expand_preset(preset, base)

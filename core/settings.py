@@ -7,12 +7,22 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["Settings", "load_settings"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# Where model and tokenizer folders may live (besides data/models), unless
+# SERVELAB_MODEL_ROOTS (os.pathsep-separated) says otherwise. See core/safety.py.
+DEFAULT_MODEL_ROOTS = ("~", "/models", "/opt", "/mnt", "/data")
+
+
+def model_roots_from_env(env: Mapping[str, str] | None = None) -> tuple[Path, ...]:
+    raw = (os.environ if env is None else env).get("SERVELAB_MODEL_ROOTS", "")
+    parts = [p.strip() for p in raw.split(os.pathsep) if p.strip()] or DEFAULT_MODEL_ROOTS
+    return tuple(Path(p).expanduser() for p in parts)
 
 
 @dataclass(frozen=True)
@@ -24,6 +34,12 @@ class Settings:
     transformers_python: str
     # The portal's worker starts queued runs; off in page tests (SERVELAB_WORKER=off).
     worker_enabled: bool = True
+    # Folders model/tokenizer paths must be inside (data/models is always allowed).
+    model_roots: tuple[Path, ...] = field(default_factory=model_roots_from_env)
+
+    @property
+    def allowed_model_roots(self) -> tuple[Path, ...]:
+        return (self.models_dir, *self.model_roots)
 
     @property
     def runs_dir(self) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import psutil
@@ -13,6 +14,10 @@ import pytest
 from core.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
+# Test models live under the temp folder: allow it as a model root (besides the defaults),
+# for this process and every run process a test starts (core/safety.py).
+os.environ.setdefault("SERVELAB_MODEL_ROOTS", os.pathsep.join(
+    [tempfile.gettempdir(), "~", "/models", "/opt", "/mnt", "/data"]))
 FAKE_SGLANG_PATH = REPO / "tests" / "fakes" / "sglang_pkg"
 WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike "
          "november oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee "

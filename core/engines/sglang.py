@@ -34,6 +34,7 @@ _VERSION_CODE = "import importlib.metadata as m; print(m.version('sglang'))"
 _FLAG_RE = re.compile(r"(?<![\w-])--[A-Za-z][A-Za-z0-9_-]*")
 _VERSION_NUMS_RE = re.compile(r"\d+")
 _GPU_INDEX_RE = re.compile(r"cuda:(\d+)")
+_NUMBER_RE = re.compile(r"-\d+(\.\d*)?([eE][-+]?\d+)?|-\.\d+|-inf|-nan", re.IGNORECASE)
 
 # Flags ServeLab sets from ServerConfig fields; extra_args may not override them, or the
 # stored spec would disagree with the server actually run (argparse keeps the last value).
@@ -95,9 +96,15 @@ def _check_known(flag: str, field: str, version: str | None, options: frozenset[
 def _check_extra_args(extra_args: tuple[str, ...], version: str | None,
                       options: frozenset[str]) -> None:
     for item in extra_args:
-        if not item.startswith("--"):
-            continue  # a value, e.g. the `8` of `--max-running-requests 8`
+        if not item.startswith("-") or _NUMBER_RE.fullmatch(item):
+            continue  # a value, e.g. the `8` of `--max-running-requests 8`, or `-1`
         flag = item.split("=", 1)[0]
+        if not item.startswith("--"):
+            # `-h` and other short options are not in the option list: refused, so that
+            # nothing the list does not know reaches the server.
+            raise ConfigError("server.extra_args",
+                              f"{flag} is a short option; give the long --flag form that "
+                              "`python -m sglang.launch_server --help` lists")
         if flag in _MANAGED_FLAGS:
             raise ConfigError("server.extra_args",
                               f"{flag} is set by ServeLab; use {_MANAGED_FLAGS[flag]} instead")
