@@ -48,6 +48,7 @@ import psutil
 from core.config import RunSpec
 from core.errors import StoreError
 from core.gpu import nvml_available
+from core.launcher import run_processes
 from core.pipeline import prepare_run
 from core.run_folder import ACTIVE_STATES, FINAL_STATES, RunFolder, new_run_id, utc_now
 from core.settings import REPO_ROOT, Settings
@@ -228,36 +229,60 @@ def kill_server_group(status: dict[str, Any], grace_s: float = SERVER_GRACE_S) -
     its group leader), a grace period, then SIGKILL to the group and to any descendant
     that left it. Returns what it did, or "" when there was nothing (left) to kill.
 
-    Guards against a reused pid: the process must lead its own group and be younger
-    than the run's ``started_at``.
+    The server's processes are found three ways, so none survives its leader: the
+    leader and its descendants; every process still in its group after the leader died
+    (a scheduler orphaned when the run process was SIGKILLed and took the leader with
+    it); every process carrying the run's ``SERVELAB_RUN_ID`` in its environment (one
+    that left the group). Guards against reused pids: only processes younger than the
+    run's ``started_at`` count.
     """
-    pid = status.get("server_pid")
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
-        return ""
-    try:
-        leader = psutil.Process(pid)
-        if leader.status() == psutil.STATUS_ZOMBIE or os.getpgid(pid) != pid:
-            return ""
-        created = leader.create_time()
-        members = [leader, *leader.children(recursive=True)]
-    except (psutil.Error, OSError):
-        return ""
+    raw_pid = status.get("server_pid")
+    pid = raw_pid if isinstance(raw_pid, int) and not isinstance(raw_pid, bool) else 0
+    run_id = status.get("run_id")
     started = _parse_time(status.get("started_at"))
-    if started is not None and created < started - _CLOCK_SLACK_S:
+
+    def young(p: psutil.Process) -> bool:
+        try:
+            return started is None or p.create_time() >= started - _CLOCK_SLACK_S
+        except psutil.Error:
+            return False
+
+    members: dict[int, psutil.Process] = {}
+    group = pid > 1
+    if group:
+        with contextlib.suppress(psutil.Error, OSError):
+            leader = psutil.Process(pid)
+            if _live(leader) and os.getpgid(pid) == pid and young(leader):
+                members[pid] = leader
+                members.update((c.pid, c) for c in leader.children(recursive=True))
+        for proc in psutil.process_iter():
+            with contextlib.suppress(psutil.Error, OSError):
+                if os.getpgid(proc.pid) == pid and proc.pid != os.getpid():
+                    members[proc.pid] = proc
+    if isinstance(run_id, str) and run_id:
+        members.update((p.pid, p) for p in run_processes(run_id))
+    members = {k: p for k, p in members.items() if _live(p) and young(p)}
+    if not members:
         return ""
-    with contextlib.suppress(OSError):
-        os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while any(_live(p) for p in members) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    left = [p for p in members if _live(p)]
-    if left:
+    if group:
         with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
+            os.killpg(pid, signal.SIGTERM)
+    for p in members.values():
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+    deadline = time.monotonic() + grace_s
+    while any(_live(p) for p in members.values()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [p for p in members.values() if _live(p)]
+    if left:
+        if group:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
         for p in left:
             with contextlib.suppress(psutil.Error):
                 p.kill()
-    return f"server process group {pid} killed" + (" (SIGKILL)" if left else "")
+    what = f"server process group {pid}" if group else "server processes"
+    return f"{what} killed ({len(members)} process(es)" + (", SIGKILL)" if left else ")")
 
 
 def _describe_exit(code: int | None) -> str:
@@ -693,6 +718,7 @@ class Worker:
                 return False
             argv = [sys.executable, "-m", "core", "run", "--run-id", rid, "--quiet"]
             env = {**os.environ, "SERVELAB_DATA_DIR": str(settings.data_dir),
+                   "SERVELAB_MODEL_ROOTS": os.pathsep.join(map(str, settings.model_roots)),
                    "SERVELAB_SGLANG_PYTHON": settings.sglang_python,
                    "SERVELAB_TRANSFORMERS_PYTHON": settings.transformers_python}
             try:

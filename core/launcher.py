@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -24,8 +25,29 @@ import httpx
 import psutil
 
 from core.errors import ServerExitedError, ServerStartTimeout
+from core.safety import redact_argv
 
-__all__ = ["ManagedServer", "free_port", "tail"]
+__all__ = ["RUN_ID_ENV", "ManagedServer", "free_port", "last_error_line", "run_processes",
+           "tail"]
+
+# Every server process tree gets the run id in its environment (children inherit it),
+# so its processes can be found even after they left the process group or lost their
+# parent (core.jobs.kill_server_group, ManagedServer.stop, the fault tests).
+RUN_ID_ENV = "SERVELAB_RUN_ID"
+
+
+def run_processes(run_id: str) -> list[psutil.Process]:
+    """Every live process (not a zombie) whose environment names this run."""
+    found = []
+    me = os.getpid()
+    for proc in psutil.process_iter():
+        if proc.pid == me:
+            continue
+        with contextlib.suppress(psutil.Error, OSError):
+            if proc.environ().get(RUN_ID_ENV) == run_id and \
+                    proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+    return found
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -47,6 +69,22 @@ def tail(path: Path, max_lines: int = 50) -> str:
     except OSError:
         return ""
     return "\n".join(data.splitlines()[-max_lines:])
+
+
+_ERROR_LINE_RE = re.compile(r"(?i)\b(error|exception|errno|fatal|killed|out of memory|"
+                            r"address already in use|no such file|not found|denied)\b")
+
+
+def last_error_line(log_text: str) -> str | None:
+    """The last line of a log that says what went wrong (an exception's message, an
+    argparse or bind error), for a one-line reason; None when no line does."""
+    for line in reversed(log_text.splitlines()):
+        line = line.strip()
+        if not line or line.startswith(("Traceback", "File ", "^", "#")):
+            continue
+        if _ERROR_LINE_RE.search(line):
+            return line[:300]
+    return None
 
 
 def _die_with_parent() -> None:
@@ -77,7 +115,8 @@ class ManagedServer:
 
     @property
     def command(self) -> str:
-        return shlex.join(self.argv)
+        """The command as shown and logged: secrets (``--api-key X``) redacted."""
+        return shlex.join(redact_argv(self.argv))
 
     @property
     def pid(self) -> int | None:
@@ -121,8 +160,10 @@ class ManagedServer:
                 code = self.proc.poll()
                 if code is not None:
                     text = tail(self.log_path, 200)
-                    raise ServerExitedError(code, tail(self.log_path),
-                                            failure_in_log(text) or "server exited during start-up")
+                    line = last_error_line(text)
+                    reason = failure_in_log(text) or "server exited during start-up" + (
+                        f": {line}" if line else "")
+                    raise ServerExitedError(code, tail(self.log_path), reason)
                 if should_stop():
                     raise InterruptedError("stop requested while waiting for the server")
                 try:
@@ -149,6 +190,8 @@ class ManagedServer:
         if self.proc is None:
             return []
         self._remember_children()
+        if marker := self.env.get(RUN_ID_ENV):  # children that left the group
+            self._pids.update(p.pid for p in run_processes(marker))
         pgid = self.proc.pid  # start_new_session made the server its group leader
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGTERM)

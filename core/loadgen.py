@@ -81,6 +81,13 @@ def _payload(opts: LoadOptions, prompt: Prompt) -> dict[str, Any]:
     return body
 
 
+def _count(value: Any) -> int | None:
+    """A token count from the server, or None when it is not a non-negative integer."""
+    return value if isinstance(value, int) and not isinstance(value, bool) \
+        and 0 <= value < 2**53 \
+        else None
+
+
 async def _one_request(client: httpx.AsyncClient, opts: LoadOptions, rec: RequestRecord,
                        prompt: Prompt, t0: float) -> None:
     body = _payload(opts, prompt)
@@ -123,22 +130,29 @@ async def _one_request(client: httpx.AsyncClient, opts: LoadOptions, rec: Reques
                     except ValueError:
                         rec.error = f"unparseable SSE data: {data[:200]!r}"
                         return
-                    if "error" in msg:
-                        rec.error = f"server error in stream: {json.dumps(msg['error'])[:300]}"
+                    try:
+                        if "error" in msg:
+                            rec.error = ("server error in stream: "
+                                         f"{json.dumps(msg['error'])[:300]}")
+                            return
+                        usage = msg.get("usage")
+                        if usage:
+                            rec.prompt_tokens_server = _count(usage.get("prompt_tokens"))
+                            rec.output_tokens_server = _count(usage.get("completion_tokens"))
+                        for choice in msg.get("choices") or ():
+                            delta = choice.get("delta") or {}
+                            text = (delta.get("content") or "") + (
+                                delta.get("reasoning_content") or "")
+                            if text:
+                                rec.chunk_s.append(now)
+                                parts.append(text)
+                            if choice.get("finish_reason"):
+                                rec.finish_reason = str(choice["finish_reason"])
+                    except (AttributeError, TypeError, KeyError, IndexError):
+                        # Valid JSON but not an OpenAI stream event (a list, a number,
+                        # content that is not text...): a failed request, not a crash.
+                        rec.error = f"malformed SSE event: {data[:200]!r}"
                         return
-                    usage = msg.get("usage")
-                    if usage:
-                        rec.prompt_tokens_server = usage.get("prompt_tokens")
-                        rec.output_tokens_server = usage.get("completion_tokens")
-                    for choice in msg.get("choices") or ():
-                        delta = choice.get("delta") or {}
-                        text = (delta.get("content") or "") + (delta.get("reasoning_content")
-                                                               or "")
-                        if text:
-                            rec.chunk_s.append(now)
-                            parts.append(text)
-                        if choice.get("finish_reason"):
-                            rec.finish_reason = choice["finish_reason"]
                 if done:
                     break
             rec.generated_text = "".join(parts)
@@ -242,12 +256,14 @@ class LoadGenerator:
     """One event loop and one connection pool for every load phase on a server, so
     warm-up leaves warm keep-alive connections behind for the measured points."""
 
-    def __init__(self, base_url: str, max_connections: int, request_timeout_s: float) -> None:
+    def __init__(self, base_url: str, max_connections: int, request_timeout_s: float,
+                 headers: dict[str, str] | None = None) -> None:
         self._runner = asyncio.Runner()
         timeout = httpx.Timeout(request_timeout_s, connect=min(30.0, request_timeout_s))
         limits = httpx.Limits(max_connections=max_connections,
                               max_keepalive_connections=max_connections)
-        self._client = httpx.AsyncClient(base_url=base_url, timeout=timeout, limits=limits)
+        self._client = httpx.AsyncClient(base_url=base_url, timeout=timeout, limits=limits,
+                                         headers=headers)
 
     def run(self, opts: LoadOptions, prompts: list[Prompt],
             on_done: Callable[[int, int], None] | None = None

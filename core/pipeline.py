@@ -15,6 +15,7 @@ import contextlib
 import os
 import shutil
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -36,13 +37,23 @@ from core.errors import (
     StoreError,
 )
 from core.gpu import gpu_memory, gpu_pids
-from core.launcher import ManagedServer, free_port, tail
+from core.launcher import RUN_ID_ENV, ManagedServer, free_port, tail
 from core.loadgen import LoadGenerator, LoadOptions
 from core.metrics import compute_point_metrics
 from core.probe import run_probe
 from core.prompts import Tokenizer, load_tokenizer, make_prompts, prompts_digest
 from core.records import RequestRecord, records_to_table
 from core.run_folder import RunFolder, utc_now
+from core.safety import (
+    api_key,
+    redact_argv,
+    redact_env,
+    restore_secrets,
+    scrub,
+    secret_values,
+    server_path_problems,
+    split_secrets,
+)
 from core.samplers import Sampler
 from core.settings import Settings
 from core.store import Catalog
@@ -73,6 +84,8 @@ class _Run:
     steps: list[dict[str, Any]] = field(default_factory=list)
     server: ManagedServer | None = None
     last_status_write: float = 0.0
+    status_error: str = ""  # the last status.json write that failed (disk full...)
+    headers: dict[str, str] = field(default_factory=dict)  # sent with every request
 
     def should_stop(self) -> bool:
         return self.stop_event.is_set() or self.folder.cancel_requested
@@ -86,7 +99,13 @@ class _Run:
         if not force and now - self.last_status_write < 0.5:
             return
         self.last_status_write = now
-        status = self.folder.update_status(steps=self.steps, **changes)
+        try:
+            status = self.folder.update_status(steps=self.steps, **changes)
+        except StoreError as exc:
+            # Progress is best effort: a full disk must never stop the run from stopping
+            # its server. Results are written separately and fail loudly.
+            self.status_error = str(exc)
+            return
         if self.progress:
             self.progress(status)
 
@@ -115,8 +134,12 @@ def prepare_run(spec: RunSpec, settings: Settings, run_id: str | None = None,
     """Create the run folder with its spec: queued for the worker, or (``run_now``, the
     CLI) already running in this process, so no worker ever mistakes it for a job."""
     folder = RunFolder.create(settings.runs_dir, run_id)
-    folder.write("spec.json", {"run_id": folder.run_id, "created_at": utc_now(),
-                               **spec.model_dump(mode="json")})
+    data = spec.model_dump(mode="json")
+    redacted, hidden = split_secrets(spec.server.extra_args)
+    if hidden:  # API keys never go into spec.json; the run process reads them back once
+        folder.write_secrets({"extra_args": hidden})
+        data["server"]["extra_args"] = list(redacted)
+    folder.write("spec.json", {"run_id": folder.run_id, "created_at": utc_now(), **data})
     status: dict[str, Any] = {"run_id": folder.run_id, "state": "queued", "phase": "queued",
                               "updated_at": utc_now()}
     if run_now:
@@ -132,6 +155,9 @@ def _preflight(run: _Run) -> tuple[LaunchPlan, Any, dict[str, Any]]:
     info = adapter.detect()
     if not info.installed:
         raise EngineUnavailable(f"{server_cfg.engine} is not available here: {info.reason}")
+    for fld, problem in server_path_problems(server_cfg, run.settings.allowed_model_roots,
+                                             must_exist=True).items():
+        raise ConfigError(fld, problem)
     free_mb = shutil.disk_usage(run.folder.path).free / 2**20
     if free_mb < MIN_FREE_DISK_MB:
         raise StoreError(f"only {free_mb:.0f} MB free where runs are stored; "
@@ -151,11 +177,14 @@ def _preflight(run: _Run) -> tuple[LaunchPlan, Any, dict[str, Any]]:
     else:
         port = free_port(server_cfg.host)
     plan = adapter.plan_launch(server_cfg, port, info)
-    launch = {"argv": plan.argv, "command": None if plan.argv is None else
+    if plan.argv is not None and (key := api_key(plan.argv)) is not None:
+        run.headers["Authorization"] = f"Bearer {key}"
+    launch = {"argv": None if plan.argv is None else redact_argv(plan.argv),
+              "command": None if plan.argv is None else
               ManagedServer(plan.argv, run.folder.log_path, "").command,
               "base_url": plan.base_url, "health_path": plan.health_path,
               "engine": server_cfg.engine, "engine_version": info.version,
-              "notes": [*info.notes, *plan.notes], "env": plan.env,
+              "notes": [*info.notes, *plan.notes], "env": redact_env(plan.env),
               "exact_length_body": plan.exact_length_body if run.spec.plan.ignore_eos else {}}
     run.folder.write("launch.json", launch)
     return plan, adapter, launch
@@ -174,22 +203,24 @@ def _wait_endpoint(base_url: str, path: str, timeout_s: float, run: _Run) -> flo
         time.sleep(0.5)
 
 
-def _model_name(plan: LaunchPlan) -> str:
+def _model_name(plan: LaunchPlan, headers: dict[str, str]) -> str:
     if plan.model_name:
         return plan.model_name
-    resp = httpx.get(plan.base_url + "/v1/models", timeout=10.0)
-    data = resp.json().get("data") or []
-    if not data:
-        raise ServerLaunchError("the server lists no model at /v1/models")
-    return str(data[0]["id"])
+    resp = httpx.get(plan.base_url + "/v1/models", timeout=10.0, headers=headers)
+    try:
+        data = resp.json().get("data") or []
+        return str(data[0]["id"])
+    except (ValueError, AttributeError, TypeError, LookupError):
+        raise ServerLaunchError(f"the server lists no model at /v1/models (HTTP "
+                                f"{resp.status_code}: {resp.text[:200]!r})") from None
 
 
 def _run_point(run: _Run, gen: LoadGenerator, plan: LaunchPlan, model: str, tok: Tokenizer,
                index: int, point: Point, bench: BenchmarkPlan, exact_body: dict[str, Any],
-               sampler: Sampler) -> None:
+               sampler: Sampler) -> list[RequestRecord]:
     if bench.flush_cache and plan.supports_flush_cache:
         with contextlib.suppress(httpx.HTTPError):
-            httpx.post(plan.base_url + "/flush_cache", timeout=60.0)
+            httpx.post(plan.base_url + "/flush_cache", timeout=60.0, headers=run.headers)
     # Seeded per point, not per run: every arm of a comparison gets the same prompts.
     prompts = make_prompts(tok, point.num_prompts, point.input_len, point.output_len,
                            seed=bench.seed * 1000 + index)
@@ -219,9 +250,18 @@ def _run_point(run: _Run, gen: LoadGenerator, plan: LaunchPlan, model: str, tok:
     })
     if run.should_stop():
         raise RunCancelled(f"cancelled during point {index}")
-    if run.server is not None and (code := run.server.poll()) is not None:
-        raise ServerExitedError(code, tail(run.folder.log_path),
-                                f"server exited during point {index}")
+    if run.server is not None and run.server.proc is not None:
+        code = run.server.poll()
+        if code is None and not all(r.ok for r in records):
+            # Streams cut by a dying server can end a moment before its exit is visible.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = run.server.proc.wait(timeout=0.5)
+        if code is not None:
+            failed = sum(not r.ok for r in records)
+            raise ServerExitedError(code, tail(run.folder.log_path),
+                                    f"server exited during point {index} ({failed} of "
+                                    f"{len(records)} requests failed)")
+    return records
 
 
 def _retokenize(tok: Tokenizer, records: list[RequestRecord]) -> None:
@@ -248,6 +288,10 @@ def execute_run(folder: RunFolder, settings: Settings, progress: ProgressFn | No
     """Run the pipeline for an already-prepared folder; return the final status."""
     spec = RunSpec.model_validate({k: v for k, v in folder.read("spec.json").items()
                                    if k not in ("run_id", "created_at")})
+    hidden = folder.read_secrets().get("extra_args") or {}
+    if hidden:  # the API keys prepare_run kept out of spec.json
+        spec = spec.model_copy(update={"server": spec.server.model_copy(update={
+            "extra_args": restore_secrets(spec.server.extra_args, hidden)})})
     run = _Run(folder, spec, settings, progress, stop_event or threading.Event())
     t_start = time.monotonic()
     if run.should_stop():
@@ -268,7 +312,8 @@ def execute_run(folder: RunFolder, settings: Settings, progress: ProgressFn | No
         if plan.argv is not None:
             with run.step("launch"):
                 run.server = ManagedServer(plan.argv, folder.log_path,
-                                           plan.base_url + plan.health_path, plan.env)
+                                           plan.base_url + plan.health_path,
+                                           {**plan.env, RUN_ID_ENV: folder.run_id})
                 run.server.start()
                 run.report(force=True, server_pid=run.server.pid)
             with run.step("wait_ready") as rec:
@@ -287,14 +332,17 @@ def execute_run(folder: RunFolder, settings: Settings, progress: ProgressFn | No
             facts.setdefault("engine_version", launch["engine_version"])
             facts["ready_after_s"] = ready_s
             facts["gpus"] = gpu_memory()
-            folder.write("facts.json", facts)
-            model = _model_name(plan)
+            # An engine may echo its own secrets (/server_info's api_key): never store them.
+            folder.write("facts.json", scrub(facts, secret_values(plan.argv or [], plan.env)))
+            model = _model_name(plan, run.headers)
             tok = load_tokenizer(plan.tokenizer_path or spec.server.tokenizer or spec.server.model)
         run.check_cancel()
         bench = spec.plan
         if bench.probe is not None:
             with run.step("probe") as rec:
-                probe = run_probe(plan.base_url, model, bench.probe)
+                probe = run_probe(plan.base_url, model, bench.probe,
+                                  timeout_s=bench.request_timeout_s, headers=run.headers,
+                                  should_stop=run.should_stop)
                 folder.write("probe.json", probe.as_dict())
                 rec["detail"] = f"{probe.answer[:80]!r}: {probe.reason}"
                 if not probe.passed:
@@ -305,7 +353,7 @@ def execute_run(folder: RunFolder, settings: Settings, progress: ProgressFn | No
         exact_body: dict[str, Any] = launch["exact_length_body"]
         gen = LoadGenerator(plan.base_url, max(p.concurrency or p.num_prompts
                                                for p in bench.points),
-                            bench.request_timeout_s)
+                            bench.request_timeout_s, headers=run.headers)
         with run.step("warmup") as rec:
             n_warm = bench.effective_warmup
             first = bench.points[0]
@@ -334,12 +382,18 @@ def execute_run(folder: RunFolder, settings: Settings, progress: ProgressFn | No
         for i, point in enumerate(bench.points):
             run.check_cancel()
             with run.step(f"point {i}") as rec:
-                _run_point(run, gen, plan, model, tok, i, point, bench, exact_body,
-                           sampler)
+                records = _run_point(run, gen, plan, model, tok, i, point, bench, exact_body,
+                                     sampler)
                 summary = folder.read(f"points/{i:03d}/summary.json")
                 m = summary["metrics"]
                 rec["detail"] = (f"{point.label}: {m['completed']}/{m['num_requests']} ok, "
                                  f"{(m['output_throughput'] or 0):.1f} out tok/s")
+                if not m["completed"]:
+                    # Kept (records and summary), but a point with nothing completed
+                    # measured nothing: the run did not succeed.
+                    err = next((r.error for r in records if r.error), "no completion")
+                    raise _Failed("failed", f"point {i}: none of its {len(records)} requests "
+                                            f"succeeded (first error: {err})")
     except _Failed as exc:
         final_state, reason = exc.state, exc.reason
     except RunCancelled as exc:
@@ -375,9 +429,18 @@ def execute_run(folder: RunFolder, settings: Settings, progress: ProgressFn | No
                         final_state, reason = "failed", problem
     with contextlib.suppress(StoreError):
         folder.write("result.json", _result(folder))
-    status = folder.update_status(
-        state=final_state, reason=reason, phase="done", steps=run.steps, finished_at=utc_now(),
-        duration_s=round(time.monotonic() - t_start, 3), progress=None)
+    final = {"state": final_state, "reason": reason, "phase": "done", "finished_at": utc_now(),
+             "duration_s": round(time.monotonic() - t_start, 3), "progress": None}
+    try:
+        status = folder.update_status(steps=run.steps, **final)
+    except StoreError as exc:
+        # The folder cannot take the final state (disk full, read-only): say so, and leave
+        # the folder "running" for recover_runs to close once it can be written again.
+        status = {"run_id": folder.run_id, **final, "steps": run.steps,
+                  "unrecorded": f"the final state could not be written: {exc}"}
+        if progress:
+            progress(status)
+        return status
     with run.step("store") as rec:
         try:
             Catalog(settings.catalog_path, settings.runs_dir).index_run(folder)
@@ -385,7 +448,8 @@ def execute_run(folder: RunFolder, settings: Settings, progress: ProgressFn | No
         except StoreError as exc:
             rec["outcome"] = "failed"
             rec["detail"] = f"not indexed ({exc}); `python -m core reindex` will pick it up"
-    status = folder.update_status(steps=run.steps)
+    with contextlib.suppress(StoreError):
+        status = folder.update_status(steps=run.steps)
     if progress:
         progress(status)
     return status

@@ -4,13 +4,16 @@ weights, NaN logits, a chat template gone wrong) is caught before it is measured
 from __future__ import annotations
 
 import re
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import httpx
 
 from core.config import ProbeSpec
+from core.errors import RunCancelled
 
 __all__ = ["ProbeResult", "judge_answer", "run_probe"]
 
@@ -45,21 +48,49 @@ def judge_answer(answer: str, expect: str | None) -> tuple[bool, str]:
     return False, f"answer {text[:80]!r} does not match /{expect}/"
 
 
-def run_probe(base_url: str, model: str, spec: ProbeSpec, timeout_s: float = 120.0) -> ProbeResult:
+def _ask(base_url: str, model: str, spec: ProbeSpec, timeout_s: float,
+         headers: dict[str, str] | None) -> ProbeResult:
     body = {"model": model, "messages": [{"role": "user", "content": spec.prompt}],
             "max_tokens": spec.max_tokens, "temperature": 0.0, "stream": False}
     t = time.perf_counter()
     try:
-        resp = httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=timeout_s)
+        resp = httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=timeout_s,
+                          headers=headers)
         latency_s = time.perf_counter() - t
         if resp.status_code != 200:
             return ProbeResult(spec.prompt, spec.expect, "", False,
                                f"HTTP {resp.status_code}: {resp.text[:200]}", latency_s)
         choices = resp.json().get("choices") or [{}]
-        answer = str((choices[0].get("message") or {}).get("content") or "")
+        content = (choices[0].get("message") or {}).get("content")
+        answer = content if isinstance(content, str) else ""
     except (httpx.HTTPError, ValueError) as exc:
         return ProbeResult(spec.prompt, spec.expect, "", False,
                            f"no answer: {type(exc).__name__}: {exc}"[:300],
                            time.perf_counter() - t)
+    except (AttributeError, TypeError, LookupError):
+        return ProbeResult(spec.prompt, spec.expect, "", False,
+                           f"not a chat completion: {resp.text[:200]!r}", latency_s)
     passed, reason = judge_answer(answer, spec.expect)
     return ProbeResult(spec.prompt, spec.expect, answer, passed, reason, latency_s)
+
+
+def run_probe(base_url: str, model: str, spec: ProbeSpec, timeout_s: float = 120.0,
+              headers: dict[str, str] | None = None,
+              should_stop: Callable[[], bool] | None = None) -> ProbeResult:
+    """Ask the probe question; raise RunCancelled as soon as ``should_stop`` says so, even
+    while the server has not answered (a hung server must not hold a cancel up)."""
+    if should_stop is None:
+        return _ask(base_url, model, spec, timeout_s, headers)
+    result: list[ProbeResult] = []
+    # A daemon thread: on cancel it is left behind, and ends with the server it waits on.
+    worker = threading.Thread(target=lambda: result.append(
+        _ask(base_url, model, spec, timeout_s, headers)), name="servelab-probe", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)
+        if worker.is_alive() and should_stop():
+            raise RunCancelled("cancelled during the sanity probe")
+    if not result:  # the thread died of a bug: say so rather than hang or crash
+        return ProbeResult(spec.prompt, spec.expect, "", False, "the probe did not complete",
+                           0.0)
+    return result[0]

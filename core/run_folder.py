@@ -39,6 +39,7 @@ __all__ = [
 RunState = Literal["queued", "running", "succeeded", "failed", "invalid", "cancelled",
                    "interrupted"]
 ACTIVE_STATES = ("queued", "running")
+SECRETS_FILE = ".secrets.json"  # exists only while a run that was given secrets is active
 FINAL_STATES = ("succeeded", "failed", "invalid", "cancelled", "interrupted")
 
 
@@ -136,8 +137,67 @@ class RunFolder:
         status = self.status()
         status.update(changes)
         status["updated_at"] = utc_now()
+        if changes.get("state") in FINAL_STATES:
+            self.drop_secrets()  # before the final state: no secret outlives its run
         self.write("status.json", status)
         return status
+
+    # --- secrets (API keys given to the engine; see core/safety.py) ----------------
+    @property
+    def secrets_path(self) -> Path:
+        return self.path / SECRETS_FILE
+
+    def write_secrets(self, data: dict[str, Any]) -> None:
+        """Keep secrets out of spec.json: owner-only, for the run process to read back."""
+        tmp = self.path / f".{SECRETS_FILE}.{os.getpid()}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                json.dump(data, f)
+            tmp.replace(self.secrets_path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise StoreError(f"cannot write the run's secrets: {exc.strerror or exc}") from exc
+
+    def read_secrets(self) -> dict[str, Any]:
+        data = read_json(self.secrets_path)
+        return data if isinstance(data, dict) else {}
+
+    def drop_secrets(self) -> None:
+        """At the end of a run: replace every secret value that an engine may have echoed
+        into the run's text files by ``***``, then delete the secrets file."""
+        from core.safety import REDACTED
+
+        try:
+            hidden = self.read_secrets() if self.secrets_path.exists() else {}
+        except StoreError:
+            hidden = {}
+        items = [v for group in hidden.values() if isinstance(group, dict)
+                 for v in group.values() if isinstance(v, str)]
+        # An item is a value, or `--flag=value`.
+        values = sorted({v.split("=", 1)[1] if v.startswith("-") and "=" in v else v
+                         for v in items}, key=len, reverse=True)
+        values = [v for v in values if len(v) >= 4 and v != REDACTED]
+        if values:
+            for path in self.path.rglob("*"):
+                if path.suffix not in (".json", ".log", ".txt") or not path.is_file() \
+                        or path == self.secrets_path:
+                    continue
+                tmp = path.with_name(f".{path.name}.{os.getpid()}.scrub")
+                try:
+                    data = path.read_bytes()
+                    clean = data
+                    for v in values:
+                        clean = clean.replace(v.encode(), REDACTED.encode())
+                    if clean != data:
+                        tmp.write_bytes(clean)
+                        tmp.replace(path)
+                except OSError:
+                    with contextlib.suppress(OSError):
+                        tmp.unlink()
+        with contextlib.suppress(OSError):
+            self.secrets_path.unlink()
 
     def request_cancel(self) -> None:
         self.cancel_path.write_text(utc_now())
