@@ -26,9 +26,9 @@ from typing import Any, Literal
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from core.metrics import LATENCY_FAMILIES, STAT_NAMES, TokenSource, latency_values
-from core.records import records_from_table
+from core.metrics import LATENCY_FAMILIES, STAT_NAMES, TokenSource, latency_arrays
 from core.run_folder import RunFolder
 
 __all__ = [
@@ -533,14 +533,21 @@ def _family(metric: str) -> str:
                      f"{', '.join(LATENCY_FAMILIES)}")
 
 
+_LATENCY_COLUMNS = ("send_s", "chunk_s", "end_s", "ok", "output_tokens_requested",
+                    "output_tokens_server", "output_tokens_retokenized")
+
+
 def latency_samples(folder: RunFolder, point_index: int, metric: str,
                     source: TokenSource = "server") -> list[float]:
     """Every value of one latency family (``ttft``, ``itl``, ``tpot``, ``e2e``; a summary
     key such as ``median_ttft_ms`` names its family) at one point, in ms, from
     ``points/NNN/records.parquet``; empty when the point has no records."""
     family = _family(metric)
-    table: pa.Table | None = folder.read_table(f"points/{point_index:03d}/records.parquet")
-    if table is None:
+    path = folder.path / f"points/{point_index:03d}/records.parquet"
+    if not path.exists():
         return []
-    values = latency_values(records_from_table(table), source)[family]
-    return [v * 1000.0 for v in values]
+    # Only the columns the definitions read, column-wise (no object per request/chunk).
+    table: pa.Table = pq.read_table(path, columns=[c for c in _LATENCY_COLUMNS
+                                                   if c in pq.read_schema(path).names])
+    values: list[float] = (latency_arrays(table, source)[family] * 1000.0).tolist()
+    return values

@@ -16,12 +16,14 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from core.errors import StoreError
 from core.run_folder import RunFolder
@@ -74,7 +76,25 @@ CREATE TABLE IF NOT EXISTS points (
 );
 """
 
+_S, _F, _I = pa.string(), pa.float64(), pa.int32()
+_RUNS_ARROW = pa.schema([
+    ("run_id", _S), ("created_at", _S), ("started_at", _S), ("finished_at", _S), ("state", _S),
+    ("phase", _S), ("reason", _S), ("engine", _S), ("engine_version", _S), ("model", _S),
+    ("device", _S), ("cuda_graphs", pa.bool_()), ("tp_size", _I),
+    ("mem_fraction_static", _F), ("tags", pa.list_(_S)), ("duration_s", _F),
+    ("kv_cache_tokens", pa.int64()), ("output_throughput", _F), ("median_ttft_ms", _F),
+    ("median_itl_ms", _F), ("error_rate", _F), ("spec_json", _S), ("facts_json", _S),
+    ("status_mtime", _F)])
+_POINTS_ARROW = pa.schema([
+    ("run_id", _S), ("point_index", _I), ("label", _S), ("concurrency", _I),
+    ("request_rate", _F), ("input_len", _I), ("output_len", _I), ("output_throughput", _F),
+    ("median_ttft_ms", _F), ("median_itl_ms", _F), ("median_tpot_ms", _F),
+    ("median_e2e_ms", _F), ("error_rate", _F), ("metrics_json", _S)])
+
 LOCK_TIMEOUT_S = 30.0
+# (catalog, runs dir) -> (catalog file id, {run folder: status.json mtime}) as of this
+# process's last sync: lets an idle sync skip opening the catalog.
+_SYNCED: dict[tuple[str, str], tuple[tuple[int, int] | None, dict[str, float]]] = {}
 
 
 def _num(v: Any) -> float | None:
@@ -128,6 +148,11 @@ class Catalog:
             self._index(con, folder)
 
     def _index(self, con: duckdb.DuckDBPyConnection, folder: RunFolder) -> None:
+        self._write(con, [folder])
+
+    @staticmethod
+    def _rows(folder: RunFolder) -> tuple[list[Any], list[list[Any]]]:
+        """One ``runs`` row and its ``points`` rows, read from the folder."""
         spec = folder.read("spec.json") or {}
         status = folder.status()
         facts = folder.read("facts.json") or {}
@@ -138,62 +163,124 @@ class Catalog:
             mtime = (folder.path / "status.json").stat().st_mtime
         except OSError:
             mtime = 0.0
-        con.execute("DELETE FROM runs WHERE run_id = ?", [folder.run_id])
-        con.execute("DELETE FROM points WHERE run_id = ?", [folder.run_id])
-        con.execute(
-            "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            [
-                folder.run_id, spec.get("created_at"), status.get("started_at"),
-                status.get("finished_at"), status.get("state", "unknown"), status.get("phase"),
-                status.get("reason"), server.get("engine"), facts.get("engine_version"),
-                server.get("model"), server.get("device"), server.get("cuda_graphs"),
-                server.get("tp_size"), server.get("mem_fraction_static"),
-                list(spec.get("tags", [])), _num(status.get("duration_s")),
-                facts.get("kv_cache_tokens"), _num(head.get("output_throughput")),
-                _num(head.get("median_ttft_ms")), _num(head.get("median_itl_ms")),
-                _num(head.get("error_rate")), json.dumps(spec), json.dumps(facts, default=str),
-                mtime,
-            ],
-        )
+        run = [
+            folder.run_id, spec.get("created_at"), status.get("started_at"),
+            status.get("finished_at"), status.get("state", "unknown"), status.get("phase"),
+            status.get("reason"), server.get("engine"), facts.get("engine_version"),
+            server.get("model"), server.get("device"), server.get("cuda_graphs"),
+            server.get("tp_size"), server.get("mem_fraction_static"),
+            list(spec.get("tags", [])), _num(status.get("duration_s")),
+            facts.get("kv_cache_tokens"), _num(head.get("output_throughput")),
+            _num(head.get("median_ttft_ms")), _num(head.get("median_itl_ms")),
+            _num(head.get("error_rate")), json.dumps(spec), json.dumps(facts, default=str),
+            mtime,
+        ]
+        points = []
         for s in folder.point_summaries():
             p, m = s.get("point", {}), s.get("metrics", {})
             rate = p.get("request_rate")
-            con.execute(
-                "INSERT INTO points VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                [
-                    folder.run_id, s.get("index"), s.get("label"), p.get("concurrency"),
-                    float("inf") if rate in ("inf", "Infinity") else _num(rate),
-                    p.get("input_len"), p.get("output_len"), _num(m.get("output_throughput")),
-                    _num(m.get("median_ttft_ms")), _num(m.get("median_itl_ms")),
-                    _num(m.get("median_tpot_ms")), _num(m.get("median_e2e_ms")),
-                    _num(m.get("error_rate")), json.dumps(m),
-                ],
-            )
+            points.append([
+                folder.run_id, s.get("index"), s.get("label"), p.get("concurrency"),
+                float("inf") if rate in ("inf", "Infinity") else _num(rate),
+                p.get("input_len"), p.get("output_len"), _num(m.get("output_throughput")),
+                _num(m.get("median_ttft_ms")), _num(m.get("median_itl_ms")),
+                _num(m.get("median_tpot_ms")), _num(m.get("median_e2e_ms")),
+                _num(m.get("error_rate")), json.dumps(m),
+            ])
+        return run, points
+
+    def _write(self, con: duckdb.DuckDBPyConnection, folders: list[RunFolder]) -> None:
+        """(Re)index folders in one transaction. Row-at-a-time INSERTs cost about 1 ms each
+        in DuckDB (10,000 runs took 89 s); many rows go in as one Arrow table instead."""
+        runs, points = [], []
+        for folder in folders:
+            run, pts = self._rows(folder)
+            runs.append(run)
+            points += pts
+        ids = [r[0] for r in runs]
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for table in ("runs", "points"):
+                con.execute(f"DELETE FROM {table} WHERE list_contains(?, run_id)", [ids])
+            for table, rows in (("runs", runs), ("points", points)):
+                self._insert(con, table, rows)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+
+    @staticmethod
+    def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[list[Any]]) -> None:
+        schema = _RUNS_ARROW if table == "runs" else _POINTS_ARROW
+        if len(rows) >= 20:
+            try:
+                batch = pa.Table.from_pylist(  # noqa: F841 (read by DuckDB below)
+                    [dict(zip(schema.names, row, strict=True)) for row in rows], schema=schema)
+            except (pa.ArrowException, TypeError, ValueError):
+                pass  # an odd value in some folder: let DuckDB cast row by row
+            else:
+                con.execute(f"INSERT INTO {table} SELECT * FROM batch")
+                return
+        marks = ",".join("?" * len(schema))
+        for row in rows:
+            con.execute(f"INSERT INTO {table} VALUES ({marks})", row)
+
+    def _scan(self) -> dict[str, float]:
+        """Run folder name -> status.json mtime, for every folder that has one. One
+        ``scandir`` and one ``stat`` per folder (about 4 ms per 1,000 runs)."""
+        out: dict[str, float] = {}
+        root = str(self.runs_dir)
+        with os.scandir(root) as entries:
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                try:
+                    # os.stat on a string: a Path per folder doubles the cost
+                    out[entry.name] = os.stat(  # noqa: PTH116
+                        f"{root}/{entry.name}/status.json").st_mtime
+                except OSError:
+                    continue  # not a run folder, or still being created
+        return out
 
     def sync(self) -> int:
-        """Index every run folder that is new or changed since it was indexed."""
+        """Index every run folder that is new or changed since it was indexed, and forget
+        folders that are gone. The Runs page calls this every 2 s: when the folders are as
+        this process last left the catalog (same names, same status.json mtimes, same
+        catalog file) the catalog is not even opened."""
         if not self.runs_dir.is_dir():
             return 0
-        changed = 0
+        seen = self._scan()
+        memo_key = (str(self.path), str(self.runs_dir))
+        catalog_id = self._file_id()
+        if _SYNCED.get(memo_key) == (catalog_id, seen):
+            return 0
         with self.connect() as con:
             known = dict(con.execute("SELECT run_id, status_mtime FROM runs").fetchall())
-            for path in sorted(self.runs_dir.iterdir()):
-                status_file = path / "status.json"
-                if not status_file.is_file():
-                    continue
-                if known.get(path.name) != status_file.stat().st_mtime:
-                    self._index(con, RunFolder(path))
-                    changed += 1
-            for gone in set(known) - {p.name for p in self.runs_dir.iterdir()}:
-                con.execute("DELETE FROM runs WHERE run_id = ?", [gone])
-                con.execute("DELETE FROM points WHERE run_id = ?", [gone])
-        return changed
+            changed = [RunFolder(self.runs_dir / name) for name, mtime in sorted(seen.items())
+                       if known.get(name) != mtime]
+            gone = [name for name in known if name not in seen
+                    and not (self.runs_dir / name).is_dir()]
+            for start in range(0, len(changed), 500):
+                self._write(con, changed[start:start + 500])
+            if gone:
+                for table in ("runs", "points"):
+                    con.execute(f"DELETE FROM {table} WHERE list_contains(?, run_id)", [gone])
+        _SYNCED[memo_key] = (self._file_id(), seen)
+        return len(changed)
+
+    def _file_id(self) -> tuple[int, int] | None:
+        try:
+            st = self.path.stat()
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
 
     def reindex(self) -> int:
         """Rebuild the catalog from the run folders alone."""
         with self.connect() as con:
             con.execute("DELETE FROM runs")
             con.execute("DELETE FROM points")
+        _SYNCED.pop((str(self.path), str(self.runs_dir)), None)
         return self.sync()
 
     # --- reading -------------------------------------------------------------

@@ -117,9 +117,11 @@ st.subheader("Raw artifacts")
 files = sorted(p for p in folder.path.rglob("*") if p.is_file() and not p.name.startswith("."))
 for path in files:
     rel = path.relative_to(folder.path)
-    st.download_button(f"{rel} ({path.stat().st_size:,} bytes)", path.read_bytes(),
+    # path.read_bytes, not its result: read on click, not on every rerun (a big run's
+    # records would otherwise be read and held in memory each time the page draws)
+    st.download_button(f"{rel} ({path.stat().st_size:,} bytes)", path.read_bytes,
                        file_name=f"{run_id}-{str(rel).replace('/', '-')}",
-                       key=f"dl-{rel}")
+                       key=f"dl-{rel}", on_click="ignore")
 st.caption("Spec as JSON for `python -m core run --plan`:")
 st.code(json.dumps({k: v for k, v in view.spec.items() if k not in ("run_id", "created_at")},
                    indent=2), language="json")
