@@ -46,14 +46,17 @@ __all__ = [
     "derived_differences",
     "differing_fields",
     "flatten_config",
+    "has_records",
     "latency_samples",
     "load_run",
     "match_points",
     "memory_headroom",
     "metric_deltas",
+    "no_records_note",
     "point_key",
     "prompt_check",
     "run_labels",
+    "unknown_fields",
 ]
 
 # Display and sort order of the field groups in a config diff.
@@ -115,6 +118,12 @@ class RunView:
     def folder(self) -> RunFolder | None:
         return None if self.path is None else RunFolder(self.path)
 
+    @property
+    def imported(self) -> bool:
+        """Imported from a file (core.importers): summaries only, and the fields its source
+        did not state are unknown (None), not different."""
+        return self.spec.get("origin") == "import"
+
 
 def load_run(folder: RunFolder) -> RunView:
     """Read one folder's JSON artifacts; a missing artifact reads as empty (a run that
@@ -159,8 +168,10 @@ def _point_text(p: dict[str, Any]) -> str:
     rate = _rate(p.get("request_rate"))
     rate_s = "?" if rate is None else ("inf" if math.isinf(rate) else f"{rate:g}")
     conc = p.get("concurrency")
-    return (f"c={'unbounded' if conc is None else conc} rate={rate_s} "
-            f"in={p.get('input_len')} out={p.get('output_len')} n={p.get('num_prompts')}")
+    conc_s = "?" if "concurrency" not in p else ("unbounded" if conc is None else conc)
+    return (f"c={conc_s} rate={rate_s} "
+            f"in={p.get('input_len', '?')} out={p.get('output_len', '?')} "
+            f"n={p.get('num_prompts', '?')}")
 
 
 def _scalar(value: Any) -> Any:
@@ -313,8 +324,10 @@ def confounders(views: Sequence[RunView], intended: set[str] | None = None) -> l
     """
     if intended is None:
         intended = declared_intended(views)
+    flats = [flatten_config(v) for v in views]
     spec_diff = [f for f in differing_fields(views)
-                 if _group_rank(f) < 2 and f not in INERT_FIELDS]
+                 if _group_rank(f) < 2 and f not in INERT_FIELDS
+                 and _known_difference(f, views, flats)]
     if not intended:
         return spec_diff if len(spec_diff) > 1 else []
     return [f for f in spec_diff if not _is_intended(f, intended)]
@@ -323,7 +336,50 @@ def confounders(views: Sequence[RunView], intended: set[str] | None = None) -> l
 def derived_differences(views: Sequence[RunView]) -> list[str]:
     """Differing ``facts.*`` and ``launch.*`` fields: what the server resolved or was
     started with. Expected when a knob changed; a warning sign when none did."""
-    return [f for f in differing_fields(views) if _group_rank(f) in (2, 3)]
+    flats = [flatten_config(v) for v in views]
+    return [f for f in differing_fields(views)
+            if _group_rank(f) in (2, 3) and _known_difference(f, views, flats)]
+
+
+def _stated(view: RunView, flat: dict[str, Any], field: str) -> bool:
+    return not (view.imported and flat.get(field) is None)
+
+
+def _point_parts(text: Any, imported: bool) -> dict[str, str] | None:
+    """``c=4 rate=inf in=16 ...`` as a dict; an imported run's unstated parts left out."""
+    if not isinstance(text, str):
+        return None
+    parts = dict(t.split("=", 1) for t in text.split() if "=" in t)
+    return {k: v for k, v in parts.items() if not (imported and v in ("?", "None"))}
+
+
+def _known_difference(field: str, views: Sequence[RunView],
+                      flats: Sequence[dict[str, Any]]) -> bool:
+    """The field differs among the runs that state it (an imported run's missing field is
+    unknown, so it is neither a confounder nor a derived difference). A point compares
+    on the load parts every run states."""
+    if field.startswith("plan.points[") and any(v.imported for v in views):
+        parts = [_point_parts(flat.get(field), v.imported)
+                 for v, flat in zip(views, flats, strict=True)]
+        if all(p is not None for p in parts):
+            shared = set.intersection(*(set(p) for p in parts if p is not None))
+            return any(len({p[k] for p in parts if p is not None}) > 1 for k in shared)
+    known = [flat.get(field) for v, flat in zip(views, flats, strict=True)
+             if _stated(v, flat, field)]
+    return len(known) > 1 and not _same(known)
+
+
+def unknown_fields(views: Sequence[RunView]) -> dict[str, list[str]]:
+    """Per imported run (by label): the differing fields its source does not state. They
+    stay in ``config_diff`` (as None) but cannot be checked, so they are listed apart."""
+    labels = run_labels(views)
+    flats = [flatten_config(v) for v in views]
+    out: dict[str, list[str]] = {}
+    for f in differing_fields(views):
+        for lab, v, flat in zip(labels, views, flats, strict=True):
+            if not _stated(v, flat, f):
+                out.setdefault(lab, []).append(f)
+    return out
 
 
 # --- points and metrics -----------------------------------------------------------------------
@@ -531,6 +587,22 @@ def _family(metric: str) -> str:
         return m[1]
     raise ValueError(f"unknown latency metric {metric!r}; use one of "
                      f"{', '.join(LATENCY_FAMILIES)}")
+
+
+def has_records(view: RunView, point_index: Any) -> bool:
+    """The point has per-request records (``records.parquet``): an imported run never does."""
+    return (view.path is not None and isinstance(point_index, int)
+            and (view.path / "points" / f"{point_index:03d}" / "records.parquet").exists())
+
+
+def no_records_note(view: RunView) -> str:
+    """Why a run shows no latency distribution, in words (instead of an empty chart)."""
+    if view.imported:
+        origin = view.spec.get("import") or {}
+        return (f"{view.run_id} was imported from {origin.get('source_file')} "
+                f"({origin.get('format')}): it holds the tool's summary metrics only, no "
+                "per-request records, so there is no latency distribution to draw.")
+    return f"{view.run_id} has no per-request records at this point."
 
 
 _LATENCY_COLUMNS = ("send_s", "chunk_s", "end_s", "ok", "output_tokens_requested",
