@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ConfigError, ServeLabError
+from core.transfer import HANDLERS as TRANSFER_HANDLERS
+from core.transfer import add_parsers as add_transfer_parsers
 
 __all__ = ["main"]
 
@@ -118,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("reindex", help="rebuild the catalog from the run folders")
     sub.add_parser("engines", help="which engines are installed here, and their versions")
+    add_transfer_parsers(sub)  # import, export (core/transfer.py)
     return p
 
 
@@ -379,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     handler = {"run": _cmd_run, "runs": _cmd_runs, "show": _cmd_show, "cancel": _cmd_cancel,
                "parse-log": _cmd_parse_log, "reindex": _cmd_reindex,
                "experiment": _cmd_experiment,
-               "engines": _cmd_engines}[args.command]
+               "engines": _cmd_engines, **TRANSFER_HANDLERS}[args.command]
     try:
         return int(handler(args))
     except ConfigError as exc:
