@@ -116,7 +116,7 @@ def format_experiment(settings: Any, record: dict[str, Any]) -> str:
         rel = r.get("rel")
         rows.append([str(r["point"]), str(r["arm"]), str(r["n"]), _f(r["mean"]), ci,
                      "-" if rel is None or rel != rel else f"{rel:+.1%}",
-                     str(r.get("label") or "baseline")])
+                     "baseline" if r["arm"] == baseline else str(r.get("label"))])
     if rows:
         out.append("")
         out.append(_table(["point", "arm", "n", "out tok/s", "95% CI", "vs baseline", "label"],

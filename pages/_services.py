@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core.demo import install_demo
 from core.jobs import Worker
 from core.settings import Settings, load_settings
 
@@ -14,6 +15,7 @@ from core.settings import Settings, load_settings
 @st.cache_resource
 def services() -> tuple[Settings, Worker]:
     settings = load_settings()
+    install_demo(settings)  # first start: a real H200 CUDA-graph A/B to look at
     worker = Worker(settings)
     if settings.worker_enabled:
         worker.start()

@@ -23,6 +23,8 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory, tiny_tokenizer_dir: Path
              ) -> Iterator[Path]:
     """Two real runs against the fake SGLang that differ in two knobs (the seed trap)."""
     data = tmp_path_factory.mktemp("portal") / "data"
+    data.mkdir()
+    (data / ".demo-installed").write_text("")  # these tests count their own runs only
     fake = REPO / "tests" / "fakes" / "sglang_pkg"
     env = {**os.environ, "SERVELAB_DATA_DIR": str(data), "SERVELAB_SGLANG_PYTHON": sys.executable,
            "PYTHONPATH": os.pathsep.join([str(fake), str(REPO)])}
