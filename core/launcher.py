@@ -71,8 +71,8 @@ def tail(path: Path, max_lines: int = 50) -> str:
     return "\n".join(data.splitlines()[-max_lines:])
 
 
-_ERROR_LINE_RE = re.compile(r"(?i)\b(error|exception|errno|fatal|killed|out of memory|"
-                            r"address already in use|no such file|not found|denied)\b")
+_ERROR_LINE_RE = re.compile(r"(?i)(error|exception|errno|fatal|killed|out of memory|"
+                            r"address already in use|no such file|not found|denied)")
 
 
 def last_error_line(log_text: str) -> str | None:
@@ -167,7 +167,9 @@ class ManagedServer:
                 if should_stop():
                     raise InterruptedError("stop requested while waiting for the server")
                 try:
-                    if client.get(self.health_url).status_code == 200:
+                    # 200 from the port is not enough: another program may hold it (ours
+                    # then fails to bind and exits). Ready = our own tree listens there.
+                    if client.get(self.health_url).status_code == 200 and self._listens():
                         self.ready_after_s = time.monotonic() - self.started_at
                         return self.ready_after_s
                 except httpx.HTTPError:
@@ -175,6 +177,24 @@ class ManagedServer:
                 if time.monotonic() > deadline:
                     raise ServerStartTimeout(timeout_s, tail(self.log_path))
                 time.sleep(poll_interval_s)
+
+    def _listens(self) -> bool:
+        """Whether a process of this server's tree listens on the health URL's port
+        (True when the system does not say: then the health answer has to do)."""
+        port = httpx.URL(self.health_url).port
+        if port is None:
+            return True
+        for pid in list(self._pids):
+            try:
+                conns = psutil.Process(pid).net_connections(kind="inet")
+            except psutil.AccessDenied:
+                return True
+            except psutil.Error:
+                continue
+            if any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
+                   for c in conns):
+                return True
+        return False
 
     def _alive(self) -> list[psutil.Process]:
         alive = []

@@ -371,6 +371,7 @@ def execute_run(folder: RunFolder, settings: Settings, progress: ProgressFn | No
                                     should_stop=run.should_stop)
                 wrecs, _ = gen.run(wopts, warm)
                 folder.write_table("warmup.parquet", records_to_table(wrecs))
+                run.check_cancel()  # cancelled requests are not a failed warm-up
                 bad = [r.error for r in wrecs if not r.ok]
                 rec["detail"] = f"{n_warm} requests, {len(bad)} failed"
                 if len(bad) == len(wrecs):
