@@ -41,6 +41,7 @@ _CLOSE_RE = re.compile(r"={10,200}")
 _SECTION_RE = re.compile(r"-{2,80}\s{0,3}[A-Za-z][\w ().,/-]{0,60}?\s{0,3}-{2,80}|-{10,200}")
 _ROW_RE = re.compile(r"(?P<label>[A-Za-z][^:|]{0,119}?)\s{0,5}:(?P<value>[^:]{0,200})")
 _CELL_SPLIT_RE = re.compile(r"\s{0,40}\|\s{0,40}")
+_RULE_CHARS = frozenset("-:| ")
 
 _SGLANG_MARKERS = ("backend", "total_generated_tokens_retokenized", "concurrency",
                    "mean_e2e_latency_ms", "median_e2e_latency_ms", "input_token_throughput_tok_s")
@@ -134,6 +135,8 @@ def parse_tables(lines: list[str], skip: set[int]) -> tuple[list[BenchResult], s
             if cur is not None:
                 consumed.add(i)
             continue
+        if "|" in line and set(line) <= _RULE_CHARS:
+            continue  # a markdown table's |---|---| rule
         parsed = _row(line)
         if parsed is None:
             close()  # text that is not a row ends a table (a truncated paste, a log line)
