@@ -295,7 +295,7 @@ def arm_bands_figure(table: pd.DataFrame, metric: str) -> go.Figure:
         if not have_ci.empty:
             fig.add_trace(go.Scatter(
                 x=[*have_ci["concurrency"], *have_ci["concurrency"][::-1]],
-                y=[*have_ci["ci_high"], *have_ci["ci_low"][::-1]], fill="toself",
+                y=[*have_ci["ci_high"], *have_ci["ci_low"][::-1]], fill="toself", mode="lines",
                 fillcolor=f"rgba({colour},0.2)", line={"width": 0}, hoverinfo="skip",
                 name=f"{arm} 95% CI", showlegend=False))
         fig.add_trace(go.Scatter(x=g["concurrency"], y=g["mean"], mode="lines+markers",

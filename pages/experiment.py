@@ -73,7 +73,15 @@ st.caption(f"Definitions: {DEFINITION}; intervals: Student-t over trials (unknow
            "trials); relative difference vs the baseline arm with Welch's interval.")
 
 st.subheader("Per point and metric")
-st.dataframe(table, hide_index=True)
+shown = table.copy()
+if "label" in shown:
+    shown["label"] = shown["label"].where(shown["arm"] != baseline, "baseline")
+pct = st.column_config.NumberColumn(format="percent")
+st.dataframe(shown, hide_index=True, column_config={
+    "rel": pct, "rel_low": pct, "rel_high": pct,
+    "mean": st.column_config.NumberColumn(format="%.2f"),
+    "ci_low": st.column_config.NumberColumn(format="%.2f"),
+    "ci_high": st.column_config.NumberColumn(format="%.2f")})
 metric = st.selectbox("Metric against concurrency", list(EXPERIMENT_METRICS),
                       key="exp_metric")
 st.plotly_chart(arm_bands_figure(table, metric))
