@@ -79,3 +79,24 @@ def test_confounder_is_named_in_the_verdict() -> None:
     sentence = verdict("CUDA graphs", arm_stats(on + off, "off"), on + off, "off")
     assert "confounders: server.mem_fraction_static." in sentence
     assert "KV pool +35%" in sentence
+
+
+def test_frontier_and_band_figures() -> None:
+    from core.figures import arm_bands_figure, frontier_figure
+    from core.stats import frontier
+
+    on = [RunOfArm("on", t, view(f"on{t}", {1: 30 + t, 8: 200 + t, 64: 900 + t},
+                                 tpot_ms=10.0)) for t in range(3)]
+    off = [RunOfArm("off", t, view(f"off{t}", {1: 10 + t, 8: 60 + t, 64: 300 + t},
+                                   tpot_ms=40.0, graphs=False)) for t in range(3)]
+    table = arm_stats(on + off, "off")
+    points = frontier(table, gpus_per_run=2)
+    row = points[(points.arm == "on") & (points.concurrency == 64)].iloc[0]
+    assert row["user_tok_s"] == pytest.approx(100.0)  # 1000 / 10 ms
+    assert row["tok_s_per_gpu"] == pytest.approx(901 / 2)
+    assert row["on_frontier"]
+    fig = frontier_figure(points, 2)
+    assert "1000 / median TPOT" in fig.layout.title.text and "2 GPU(s)" in fig.layout.title.text
+    bands = arm_bands_figure(table, "output_throughput")
+    # per arm: one band (95% CI) and one line
+    assert [t.fill for t in bands.data].count("toself") == 2 and len(bands.data) == 4
