@@ -19,7 +19,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from core.compare import METRIC_DIRECTIONS, RunView, confounders, point_key
+from core.compare import (
+    METRIC_DIRECTIONS,
+    RunView,
+    confounders,
+    derived_differences,
+    point_key,
+)
 from core.metrics import latency_values
 from core.records import records_from_table
 
@@ -35,6 +41,8 @@ __all__ = [
 ]
 
 MIN_TRIALS_FOR_CI = 3
+# Effective-configuration facts that no knob can explain: a difference is a confounder.
+ENVIRONMENT_FIELDS = ("facts.engine_version", "facts.gpu")
 EXPERIMENT_METRICS = ("output_throughput", "median_ttft_ms", "p99_ttft_ms", "median_itl_ms",
                       "median_tpot_ms", "median_e2e_ms", "error_rate")
 
@@ -177,8 +185,14 @@ def verdict(name: str, table: pd.DataFrame, runs: list[RunOfArm], baseline_arm: 
             kv_text = f"KV pool {_pct(float(np.mean(nums)) / float(np.mean(base_kv)) - 1)}"
     views = [r.view for r in runs]
     conf = confounders(views) if len(views) > 1 else []
+    # The host and engine must be the same for every arm: a knob never explains those.
+    conf += [f for f in (derived_differences(views) if len(views) > 1 else [])
+             if f in ENVIRONMENT_FIELDS]
+    short = sum(1 for r in runs for s in r.view.points
+                if ((s.get("metrics") or {}).get("output_len_ratio") or 1.0) < 0.99)
+    tail = f"; output shorter than requested in {short} point(s)" if short else ""
     return (f"{name}: " + ", ".join(parts) + f"; {kv_text}; confounders: "
-            + (", ".join(conf) if conf else "none") + ".")
+            + (", ".join(conf) if conf else "none") + tail + ".")
 
 
 def slo_table(runs: list[RunOfArm], ttft_p99_ms: float, tpot_median_ms: float

@@ -100,3 +100,13 @@ def test_frontier_and_band_figures() -> None:
     bands = arm_bands_figure(table, "output_throughput")
     # per arm: one band (95% CI) and one line
     assert [t.fill for t in bands.data].count("toself") == 2 and len(bands.data) == 4
+
+
+def test_engine_version_difference_is_a_confounder() -> None:
+    on = [RunOfArm("on", t, view(f"on{t}", {1: 30})) for t in range(3)]
+    off = [RunOfArm("off", t, view(f"off{t}", {1: 10}, graphs=False)) for t in range(3)]
+    off[0].view.facts["engine_version"] = "0.5.10"
+    for r in [*on, *off[1:]]:
+        r.view.facts["engine_version"] = "0.5.23"
+    sentence = verdict("x", arm_stats(on + off, "off"), on + off, "off")
+    assert "confounders: facts.engine_version." in sentence
