@@ -74,9 +74,12 @@ def format_run(folder: RunFolder) -> str:
                           rows))
         src = d["points"][0].get("token_source", "server")
         out.append(f"\nmetrics: {DEFINITION}; output tokens counted by: {src}")
-        if any(p["client"].get("client_saturated") for p in d["points"]):
-            out.append("WARNING: the load generator's event loop lagged: the client, not the "
-                       "server, may have limited these numbers")
+        for p in d["points"]:
+            if p["client"].get("client_saturated"):
+                why = p["client"].get("client_saturated_why") or "event-loop lag"
+                out.append(f"WARNING: point {p.get('label', p.get('index'))}: the load "
+                           f"generator was saturated ({why}): the client, not the server, "
+                           "may have limited these numbers")
     return "\n".join(out)
 
 

@@ -96,9 +96,11 @@ if view.points:
                            "client lag p99 ms": s["client"].get("loop_lag_ms_p99")}
                           for s in view.points])
     st.dataframe(table, hide_index=True)
-    if any(s["client"].get("client_saturated") for s in view.points):
-        st.warning("The load generator's event loop lagged during this run: the client may "
-                   "have limited the numbers.")
+    busy = [f"{s['label']}: {s['client'].get('client_saturated_why') or 'event-loop lag'}"
+            for s in view.points if s["client"].get("client_saturated")]
+    if busy:
+        st.warning("The load generator was saturated during this run, so the client may have "
+                   "limited the numbers: " + "; ".join(busy))
     st.subheader("Latency distributions")
     c1, c2 = st.columns(2)
     labels = [s["label"] for s in view.points]
