@@ -8,14 +8,18 @@ import streamlit as st
 from core.compare import (
     config_diff,
     confounders,
+    has_records,
     latency_samples,
     load_run,
     memory_headroom,
     metric_deltas,
+    no_records_note,
+    unknown_fields,
 )
 from core.figures import cdf_figure, memory_headroom_figure, metric_vs_concurrency
 from core.metrics import DEFINITION
 from core.run_folder import RunFolder
+from pages._export import export_buttons
 from pages._services import bootstrap
 
 settings, _worker = bootstrap()
@@ -50,6 +54,9 @@ if extra:
                icon=":material/warning:")
 elif intended:
     st.success(f"Only the intended knob differs: {', '.join(sorted(intended))}.")
+for lab, unknown in unknown_fields(views).items():  # imported runs state less
+    st.info(f"**{lab}** is imported and does not state {len(unknown)} compared field(s), so "
+            f"they cannot be checked: {', '.join(unknown)}.", icon=":material/upload_file:")
 
 st.subheader("Metrics")
 src = {s.get("token_source", "server") for v in views for s in v.points}
@@ -73,7 +80,8 @@ for other in (r for r in run_ids if r != baseline_id):
         col.metric(metric, f"{r[other]:.1f}",
                    delta=None if pd.isna(rel) else f"{rel:+.1%}",
                    delta_color="normal" if r["direction"] == "higher" else "inverse")
-if "same_prompts" in deltas.columns and not deltas["same_prompts"].all():
+if "same_prompts" in deltas.columns and deltas["same_prompts"].map(
+        lambda same: same is False).any():
     st.warning("Some points were measured on different prompts (prompt digests differ).")
 
 
@@ -117,10 +125,17 @@ if labels:
     series = {}
     for v, f in zip(views, folders, strict=True):
         match = [s["index"] for s in v.points if s["label"] == point]
+        if match and not has_records(v, match[0]):
+            st.info(no_records_note(v), icon=":material/info:")  # not an empty line
+            continue
         series[v.run_id] = latency_samples(f, match[0], metric) if match else []
-    st.plotly_chart(cdf_figure(series, f"{metric.upper()} (ms) at {point}"))
+    if series:
+        st.plotly_chart(cdf_figure(series, f"{metric.upper()} (ms) at {point}"))
 
 st.subheader("Memory headroom")
 head = memory_headroom(views)
 st.dataframe(head, hide_index=True)
 st.plotly_chart(memory_headroom_figure(head))
+
+st.subheader("Export")
+export_buttons(views, baseline, key="compare-export")

@@ -7,12 +7,13 @@ import json
 import pandas as pd
 import streamlit as st
 
-from core.compare import latency_samples, load_run
+from core.compare import has_records, latency_samples, load_run, no_records_note
 from core.figures import cdf_figure, gpu_memory_figure
 from core.jobs import cancel
 from core.launcher import tail
 from core.metrics import DEFINITION
 from core.run_folder import RunFolder
+from pages._export import export_buttons
 from pages._services import bootstrap
 
 settings, _worker = bootstrap()
@@ -65,6 +66,16 @@ st.code(launch.get("command") or f"(no server launched: {launch.get('base_url', 
         language="bash")
 for note in launch.get("notes") or []:
     st.caption(f"note: {note}")
+if view.imported:  # core.importers: the tool's summaries only, marked with their origin
+    imp = view.spec.get("import") or {}
+    st.info(f"Imported from **{imp.get('source_file')}** ({imp.get('format')}; "
+            f"{imp.get('tool')}) at {imp.get('imported_at')}: summary metrics as the tool "
+            "reported them, no per-request records. What the source does not state is "
+            "listed as unknown in each point's summary.", icon=":material/upload_file:")
+    unread = [f"{s['label']}: {n}" for s in view.points for n in s.get("not_understood") or []]
+    if unread:
+        with st.expander(f"Not understood in the source ({len(unread)})"):
+            st.write("\n".join(f"- {n}" for n in unread))
 
 left, right = st.columns(2)
 with left:
@@ -107,11 +118,19 @@ if view.points:
     point_label = c1.selectbox("Point", labels, key="run_point")
     metric = c2.selectbox("Metric", ["ttft", "itl", "tpot", "e2e"], key="run_metric")
     idx = view.points[labels.index(point_label)]["index"]
-    st.plotly_chart(cdf_figure({run_id: latency_samples(folder, idx, metric)},
-                               f"{metric.upper()} (ms)"))
+    if has_records(view, idx):
+        st.plotly_chart(cdf_figure({run_id: latency_samples(folder, idx, metric)},
+                                   f"{metric.upper()} (ms)"))
+    else:
+        st.info(no_records_note(view), icon=":material/info:")
 st.subheader("GPU memory over time")
-st.plotly_chart(gpu_memory_figure(folder.read_table("samples.parquet")
-                                  if (folder.path / "samples.parquet").exists() else None))
+if view.imported:
+    st.info("No GPU memory samples: this run was imported, not measured by ServeLab.")
+else:
+    st.plotly_chart(gpu_memory_figure(folder.read_table("samples.parquet")
+                                      if (folder.path / "samples.parquet").exists() else None))
+st.subheader("Export")
+export_buttons([view], key="run-export")
 
 st.subheader("Server log")
 st.code(tail(folder.log_path, 200) or "(empty)", language="log")
