@@ -238,10 +238,15 @@ async def _run(client: httpx.AsyncClient, opts: LoadOptions, prompts: list[Promp
 
     async def dispatch() -> None:
         tasks = []
+        due = 0.0  # the i-th arrival's time on the point's clock
         for i in range(n):
             tasks.append(asyncio.create_task(guarded(i)))
             if not math.isinf(opts.request_rate) and i < n - 1:
-                await asyncio.sleep(rng.expovariate(opts.request_rate))
+                # Sleep until an absolute arrival time, not for a relative gap: a busy
+                # loop wakes each sleep late, and relative gaps would add those delays up
+                # (711 req/s asked for, 230 req/s sent on 2 cores; docs/BENCHMARKS.md).
+                due += rng.expovariate(opts.request_rate)
+                await asyncio.sleep(max(0.0, due - (time.perf_counter() - t0)))
         await asyncio.gather(*tasks)
 
     work = asyncio.create_task(asyncio.wait_for(dispatch(), timeout=opts.point_timeout_s))

@@ -6,6 +6,8 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from core.loadgen import CPU_SHARE_WARN, ClientHealth, LoadOptions, run_load
 from core.prompts import Prompt
 from core.report import format_run
@@ -50,3 +52,31 @@ def test_cli_report_names_the_point_and_the_reason(tmp_path: Path) -> None:
         "client": ClientHealth(loop_lag_ms_p99=1.0, cpu_s=0.97, wall_s=1.0).as_dict()}))
     text = format_run(folder)
     assert "WARNING: point c=8: the load generator was saturated (client CPU 97%" in text
+
+
+def test_poisson_arrivals_keep_their_rate_when_sleeps_wake_late(
+        fake_sglang: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A busy event loop wakes every sleep late. Arrivals slept for relative gaps added those
+    # delays up (asked 711 req/s, sent 230 req/s); sleeping to absolute times catches up.
+    import asyncio
+    import random
+
+    real_sleep = asyncio.sleep
+
+    async def late_sleep(delay: float, result: object = None) -> object:
+        return await real_sleep(delay + 0.02 if delay > 0 else delay, result)
+
+    n, rate = 60, 100.0
+    rng = random.Random(7)
+    planned = sum(rng.expovariate(rate) for _ in range(n - 1))
+    with fake_server(tmp_path / "s.log") as base:
+        opts = LoadOptions(base_url=base, model="m", concurrency=None, request_rate=rate,
+                           seed=7, exact_length_body={"ignore_eos": True},
+                           request_timeout_s=30.0, point_timeout_s=60.0)
+        monkeypatch.setattr(asyncio, "sleep", late_sleep)
+        records, _ = run_load(opts, [Prompt(text=" a", prompt_tokens=1, output_len=2)] * n)
+        monkeypatch.undo()
+    span = max(r.dispatch_s or 0.0 for r in records) - min(r.dispatch_s or 0.0 for r in records)
+    assert all(r.ok for r in records)
+    # relative sleeps: planned + 59 x 20 ms (1.2 s late); absolute: planned + about 20 ms
+    assert span < planned + 0.5, (span, planned)
