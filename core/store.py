@@ -28,7 +28,7 @@ import pyarrow as pa
 from core.errors import StoreError
 from core.run_folder import RunFolder
 
-__all__ = ["Catalog"]
+__all__ = ["Catalog", "folder_rows"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -316,3 +316,30 @@ class Catalog:
             cols = [d[0] for d in cur.description]
             return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
 
+
+def folder_rows(runs_dir: Path, limit: int = 500, **filters: str) -> list[dict[str, Any]]:
+    """What ``Catalog.list_runs`` returns, read from the run folders alone (newest first),
+    for when the catalog cannot be opened (another program holds it, the data folder is
+    read-only): slower, but the portal still lists every run."""
+    block = _SCHEMA.split("CREATE TABLE IF NOT EXISTS runs (", 1)[1].split(");", 1)[0]
+    cols = [line.split()[0] for line in block.strip().splitlines() if line.strip()]
+    try:
+        paths = sorted((p for p in runs_dir.iterdir() if (p / "status.json").is_file()),
+                       reverse=True)
+    except OSError:
+        return []
+    rows: list[dict[str, Any]] = []
+    for path in paths:
+        try:
+            row = dict(zip(cols, Catalog._rows(RunFolder(path))[0], strict=True))
+        except (StoreError, OSError, ValueError, TypeError, AttributeError):
+            continue
+        if any(filters.get(c) and row.get(c) != filters[c] for c in ("engine", "model",
+                                                                      "state")):
+            continue
+        if filters.get("tag") and filters["tag"] not in (row.get("tags") or []):
+            continue
+        rows.append({k: v for k, v in row.items() if k not in ("spec_json", "facts_json")})
+        if len(rows) >= limit:
+            break
+    return rows

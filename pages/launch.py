@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.engines import ENGINES
+from core.errors import StoreError
 from core.experiments import load_experiment, submit_experiment
 from core.forms import FORM_DEFAULTS, experiment_from_form, launch_from_form
 from core.host import detect_host
@@ -122,18 +123,23 @@ if submitted:
     form = {k: st.session_state[k] for k in D if k in st.session_state}
     preset = next(p for p in PRESETS if p.name == form.get("preset"))
     st.session_state["launched"], st.session_state["experiment"] = [], None
-    if len(preset.arms) > 1:
-        exp, errors = experiment_from_form(form, host)
-        if exp is not None:
-            st.session_state["experiment"] = submit_experiment(settings, exp)
-    else:
-        specs, errors = launch_from_form(form, host)
-        if not errors:
-            st.session_state["launched"] = submit(settings, specs)
+    try:
+        if len(preset.arms) > 1:
+            exp, errors = experiment_from_form(form, host)
+            if exp is not None:
+                st.session_state["experiment"] = submit_experiment(settings, exp)
+        else:
+            specs, errors = launch_from_form(form, host)
+            if not errors:
+                st.session_state["launched"] = submit(settings, specs)
+    except StoreError as exc:  # data folder not writable, disk full
+        errors = {"submit": f"could not queue: {exc}"}
     st.session_state["launch_errors"] = errors
     st.rerun()
 
-if errors:
+if "submit" in errors:
+    st.error(f"Nothing was queued: {errors['submit']}", icon=":material/error:")
+elif errors:
     st.error(f"Nothing was queued: {len(errors)} field(s) need attention (see above).")
 if exp_id := st.session_state.get("experiment"):
     record = load_experiment(settings, exp_id) or {}

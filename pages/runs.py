@@ -5,8 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from core.errors import StoreError
 from core.jobs import cancel
-from core.store import Catalog
+from core.store import Catalog, folder_rows
 from pages._services import bootstrap
 
 settings, worker = bootstrap()
@@ -32,9 +33,15 @@ COLUMNS = {"run_id": "run", "state": "status", "phase": "phase", "engine": "engi
 @st.fragment(run_every="2s")
 def run_table() -> None:
     # Runs started from the CLI appear too: sync indexes any new or changed folder.
-    catalog.sync()
-    rows = catalog.list_runs(limit=500, engine=engine, state=state, model=model.strip(),
-                             tag=tag.strip())
+    try:
+        catalog.sync()
+        rows = catalog.list_runs(limit=500, engine=engine, state=state, model=model.strip(),
+                                 tag=tag.strip())
+    except StoreError as exc:  # locked by another program, data folder not writable...
+        st.error(f"The catalog is unavailable, so this list is read from the run folders "
+                 f"(no metrics): {exc}", icon=":material/database:")
+        rows = folder_rows(settings.runs_dir, 500, engine=engine, state=state, model=model.strip(),
+                           tag=tag.strip())
     snap = worker.snapshot()
     st.caption(f"{len(rows)} run(s) · worker: "
                + ("running " + ", ".join(r["run_id"] for r in snap["running"])
