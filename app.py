@@ -18,6 +18,6 @@ pages = [
             url_path="compare"),
     st.Page("pages/experiment.py", title="Experiments", icon=":material/science:",
             url_path="experiment"),
-    st.Page("pages/import_export.py", title="Import / Export", url_path="import"),
+    st.Page("pages/import_export.py", title="Import / Export", url_path="import_export"),
 ]
 st.navigation(pages).run()

@@ -294,3 +294,25 @@ def test_import_page_previews_then_imports_and_links(settings: Settings, app: Ap
     app.text_input(key="imp_in").set_value("x")
     app.button(key="imp_preview").click().run()
     assert any("whole number" in e.value for e in app.error)
+
+
+@needs_chromium
+@pytest.mark.parametrize("renderer", ["kaleido", "playwright"])
+def test_png_renderers_in_process(lab: Lab, tmp_path: Path, renderer: str,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """In this process, so the autouse no_orphans check sees any browser left behind.
+    ``playwright``: kaleido made to fail, the fallback screenshots the chart's HTML."""
+    from core import export
+
+    if renderer == "playwright":
+        def broken(*_a: object, **_k: object) -> list[Path]:
+            raise RuntimeError("kaleido cannot start a browser here")
+
+        monkeypatch.setattr(export, "_kaleido_pngs", broken)
+    figs, _notes = export.figures(select(lab.settings, [lab.launched, lab.imported]))
+    small = {k: figs[k] for k in ("output_throughput_vs_concurrency", "memory_headroom")}
+    paths, used = export.write_pngs(small, tmp_path)
+    assert used.startswith(renderer)
+    assert [p.name for p in paths] == ["output_throughput_vs_concurrency.png",
+                                       "memory_headroom.png"]
+    assert all(p.read_bytes()[:4] == b"\x89PNG" for p in paths)
