@@ -354,6 +354,15 @@ def test_sglang_jsonl_with_server_info_fills_facts_and_flags_random_lengths(
     assert s["point"]["request_rate"] == "inf" and s["point"]["concurrency"] == 32
 
 
+def test_json_values_back_to_back_and_between_prose(settings: Settings) -> None:
+    a, b = json.dumps(_vllm_json(max_concurrency=4)), json.dumps(_vllm_json(max_concurrency=8))
+    text = f"results follow\n{a}{b}, {json.dumps(_vllm_json(max_concurrency=2))}\nthe end\n"
+    (run,) = plan_runs(parse_text(text, "chat.txt"), settings)
+    assert [s["point"]["concurrency"] for s in run.summaries] == [4, 8, 2]
+    broken = parse_text('{"completed": 3, "duration": 1.0,\n', "cut.txt")
+    assert broken.results == [] and "nothing ServeLab can import" in broken.not_understood[-1]
+
+
 def test_text_with_nothing_to_import_says_so(settings: Settings) -> None:
     parsed = parse_text("hello\nworld: 3\n{\"a\": 1}\n", "note.txt")
     assert parsed.results == [] and parsed.log_facts is None

@@ -12,6 +12,7 @@ reported, not guessed at.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from core.importers.result import BenchResult
@@ -32,6 +33,7 @@ __all__ = ["parse_json"]
 # Bytes the decoder may scan in failed attempts before the file is given up on as JSON.
 _SCAN_BUDGET = 20_000_000
 _MIN_MEASUREMENTS = 2
+_GAP_RE = re.compile(r"[\s,]*")
 _VLLM_KEYS = frozenset({"model_id", "tokenizer_id", "endpoint_type", "burstiness", "date",
                         "total_token_throughput"})
 _SGLANG_KEYS = frozenset({"server_info", "total_output_tokens_retokenized", "dataset_name",
@@ -78,36 +80,47 @@ def parse_json(text: str) -> tuple[list[BenchResult], set[int], list[str]]:
             i += 1
             continue
         offset = begin + (len(line) - len(stripped))
-        try:
-            obj, stop = decoder.raw_decode(text, offset)
-        except json.JSONDecodeError as exc:
-            budget -= max(exc.pos - offset, 1)
-            if stripped.rstrip().endswith(("}", "]")):
-                notes.append(f"line {i + 1}: looks like JSON but does not parse "
-                             f"({exc.msg} at column {exc.colno})")
-            if budget <= 0:
-                notes.append("stopped looking for JSON: too much text that does not parse")
+        chained = False  # a value right after the previous one (`{...}{...}`, `{...},{...}`)
+        while True:
+            try:
+                obj, stop = decoder.raw_decode(text, offset)
+            except json.JSONDecodeError as exc:
+                budget -= max(exc.pos - offset, 1)
+                if not chained and stripped.rstrip().endswith(("}", "]")):
+                    notes.append(f"line {i + 1}: looks like JSON but does not parse "
+                                 f"({exc.msg} at column {exc.colno})")
                 break
-            i += 1
-            continue
-        except (ValueError, RecursionError) as exc:  # huge integers, absurd nesting
-            notes.append(f"line {i + 1}: JSON that cannot be read ({type(exc).__name__})")
-            i += 1
-            continue
-        last = _line_of(starts, max(stop - 1, offset))
-        consumed.update(range(i, last + 1))
-        items = obj if isinstance(obj, list) else [obj]
-        for n, item in enumerate(items):
-            where = f"line {i + 1}" + (f", item {n + 1}" if isinstance(obj, list) else "")
-            result = _result(item, i + 1) if isinstance(item, dict) else None
-            if result is None:
-                what = (f"an object with keys {', '.join(sorted(map(str, item))[:8])}"
-                        if isinstance(item, dict) else f"a JSON {type(item).__name__}")
-                notes.append(f"{where}: {what}, not a benchmark result")
-            else:
-                results.append(result)
-        i = last + 1
+            except (ValueError, RecursionError) as exc:  # huge integers, absurd nesting
+                notes.append(f"line {i + 1}: JSON that cannot be read ({type(exc).__name__})")
+                break
+            first = _line_of(starts, offset)
+            last = _line_of(starts, max(stop - 1, offset))
+            consumed.update(range(first, last + 1))
+            _collect(obj, first + 1, results, notes)
+            i = last  # the outer loop moves past it
+            gap = _GAP_RE.match(text, stop)
+            offset = gap.end() if gap else stop
+            if offset >= len(text) or text[offset] not in "{[":
+                break
+            chained = True
+        if budget <= 0:
+            notes.append("stopped looking for JSON: too much text that does not parse")
+            break
+        i += 1
     return results, consumed, notes
+
+
+def _collect(obj: Any, line: int, results: list[BenchResult], notes: list[str]) -> None:
+    items = obj if isinstance(obj, list) else [obj]
+    for n, item in enumerate(items):
+        where = f"line {line}" + (f", item {n + 1}" if isinstance(obj, list) else "")
+        result = _result(item, line) if isinstance(item, dict) else None
+        if result is None:
+            what = (f"an object with keys {', '.join(sorted(map(str, item))[:8])}"
+                    if isinstance(item, dict) else f"a JSON {type(item).__name__}")
+            notes.append(f"{where}: {what}, not a benchmark result")
+        else:
+            results.append(result)
 
 
 def _result(obj: dict[str, Any], line: int) -> BenchResult | None:
