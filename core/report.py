@@ -63,7 +63,7 @@ def format_run(folder: RunFolder) -> str:
     rows = []
     for p in d["points"]:
         m = p["metrics"]
-        rows.append([p["label"], f"{m['completed']}/{m['num_requests']}",
+        rows.append([p["label"], f"{_f(m.get('completed'))}/{_f(m.get('num_requests'))}",
                      _f(m["output_throughput"]), _f(m["median_ttft_ms"]), _f(m["p99_ttft_ms"]),
                      _f(m["median_itl_ms"]), _f(m["median_tpot_ms"]), _f(m["median_e2e_ms"]),
                      _f(p["client"].get("loop_lag_ms_p99"))])
@@ -73,7 +73,8 @@ def format_run(folder: RunFolder) -> str:
                            "ITL p50 ms", "TPOT p50 ms", "E2E p50 ms", "client lag p99 ms"],
                           rows))
         src = d["points"][0].get("token_source", "server")
-        out.append(f"\nmetrics: {DEFINITION}; output tokens counted by: {src}")
+        definition = d["points"][0].get("metrics", {}).get("definition") or DEFINITION
+        out.append(f"\nmetrics: {definition}; output tokens counted by: {src}")
         for p in d["points"]:
             if p["client"].get("client_saturated"):
                 why = p["client"].get("client_saturated_why") or "event-loop lag"
