@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "BenchmarkPlan",
     "EngineName",
+    "Placement",
     "Point",
     "ProbeSpec",
     "RunSpec",
@@ -208,6 +209,23 @@ class BenchmarkPlan(_Frozen):
         return max((p.concurrency or p.num_prompts) for p in self.points)
 
 
+class Placement(_Frozen):
+    """Where the run is executed (core/executors). Not a server knob: comparisons ignore it."""
+
+    executor: Literal["local", "ray"] | None = Field(
+        None, description="local (this host) or ray (a Ray cluster); None = SERVELAB_EXECUTOR")
+    accelerator_type: str | None = Field(
+        None, max_length=64, description="Ray only: run on nodes with this accelerator, e.g. "
+                                         "H200 (Ray's accelerator_type resource)")
+
+    @field_validator("accelerator_type")
+    @classmethod
+    def _accel(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z0-9_.\-]{1,64}", v):
+            raise ValueError("use an accelerator name such as H200 or A100")
+        return v
+
+
 class RunSpec(_Frozen):
     """A run: one server configuration plus one benchmark plan."""
 
@@ -218,6 +236,8 @@ class RunSpec(_Frozen):
     # The fields this run is meant to differ in from its comparison partners, e.g.
     # ("server.cuda_graphs",); any other difference is flagged as a confounder.
     intended_diff: tuple[str, ...] = Field((), max_length=10)
+    # Where it runs (local host or a Ray cluster); not part of what is compared.
+    placement: Placement = Placement()
 
     @field_validator("tags")
     @classmethod

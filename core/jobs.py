@@ -359,8 +359,8 @@ def recover_runs(settings: Settings) -> list[str]:
     for rid in _run_ids(settings):
         folder = RunFolder(settings.runs_dir / rid)
         st = _status(folder)
-        if st.get("state") != "running":
-            continue
+        if st.get("state") != "running" or st.get("executor") == "ray":
+            continue  # a Ray run's process is on a Ray node: the worker's dispatcher owns it
         if _run_process(st.get("pid"), rid, st.get("started_at")) is not None:
             continue
         st = _status(folder)  # it may have written its final state just before exiting
@@ -397,6 +397,10 @@ def cancel(settings: Settings, run_id: str) -> str:
         if state != "running":
             return f"{run_id} already ended ({state or 'unknown state'})"
         folder.request_cancel()
+        if st.get("executor") == "ray":  # the worker's Ray dispatcher passes it on
+            return (f"cancel requested for {run_id}: its Ray run on "
+                    f"{st.get('node_ip') or 'a Ray node'} stops the server and records the "
+                    "result")
         pid = st.get("pid")
         proc = _run_process(pid, run_id, st.get("started_at"))
         if proc is not None:
@@ -469,6 +473,8 @@ class Worker:
         self._gpus: dict[str, GpuSet] = {}
         self._seen: dict[str, Any] = {}
         self._tick_error = ""
+        self._execs: dict[str, str] = {}  # executor per queued folder (core/executors)
+        self._remote: Any = None  # core.executors.ray_cluster.RayDispatcher, made on demand
 
     # --- public ---------------------------------------------------------------------
     def start(self) -> None:
@@ -495,6 +501,9 @@ class Worker:
                     self._lock_file = None
                 self._active = False
                 self._reason = "stopped"
+            if self._remote is not None:  # Ray runs keep running; a later worker re-attaches
+                self._remote.close()
+                self._remote = None
 
     def wake(self) -> None:
         """Look at the queue now rather than at the next poll (e.g. after ``submit``)."""
@@ -511,6 +520,8 @@ class Worker:
         with self._lock:
             running = ([j.as_dict() for j in self._jobs.values()] if self._active
                        else [dict(d) for d in self._others])
+            if self._active and self._remote is not None:
+                running += self._remote.running()
             return {"active": self._active, "reason": self._reason,
                     "running": sorted(running, key=lambda d: d["run_id"]),
                     "queued": list(self._queued), "last_error": self._last_error,
@@ -579,11 +590,12 @@ class Worker:
         changed = self._reap() if active else False
         settings = self.settings
         queued: list[str] = []
+        ray_queued: list[str] = []  # waiting for Ray resources (core/executors/ray_cluster)
         others: list[dict[str, Any]] = []
         ids = _run_ids(settings)
         present = set(ids)
         self._final &= present  # forget deleted folders
-        for cache in (self._seen, self._gpus):
+        for cache in (self._seen, self._gpus, self._execs):
             for rid in [r for r in cache if r not in present and r not in self._jobs]:
                 del cache[rid]
         for rid in ids:
@@ -601,6 +613,11 @@ class Worker:
                 self._final.add(rid)
                 self._seen.pop(rid, None)
                 self._gpus.pop(rid, None)
+            elif self._runs_on_ray(folder, st):
+                if state == "queued":
+                    ray_queued.append(rid)
+                if active:
+                    changed |= self._ray().consider(folder, st)
             elif state == "queued":
                 queued.append(rid)
             elif state == "running":
@@ -614,6 +631,10 @@ class Worker:
             launched = self._schedule(queued)
             changed |= bool(launched)
             queued = [rid for rid in queued if rid not in launched and rid not in self._final]
+        if active and self._remote is not None:
+            changed |= self._remote.tick()
+            self._tick_error = self._tick_error or self._remote.error
+        queued = sorted(queued + ray_queued)
         with self._lock:
             self._queued = queued
             self._others = others
@@ -657,6 +678,30 @@ class Worker:
         except StoreError as exc:
             log.error("run %s: cannot record its end: %s", folder.run_id, exc)
         return True
+
+    def _runs_on_ray(self, folder: RunFolder, st: dict[str, Any]) -> bool:
+        """Whether the Ray executor owns this active folder (core/executors)."""
+        if st.get("executor") == "ray":
+            return True
+        if st.get("state") != "queued":
+            return False
+        ex = self._execs.get(folder.run_id)
+        if ex is None:
+            from core.executors import executor_for
+
+            try:
+                ex = executor_for(_spec_of(folder), self.settings)
+            except Exception:
+                return False  # unreadable: _schedule fails it
+            self._execs[folder.run_id] = ex
+        return ex == "ray"
+
+    def _ray(self) -> Any:
+        if self._remote is None:
+            from core.executors.ray_cluster import RayDispatcher
+
+            self._remote = RayDispatcher(self.settings)
+        return self._remote
 
     def _gpu_set(self, folder: RunFolder) -> GpuSet | None:
         gpus = self._gpus.get(folder.run_id)

@@ -36,6 +36,14 @@ class Settings:
     worker_enabled: bool = True
     # Folders model/tokenizer paths must be inside (data/models is always allowed).
     model_roots: tuple[Path, ...] = field(default_factory=model_roots_from_env)
+    # Where queued runs execute by default: "local" (this host) or "ray" (core/executors).
+    executor: str = "local"
+    # The Ray cluster for the ray executor (ray.init(address=...)), e.g. "10.0.0.5:6379".
+    ray_address: str | None = None
+    # Names of environment variables passed on to runs on Ray nodes (besides ServeLab's own).
+    ray_forward_env: tuple[str, ...] = ()
+    # The ServeLab checkout on the Ray nodes (default: the same path as here).
+    ray_repo: Path = REPO_ROOT
 
     @property
     def allowed_model_roots(self) -> tuple[Path, ...]:
@@ -61,4 +69,9 @@ def load_settings() -> Settings:
         sglang_python=env.get("SERVELAB_SGLANG_PYTHON", sys.executable),
         transformers_python=env.get("SERVELAB_TRANSFORMERS_PYTHON", sys.executable),
         worker_enabled=env.get("SERVELAB_WORKER", "on").lower() not in ("off", "0", "false"),
+        executor=env.get("SERVELAB_EXECUTOR", "local").strip().lower() or "local",
+        ray_address=env.get("SERVELAB_RAY_ADDRESS", "").strip() or None,
+        ray_forward_env=tuple(n.strip() for n in env.get("SERVELAB_RAY_FORWARD_ENV", "").split(",")
+                              if n.strip()),
+        ray_repo=Path(env.get("SERVELAB_RAY_REPO", str(REPO_ROOT))),
     )

@@ -1,0 +1,619 @@
+"""The Ray executor: queued runs go to an existing Ray cluster, one Ray actor per run.
+
+``RayDispatcher`` lives in the portal's worker thread (``core.jobs.Worker`` ticks it):
+
+1. **submit**: a queued run whose executor is ``ray`` becomes a detached, named actor
+   ``RunHost`` (``servelab-run-<run_id>``, namespace ``servelab``) that asks for
+   ``num_gpus`` = ``tp_size`` (0 for ``device=cpu`` and the endpoint engine), one CPU, and
+   ``accelerator_type`` when the run names one. All queued Ray runs are submitted at once:
+   Ray starts each actor when a node has the GPUs free, so runs go in parallel on different
+   GPUs and never two on one GPU. The folder stays ``queued`` (phase ``waiting for Ray
+   resources``) until the actor starts.
+2. **run**: the actor, on its node, recreates the run folder (spec.json, status.json,
+   secrets) in a scratch data folder and starts the same run process as the local executor,
+   ``python -m core run --run-id ID --quiet`` (parent-death signal SIGTERM: if the actor
+   dies, the run process stops its server). Ray sets ``CUDA_VISIBLE_DEVICES`` to the GPUs it
+   granted, and the run process and its server inherit it. The actor records where it runs
+   (``node_ip``, ``node_id``, ``node_name``, ``gpu_ids``, its worker pid).
+3. **progress**: each tick polls the actor for the run's status.json and copies it into the
+   local folder (remote pids renamed ``remote_pid`` / ``remote_server_pid``: they are not
+   processes of this host), plus where it runs.
+4. **end**: when the run process has exited, the actor returns the whole folder as a gzip
+   tar; it is unpacked into ``data/runs/<run_id>/``, status.json and facts.json get the
+   placement, the catalog indexes it, and the actor is killed (its GPUs are free again).
+5. **cancel**: ``core.jobs.cancel`` writes the ``CANCEL`` file; the next tick asks the actor
+   to cancel (``CANCEL`` in the scratch folder plus SIGTERM to the run process, which stops
+   its server and records ``cancelled``); after ``CANCEL_GRACE_S`` the actor is killed.
+6. **death**: when the actor dies (its worker process or node died), a small task pinned to
+   the same node fetches whatever the run wrote (server log, points so far) when the node is
+   still there, and the run is marked ``interrupted`` with ``Ray worker died: ...``.
+
+A portal restart re-attaches to the actors by name (they are detached).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import platform
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.config import RunSpec
+from core.errors import ConfigError, StoreError
+from core.run_folder import FINAL_STATES, RunFolder, read_json, utc_now, write_json_atomic
+from core.settings import Settings
+
+__all__ = ["NAMESPACE", "RayDispatcher", "RunHost", "actor_name", "num_gpus_for"]
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "servelab"
+CANCEL_GRACE_S = 30.0  # after asking the run to cancel, kill its actor if it is still there
+SALVAGE_TIMEOUT_S = 30.0  # fetching a dead actor's folder from its node
+POLL_TIMEOUT_S = 120.0  # an actor that does not answer a poll for this long is taken as dead
+_SKIP = (".secrets.json", ".jobs.lock", "servelab.duckdb", "servelab.duckdb.lock")
+# What every run on a node is given from here, besides settings.ray_forward_env.
+_FORWARD = ("PYTHONPATH", "HF_HOME", "HF_HUB_OFFLINE", "SERVELAB_MODEL_ROOTS")
+
+
+def actor_name(run_id: str) -> str:
+    return f"servelab-run-{run_id}"
+
+
+def num_gpus_for(spec: RunSpec) -> int:
+    """GPUs a run asks Ray for: its tensor-parallel size; none on CPU or for an endpoint."""
+    server = spec.server
+    if server.engine == "endpoint" or server.device in ("cpu", "mps"):
+        return 0
+    return server.tp_size
+
+
+# --- on the node ---------------------------------------------------------------------
+
+def _pdeathsig_term() -> None:
+    """In the run process, before exec: SIGTERM when its parent (the actor's runner thread)
+    dies, so the run stops its server and records its end instead of running on alone."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+
+
+def _pack(folder: Path) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for path in sorted(folder.rglob("*")):
+            if path.name in _SKIP or path.name.startswith(".") or not path.is_file():
+                continue
+            tar.add(path, arcname=str(path.relative_to(folder)), recursive=False)
+    return buf.getvalue()
+
+
+def salvage_folder(scratch: str, wait_s: float = 15.0) -> bytes | None:
+    """On the node of a dead actor: the run folder as a tar, once the run process (told to
+    stop by its parent-death signal) has recorded its end, or after ``wait_s``."""
+    folder = Path(scratch)
+    if not (folder / "spec.json").is_file():
+        return None
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        status = read_json(folder / "status.json") or {}
+        if status.get("state") in FINAL_STATES:
+            break
+        time.sleep(0.2)
+    data = _pack(folder)
+    shutil.rmtree(folder.parent.parent.parent, ignore_errors=True)
+    return data
+
+
+class RunHost:
+    """A Ray actor: one run on one node. Created with the GPUs the run needs."""
+
+    def __init__(self, run_id: str, files: dict[str, bytes], env: dict[str, str],
+                 repo: str) -> None:
+        import ray
+
+        self.run_id = run_id
+        root = Path(tempfile.gettempdir()) / "servelab-ray" / f"{run_id}-{secrets.token_hex(3)}"
+        self.data_dir = root / "data"
+        self.folder = self.data_dir / "runs" / run_id
+        (self.folder / "points").mkdir(parents=True)
+        for name, data in files.items():
+            path = self.folder / name
+            path.write_bytes(data)
+            if name.startswith("."):
+                path.chmod(0o600)
+        ctx = ray.get_runtime_context()
+        gpu_ids = [str(g) for g in (ctx.get_accelerator_ids().get("GPU") or [])]
+        self.placement: dict[str, Any] = {
+            "executor": "ray", "node_ip": ray.util.get_node_ip_address(),  # type: ignore[no-untyped-call]
+            "node_id": ctx.get_node_id(), "node_name": platform.node(), "gpu_ids": gpu_ids,
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "ray_worker_pid": os.getpid(), "scratch": str(self.folder)}
+        write_json_atomic(self.folder / "placement.json", self.placement)
+        self.env = {**os.environ, **env, "SERVELAB_DATA_DIR": str(self.data_dir)}
+        self.repo = repo
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.exit_code: int | None = None
+        self.error = ""
+        self.started = threading.Event()
+        # The run process is started by, and waited for in, a thread that lives exactly as
+        # long as it: the parent-death signal follows the thread that forked.
+        threading.Thread(target=self._runner, daemon=True).start()
+        self.started.wait(60)
+
+    def _runner(self) -> None:
+        argv = [sys.executable, "-m", "core", "run", "--run-id", self.run_id, "--quiet"]
+        try:
+            with (self.folder / "runner.log").open("ab") as out:
+                out.write(f"# servelab ray actor on {self.placement['node_ip']} "
+                          f"gpus {self.placement['gpu_ids']} {utc_now()}: "
+                          f"{' '.join(argv)}\n".encode())
+                out.flush()
+                self.proc = subprocess.Popen(argv, cwd=self.repo, env=self.env,
+                                             stdin=subprocess.DEVNULL, stdout=out,
+                                             stderr=subprocess.STDOUT, start_new_session=True,
+                                             preexec_fn=_pdeathsig_term)
+        except OSError as exc:
+            self.error = f"could not start the run process on {platform.node()}: {exc}"
+            self.exit_code = -1
+            self.started.set()
+            return
+        self.started.set()
+        self.exit_code = self.proc.wait()
+
+    def info(self) -> dict[str, Any]:
+        return {**self.placement, "run_pid": self.proc.pid if self.proc else None}
+
+    def poll(self) -> dict[str, Any]:
+        try:
+            status = read_json(self.folder / "status.json") or {}
+        except StoreError:
+            status = {}  # being replaced right now: next poll
+        return {"status": status, "exit_code": self.exit_code, "error": self.error}
+
+    def cancel(self) -> str:
+        with contextlib.suppress(OSError):
+            (self.folder / "CANCEL").write_text(utc_now())
+        if self.proc is not None and self.exit_code is None:
+            with contextlib.suppress(OSError):
+                self.proc.send_signal(signal.SIGTERM)
+            return "SIGTERM sent to the run process"
+        return "the run process had already ended"
+
+    def collect(self) -> bytes:
+        """The finished folder as a gzip tar; the scratch folder is removed."""
+        if self.proc is not None:
+            self.proc.wait()
+        data = _pack(self.folder)
+        shutil.rmtree(self.data_dir.parent, ignore_errors=True)
+        return data
+
+
+# --- on the portal host ----------------------------------------------------------------
+
+def _unpack(data: bytes, folder: RunFolder) -> dict[str, Any]:
+    """Unpack a returned run folder over ``folder``; return its status.json (not copied:
+    the caller merges it)."""
+    with tempfile.TemporaryDirectory(dir=folder.path.parent, prefix=".unpack-") as tmp:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+            tar.extractall(tmp, filter="data")
+        src = Path(tmp)
+        status = read_json(src / "status.json") or {}
+        for path in sorted(src.rglob("*")):
+            if not path.is_file() or path.name == "status.json":
+                continue
+            dest = folder.path / path.relative_to(src)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            path.replace(dest)
+    return status if isinstance(status, dict) else {}
+
+
+def _remote_status(status: dict[str, Any]) -> dict[str, Any]:
+    """A status.json from a node, fit for this host: its pids are not processes here."""
+    out = {k: v for k, v in status.items() if k not in ("pid", "server_pid", "run_id")}
+    for key in ("pid", "server_pid"):
+        if status.get(key) is not None:
+            out[f"remote_{key}"] = status[key]
+    return out
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    text = " ".join(ln.strip() for ln in text.splitlines() if ln.strip())
+    # Ray's actor errors: keep why it died and how, not the actor's ids and advice.
+    m = re.search(r"(The actor is dead because [^.]*\.)(?:.*?(Worker exit type: \w+))?", text)
+    if m:
+        return " ".join(g for g in m.groups() if g)
+    return text[:400]
+
+
+@dataclass
+class _Remote:
+    run_id: str
+    actor: Any
+    info_ref: Any = None
+    placement: dict[str, Any] | None = None
+    poll_ref: Any = None
+    poll_sent: float = 0.0
+    collect_ref: Any = None
+    cancel_sent: float | None = None
+    salvage_ref: Any = None
+    salvage_deadline: float = 0.0
+    death: str = ""
+    last: dict[str, Any] = field(default_factory=dict)
+
+
+class RayDispatcher:
+    """Runs ``executor == "ray"`` folders on a Ray cluster. Called from one thread only
+    (the worker's); ``running()`` may be called from any."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._remotes: dict[str, _Remote] = {}
+        self._lock = threading.Lock()
+        self._connected = False
+        self._we_connected = False
+        self._errors: list[str] = []
+        self.error = ""  # this tick's problems, for the worker's snapshot
+
+    # --- connection -------------------------------------------------------------------
+    def _connect(self) -> Any:
+        import ray
+
+        if not self._connected:
+            if not ray.is_initialized():
+                if not self.settings.ray_address:
+                    raise ConfigError("SERVELAB_RAY_ADDRESS", "the ray executor needs the "
+                                      "address of a Ray cluster, e.g. 10.0.0.5:6379")
+                pythonpath = [str(self.settings.ray_repo)]
+                if os.environ.get("PYTHONPATH"):
+                    pythonpath.append(os.environ["PYTHONPATH"])
+                ray.init(address=self.settings.ray_address, namespace=NAMESPACE,
+                         log_to_driver=False, configure_logging=False,
+                         runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(pythonpath)}})
+                self._we_connected = True
+            self._connected = True
+        return ray
+
+    def close(self) -> None:
+        """Drop the connection (the actors keep running: a later dispatcher re-attaches)."""
+        if self._we_connected:
+            import ray
+
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+        self._connected = self._we_connected = False
+        with self._lock:
+            self._remotes.clear()
+
+    # --- what the worker calls ---------------------------------------------------------
+    def running(self) -> list[dict[str, Any]]:
+        with self._lock:
+            out = []
+            for r in self._remotes.values():
+                if r.placement is None:
+                    continue  # still waiting for Ray resources: the worker lists it as queued
+                out.append({"run_id": r.run_id, "gpus": r.placement.get("gpu_ids") or [],
+                            "pid": None, "attached": False, "executor": "ray",
+                            "node": r.placement.get("node_ip")})
+            return out
+
+    def tracks(self, run_id: str) -> bool:
+        with self._lock:
+            return run_id in self._remotes
+
+    def consider(self, folder: RunFolder, status: dict[str, Any]) -> bool:
+        """An active folder that belongs to Ray and is not tracked yet: submit it (queued)
+        or re-attach to its actor (after a portal restart). True when the folder changed."""
+        if self.tracks(folder.run_id):
+            return False
+        try:
+            ray = self._connect()
+        except Exception as exc:
+            problem = f"Ray cluster {self.settings.ray_address}: {_short(exc)}"
+            if problem not in self._errors:
+                self._errors.append(problem)
+            return False
+        if status.get("ray_actor"):
+            return self._reattach(ray, folder, status)
+        if status.get("state") == "queued":
+            return self._submit(ray, folder)
+        return False
+
+    def tick(self) -> bool:
+        """Advance every tracked run; True when some folder changed."""
+        changed = False
+        for remote in list(self._remotes.values()):
+            try:
+                changed |= self._advance(remote)
+            except Exception as exc:  # keep the others going; say what went wrong
+                log.exception("ray run %s", remote.run_id)
+                self._errors.append(f"{remote.run_id}: {type(exc).__name__}: {_short(exc)}")
+        self.error, self._errors = "; ".join(self._errors), []
+        return changed
+
+    # --- steps --------------------------------------------------------------------------
+    def _folder(self, run_id: str) -> RunFolder:
+        return RunFolder(self.settings.runs_dir / run_id)
+
+    def _write(self, folder: RunFolder, **changes: Any) -> bool:
+        """Update status.json unless the run already has a final state (a cancel won)."""
+        from core.jobs import _folder_lock
+
+        with _folder_lock(folder):
+            if folder.status().get("state") in FINAL_STATES:
+                return False
+            folder.update_status(**changes)
+            return True
+
+    def _forwarded_env(self) -> dict[str, str]:
+        s = self.settings
+        env = {"SERVELAB_SGLANG_PYTHON": s.sglang_python,
+               "SERVELAB_TRANSFORMERS_PYTHON": s.transformers_python,
+               "SERVELAB_MODEL_ROOTS": os.pathsep.join(map(str, s.model_roots))}
+        for name in (*_FORWARD, *s.ray_forward_env):
+            if name in os.environ and name not in env:
+                env[name] = os.environ[name]
+        return env
+
+    def _submit(self, ray: Any, folder: RunFolder) -> bool:
+        from core.jobs import _folder_lock, _spec_of
+
+        rid = folder.run_id
+        try:
+            spec = _spec_of(folder)
+            gpus = num_gpus_for(spec)
+            problem = self._unplaceable(ray, spec, gpus)
+        except Exception as exc:
+            problem = f"cannot read its spec.json: {_short(exc)}"
+        if problem:
+            self._write(folder, state="failed", phase="done", finished_at=utc_now(),
+                        reason=problem, executor="ray")
+            return True
+        options: dict[str, Any] = {"name": actor_name(rid), "namespace": NAMESPACE,
+                                   "lifetime": "detached", "num_gpus": gpus, "num_cpus": 1,
+                                   "max_restarts": 0, "max_concurrency": 4}
+        if spec.placement.accelerator_type:
+            options["accelerator_type"] = spec.placement.accelerator_type
+        with _folder_lock(folder):
+            status = folder.status()
+            if status.get("state") != "queued":
+                return False
+            if folder.cancel_requested:
+                folder.update_status(state="cancelled", phase="done", finished_at=utc_now(),
+                                     reason="cancelled before it started")
+                return True
+            files = {name: (folder.path / name).read_bytes()
+                     for name in ("spec.json", "status.json", ".secrets.json")
+                     if (folder.path / name).is_file()}
+            actor = ray.remote(RunHost).options(**options).remote(
+                rid, files, self._forwarded_env(), str(self.settings.ray_repo))
+            folder.update_status(executor="ray", ray_actor=actor_name(rid),
+                                 phase="waiting for Ray resources",
+                                 ray_request={"num_gpus": gpus, "accelerator_type":
+                                              spec.placement.accelerator_type})
+        with self._lock:
+            self._remotes[rid] = _Remote(rid, actor, info_ref=actor.info.remote())
+        log.info("run %s submitted to Ray (%d GPU(s))", rid, gpus)
+        return True
+
+    def _unplaceable(self, ray: Any, spec: RunSpec, gpus: int) -> str:
+        if spec.server.device.startswith("cuda:"):
+            return ("server.device names a GPU index; on Ray, Ray chooses the GPUs "
+                    "(it sets CUDA_VISIBLE_DEVICES): use auto or cuda")
+        nodes = [n.get("Resources") or {} for n in ray.nodes() if n.get("Alive")]
+        accel = spec.placement.accelerator_type
+        fits = [r for r in nodes if r.get("GPU", 0) >= gpus
+                and (not accel or f"accelerator_type:{accel}" in r)]
+        if not fits:
+            most = max((int(r.get("GPU", 0)) for r in nodes), default=0)
+            what = f"{gpus} GPU(s)" + (f" of type {accel}" if accel else "")
+            return (f"no node of the Ray cluster has {what} (the largest has {most}); "
+                    "lower tp_size or add a node")
+        return ""
+
+    def _reattach(self, ray: Any, folder: RunFolder, status: dict[str, Any]) -> bool:
+        rid = folder.run_id
+        try:
+            actor = ray.get_actor(status["ray_actor"], namespace=NAMESPACE)
+        except Exception:
+            return self._finish_dead(folder, status, "its Ray actor is gone (the cluster "
+                                     "restarted, or its node died while the portal was down)")
+        with self._lock:
+            self._remotes[rid] = _Remote(rid, actor, info_ref=actor.info.remote())
+        return False
+
+    def _finish_dead(self, folder: RunFolder, status: dict[str, Any], why: str) -> bool:
+        steps = [{**s, "outcome": "failed", "detail": f"interrupted: {why}"}
+                 if isinstance(s, dict) and s.get("outcome") == "running" else s
+                 for s in status.get("steps") or []]
+        state = "cancelled" if folder.cancel_requested else "interrupted"
+        reason = ("cancelled on request; " if state == "cancelled" else "") + why
+        return self._write(folder, state=state, phase="done", reason=reason, steps=steps,
+                           finished_at=utc_now(), progress=None)
+
+    def _ready(self, ray: Any, ref: Any) -> bool:
+        done, _ = ray.wait([ref], timeout=0)
+        return bool(done)
+
+    def _advance(self, r: _Remote) -> bool:
+        ray = self._connect()
+        folder = self._folder(r.run_id)
+        if r.salvage_ref is not None:
+            return self._advance_salvage(ray, r, folder)
+        state = folder.status().get("state")
+        if state in FINAL_STATES and r.collect_ref is None:
+            # Cancelled while waiting for resources (core.jobs.cancel), or deleted.
+            self._drop(ray, r)
+            return False
+        if folder.cancel_requested and r.cancel_sent is None:
+            r.cancel_sent = time.monotonic()
+            if r.placement is None and not self._ready(ray, r.info_ref):
+                self._drop(ray, r)
+                self._write(folder, state="cancelled", phase="done", finished_at=utc_now(),
+                            reason="cancelled before it started (it was waiting for Ray "
+                                   "resources)")
+                return True
+            r.actor.cancel.remote()
+        elif (r.cancel_sent is not None and r.collect_ref is None
+              and time.monotonic() - r.cancel_sent > CANCEL_GRACE_S):
+            ray.kill(r.actor, no_restart=True)
+            return self._died(ray, r, folder, f"killed {CANCEL_GRACE_S:.0f} s after the "
+                                              "cancel was sent")
+        try:
+            if r.placement is None:
+                if not self._ready(ray, r.info_ref):
+                    return False
+                r.placement = p = ray.get(r.info_ref)
+                # The address the node joined the cluster with (a node may have several).
+                p["node_ip"] = next((n.get("NodeManagerAddress") for n in ray.nodes()
+                                     if n.get("NodeID") == p["node_id"]), None) or p["node_ip"]
+                self._write(folder, state="running", phase="starting", executor="ray",
+                            started_at=folder.status().get("started_at") or utc_now(),
+                            node_ip=p["node_ip"], node_id=p["node_id"],
+                            node_name=p["node_name"], gpu_ids=p["gpu_ids"],
+                            ray_worker_pid=p["ray_worker_pid"], remote_pid=p.get("run_pid"))
+                log.info("run %s started on %s, GPUs %s", r.run_id, p["node_ip"], p["gpu_ids"])
+                return True
+            if r.collect_ref is not None:
+                if not self._ready(ray, r.collect_ref):
+                    return False
+                data = ray.get(r.collect_ref)
+                self._finish(ray, r, folder, data)
+                return True
+            if r.poll_ref is None:
+                r.poll_ref, r.poll_sent = r.actor.poll.remote(), time.monotonic()
+                return False
+            if not self._ready(ray, r.poll_ref):
+                if time.monotonic() - r.poll_sent > POLL_TIMEOUT_S:
+                    ray.kill(r.actor, no_restart=True)
+                    return self._died(ray, r, folder, f"its actor did not answer for "
+                                                      f"{POLL_TIMEOUT_S:.0f} s")
+                return False
+            snap = ray.get(r.poll_ref)
+            r.poll_ref = None
+        except ray.exceptions.RayActorError as exc:
+            return self._died(ray, r, folder, _short(exc))
+        except ray.exceptions.RayError as exc:
+            return self._died(ray, r, folder, _short(exc))
+        changed = False
+        status = _remote_status(snap.get("status") or {})
+        if status.get("state") != "running":
+            # Only the unpacked folder ends a run here: a final state is written once its
+            # files are in place; "queued" is the moment before the run process starts.
+            for key in ("state", "finished_at", "reason", "duration_s"):
+                status.pop(key, None)
+        if status and status != r.last:
+            r.last = status
+            changed = self._write(folder, **status)
+        if snap.get("exit_code") is not None:
+            r.collect_ref = r.actor.collect.remote()
+        return changed
+
+    def _finish(self, ray: Any, r: _Remote, folder: RunFolder, data: bytes) -> None:
+        try:
+            remote = _unpack(data, folder)
+        except (OSError, tarfile.TarError, StoreError) as exc:
+            self._write(folder, state="failed", phase="done", finished_at=utc_now(),
+                        reason=f"the run ended on {(r.placement or {}).get('node_ip')} but "
+                               f"its folder could not be unpacked here: {exc}")
+            remote = {}
+        finally:
+            self._drop(ray, r)  # its GPUs are free again
+        if remote:
+            self._record_final(folder, r, remote)
+
+    def _record_final(self, folder: RunFolder, r: _Remote, remote: dict[str, Any],
+                      death: str = "") -> None:
+        p = {k: v for k, v in (r.placement or {}).items()
+             if k in ("executor", "node_ip", "node_id", "node_name", "gpu_ids",
+                      "cuda_visible_devices")}
+        facts = folder.read("facts.json")
+        if isinstance(facts, dict):
+            with contextlib.suppress(StoreError):
+                folder.write("facts.json", {**facts, **p})
+        status = _remote_status(remote)
+        if death or status.get("state") not in FINAL_STATES:
+            why = death or "its run process ended without recording a final state"
+            steps = [{**s, "outcome": "failed", "detail": f"interrupted: {why}"}
+                     if isinstance(s, dict) and s.get("outcome") == "running" else s
+                     for s in status.get("steps") or []]
+            cancelled = folder.cancel_requested and not death
+            status.update(state="cancelled" if cancelled else "interrupted", phase="done",
+                          steps=steps, progress=None,
+                          reason=(f"Ray worker died: {why}" if death else why)
+                          + ("; server log and results so far kept"
+                             if folder.log_path.exists() else ""),
+                          finished_at=status.get("finished_at") or utc_now())
+        self._write(folder, **{**status, **p, "executor": "ray"})
+        from core.store import Catalog
+
+        try:
+            Catalog(self.settings.catalog_path, self.settings.runs_dir).index_run(folder)
+        except StoreError as exc:
+            log.warning("run %s: not indexed: %s", r.run_id, exc)
+
+    def _died(self, ray: Any, r: _Remote, folder: RunFolder, why: str) -> bool:
+        """The actor is gone: fetch what its node still has, then mark the run."""
+        r.death = why
+        r.poll_ref = r.collect_ref = None
+        node_id = (r.placement or {}).get("node_id")
+        scratch = (r.placement or {}).get("scratch")
+        if node_id and scratch:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            task = ray.remote(salvage_folder).options(
+                num_cpus=0, max_retries=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False))
+            r.salvage_ref = task.remote(scratch)
+            r.salvage_deadline = time.monotonic() + SALVAGE_TIMEOUT_S
+            self._write(folder, phase="fetching what the dead Ray worker left")
+            return True
+        self._drop(ray, r)
+        self._record_final(folder, r, folder.status(), death=why)
+        return True
+
+    def _advance_salvage(self, ray: Any, r: _Remote, folder: RunFolder) -> bool:
+        data: bytes | None = None
+        note = ""
+        if self._ready(ray, r.salvage_ref):
+            try:
+                data = ray.get(r.salvage_ref)
+            except Exception as exc:
+                note = f"; its folder could not be fetched from the node: {_short(exc)}"
+        elif time.monotonic() < r.salvage_deadline:
+            return False
+        else:
+            ray.cancel(r.salvage_ref, force=True)
+            note = "; its node did not answer, so its folder stays there"
+        self._drop(ray, r)
+        remote = folder.status()
+        if data:
+            try:
+                remote = _unpack(data, folder) or remote
+            except (OSError, tarfile.TarError, StoreError) as exc:
+                note = f"; its folder could not be unpacked: {exc}"
+        self._record_final(folder, r, remote, death=r.death + note)
+        return True
+
+    def _drop(self, ray: Any, r: _Remote) -> None:
+        with contextlib.suppress(Exception):
+            ray.kill(r.actor, no_restart=True)
+        with self._lock:
+            self._remotes.pop(r.run_id, None)
+

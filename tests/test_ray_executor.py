@@ -1,0 +1,269 @@
+"""The Ray executor (core/executors/ray_cluster.py) on a real local Ray head.
+
+The head is started once for this module with ``ray start --head`` (loopback, 2 declared
+GPUs this machine does not have: Ray still hands out GPU ids and sets
+CUDA_VISIBLE_DEVICES), and every process it started is killed by pid at the end. Runs are
+real ``python -m core run`` processes on the Ray workers, against the fake SGLang server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from core.config import BenchmarkPlan, Placement, Point, RunSpec, ServerConfig
+from core.executors import executor_for, node_of
+from core.executors.ray_cluster import num_gpus_for
+from core.jobs import Worker, cancel, recover_runs, submit
+from core.run_folder import FINAL_STATES, RunFolder
+from core.settings import Settings
+from core.store import Catalog
+from tests.test_jobs import gone, ts, wait_for
+
+ray = pytest.importorskip("ray")
+
+RAY_BIN = Path(sys.executable).parent / "ray"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _ray_processes(temp_dir: str, port: int) -> list[psutil.Process]:
+    """Every process of the head we started: those naming its temp dir or GCS address,
+    and all their descendants (workers and agents are renamed ``ray::...``)."""
+    roots = []
+    for p in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            argv = p.cmdline()
+            if any(temp_dir in a or (a.startswith("--address=") and a.endswith(f":{port}"))
+                   for a in argv):
+                roots.append(p)
+    found: dict[int, psutil.Process] = {}
+    for r in roots:
+        with contextlib.suppress(psutil.Error):
+            found.update((c.pid, c) for c in [r, *r.children(recursive=True)])
+    found.pop(os.getpid(), None)
+    return list(found.values())
+
+
+@pytest.fixture(scope="module")
+def ray_head() -> Iterator[str]:
+    temp_dir = tempfile.mkdtemp(prefix="srt", dir="/tmp")  # short: Ray's socket paths
+    port = _free_port()
+    argv = [str(RAY_BIN), "start", "--head", "--node-ip-address", "127.0.0.1",
+            "--port", str(port), "--num-gpus", "2", "--num-cpus", "4",
+            "--disable-usage-stats", "--include-dashboard", "false",
+            "--dashboard-port", str(_free_port()),
+            "--ray-client-server-port", str(_free_port()),
+            "--object-store-memory", str(100 * 2**20), "--temp-dir", temp_dir]
+    try:
+        subprocess.run(argv, check=True, timeout=180, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE)
+        yield f"127.0.0.1:{port}"
+    finally:
+        procs = _ray_processes(temp_dir, port)
+        for p in procs:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        psutil.wait_procs(procs, timeout=10)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+class RayHarness:
+    def __init__(self, settings: Settings, model: Path) -> None:
+        self.settings = settings
+        self.model = model
+        self.workers: list[Worker] = []
+
+    def spec(self, prompts: int = 2, tp: int = 1) -> RunSpec:
+        return RunSpec(
+            server=ServerConfig(engine="sglang", model=str(self.model), device="auto",
+                                tp_size=tp),
+            plan=BenchmarkPlan(points=(Point(concurrency=1, num_prompts=prompts, input_len=8,
+                                             output_len=4),), probe=None, warmup_requests=0),
+            placement=Placement(executor="ray"))
+
+    def worker(self) -> Worker:
+        w = Worker(self.settings, 0.1, settle_s=0.0, has_gpu=False)
+        self.workers.append(w)
+        w.start()
+        return w
+
+    def folder(self, rid: str) -> RunFolder:
+        return RunFolder(self.settings.runs_dir / rid)
+
+    def status(self, rid: str) -> dict[str, Any]:
+        return self.folder(rid).status()
+
+    def wait_final(self, ids: list[str], timeout: float = 90) -> None:
+        wait_for(lambda: all(self.status(r).get("state") in FINAL_STATES for r in ids),
+                 timeout, f"{ids} to end")
+
+    def close(self) -> None:
+        for w in self.workers:
+            w.stop()
+
+
+@pytest.fixture
+def rh(ray_head: str, settings: Settings, fake_sglang: Path, tiny_tokenizer_dir: Path,
+       monkeypatch: pytest.MonkeyPatch) -> Iterator[RayHarness]:
+    monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "200")
+    monkeypatch.setenv("FAKE_SGLANG_ITL_MS", "100")
+    s = dataclasses.replace(settings, executor="local", ray_address=ray_head,
+                            ray_forward_env=("FAKE_SGLANG_TTFT_MS", "FAKE_SGLANG_ITL_MS"))
+    harness = RayHarness(s, tiny_tokenizer_dir)
+    try:
+        yield harness
+    finally:
+        harness.close()
+
+
+# --- pure parts ----------------------------------------------------------------------------
+
+def test_executor_choice_and_gpus(settings: Settings) -> None:
+    spec = RunSpec(server=ServerConfig(engine="sglang", tp_size=4))
+    assert executor_for(spec, settings) == "local"
+    assert executor_for(spec, dataclasses.replace(settings, executor="ray")) == "ray"
+    ray_spec = spec.model_copy(update={"placement": Placement(executor="ray")})
+    assert executor_for(ray_spec, settings) == "ray"
+    assert num_gpus_for(spec) == 4
+    assert num_gpus_for(RunSpec(server=ServerConfig(engine="sglang", device="cpu"))) == 0
+    assert num_gpus_for(RunSpec(server=ServerConfig(
+        engine="endpoint", endpoint_url="http://127.0.0.1:30000"))) == 0
+    # spec.json written before placement existed still loads, as local-or-setting
+    old = RunSpec.model_validate({"server": {"engine": "sglang"}, "plan": {}})
+    assert old.placement == Placement()
+
+
+# --- on the cluster ------------------------------------------------------------------------
+
+def test_runs_go_in_parallel_on_distinct_gpus_and_never_share_one(rh: RayHarness) -> None:
+    ids = submit(rh.settings, [rh.spec(prompts=4) for _ in range(4)])  # 4 runs, 2 GPUs
+    w = rh.worker()
+    seen: list[list[dict[str, Any]]] = []
+
+    def done() -> bool:
+        seen.append(w.snapshot()["running"])
+        return all(rh.status(r).get("state") in FINAL_STATES for r in ids)
+
+    wait_for(done, 150, "4 Ray runs to end")
+    sts = {r: rh.status(r) for r in ids}
+    assert [s["state"] for s in sts.values()] == ["succeeded"] * 4, \
+        [s.get("reason") for s in sts.values()]
+    for rid, st in sts.items():
+        assert st["executor"] == "ray" and st["node_ip"] and st["node_id"]
+        assert len(st["gpu_ids"]) == 1 and st["gpu_ids"][0] in ("0", "1")
+        assert "pid" not in st and st["remote_pid"]  # not a process of this host
+        folder = rh.folder(rid)
+        assert (folder.path / "points" / "000" / "records.parquet").is_file()
+        assert "The server is fired up" in folder.log_path.read_text()
+        assert (folder.path / "runner.log").is_file()
+        facts = folder.read("facts.json")
+        assert facts["node_ip"] == st["node_ip"] and facts["gpu_ids"] == st["gpu_ids"]
+        assert node_of(folder.path)["gpu_ids"] == st["gpu_ids"]
+    assert len({s["node_id"] for s in sts.values()}) == 1  # the one node of this cluster
+    # At most two at once (two GPUs), and some two ran at the same time on distinct GPUs.
+    assert max(len(r) for r in seen) <= 2
+    spans = {r: (ts(s["started_at"]), ts(s["finished_at"]), s["gpu_ids"][0])
+             for r, s in sts.items()}
+    overlapping = [(a, b) for a, b in itertools.combinations(ids, 2)
+                   if spans[a][0] < spans[b][1] and spans[b][0] < spans[a][1]]
+    assert overlapping, spans
+    for a, b in overlapping:
+        assert spans[a][2] != spans[b][2], f"{a} and {b} overlapped on GPU {spans[a][2]}"
+    rows = {r["run_id"]: r for r in Catalog(rh.settings.catalog_path,
+                                            rh.settings.runs_dir).list_runs()}
+    assert all(rows[r]["state"] == "succeeded" for r in ids)
+    wait_for(lambda: not w.snapshot()["running"], 10, "the dispatcher to forget the runs")
+    assert recover_runs(rh.settings) == []
+
+
+def test_killed_ray_worker_marks_the_run_and_frees_its_gpus(
+        rh: RayHarness, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "500")
+    monkeypatch.setenv("FAKE_SGLANG_ITL_MS", "500")
+    w = rh.worker()
+    (rid,) = submit(rh.settings, [rh.spec(prompts=6, tp=2)])  # both GPUs
+    wait_for(lambda: rh.status(rid).get("phase") == "point 0", 60, "the run's benchmark")
+    st = rh.status(rid)
+    assert sorted(st["gpu_ids"]) == ["0", "1"]
+    worker_pid, server_pid = st["ray_worker_pid"], st["remote_server_pid"]
+    assert not gone(server_pid)
+    os.kill(worker_pid, signal.SIGKILL)
+
+    rh.wait_final([rid], 60)
+    st = rh.status(rid)
+    assert st["state"] == "interrupted", st
+    assert st["reason"].startswith("Ray worker died: "), st["reason"]
+    assert "server log and results so far kept" in st["reason"]
+    assert not any(s.get("outcome") == "running" for s in st["steps"])
+    wait_for(lambda: gone(server_pid), 15, "the server to die with its run")
+    folder = rh.folder(rid)
+    assert "The server is fired up" in folder.log_path.read_text()  # nothing lost
+    assert folder.read("spec.json") and (folder.path / "runner.log").is_file()
+    row = Catalog(rh.settings.catalog_path, rh.settings.runs_dir).get_run(rid)
+    assert row is not None and row["state"] == "interrupted"
+    # Its two GPUs are free again: a run that needs both runs.
+    monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "20")
+    monkeypatch.setenv("FAKE_SGLANG_ITL_MS", "5")
+    (after,) = submit(rh.settings, [rh.spec(tp=2)])
+    rh.wait_final([after], 60)
+    assert rh.status(after)["state"] == "succeeded", rh.status(after).get("reason")
+    assert w.snapshot()["last_error"] == ""
+
+
+def test_cancel_reaches_the_remote_run(rh: RayHarness,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "500")
+    monkeypatch.setenv("FAKE_SGLANG_ITL_MS", "500")
+    w = rh.worker()
+    slow, waiting = submit(rh.settings, [rh.spec(prompts=6, tp=2), rh.spec(tp=2)])
+    wait_for(lambda: rh.status(slow).get("phase") == "point 0", 60, "the slow run's benchmark")
+    assert rh.status(waiting)["state"] == "queued"  # no GPU left for it
+    assert rh.status(waiting)["phase"] == "waiting for Ray resources"
+    assert waiting in w.snapshot()["queued"]
+    assert cancel(rh.settings, waiting) == f"{waiting} cancelled before it started"
+
+    server_pid = rh.status(slow)["remote_server_pid"]
+    assert not gone(server_pid)
+    assert f"its Ray run on {rh.status(slow)['node_ip']}" in cancel(rh.settings, slow)
+    rh.wait_final([slow], 60)
+    st = rh.status(slow)
+    assert st["state"] == "cancelled", st
+    wait_for(lambda: gone(server_pid), 15, "the remote server to stop")
+    assert "Gracefully exiting" in rh.folder(slow).log_path.read_text()
+    assert rh.status(waiting)["state"] == "cancelled"
+    assert not (rh.folder(waiting).path / "runner.log").exists()  # it never ran
+    wait_for(lambda: not w.snapshot()["running"], 10, "the dispatcher to forget the runs")
+
+
+def test_core_imports_ray_lazily() -> None:
+    """Nothing in core/ imports ray at module level; importing core never loads it."""
+    import ast
+
+    repo = Path(__file__).resolve().parent.parent
+    for path in (repo / "core").rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not any(n == "ray" or n.startswith("ray.") for n in names), path
+    code = ("import sys, core.cli, core.jobs, core.executors, core.executors.ray_cluster; "
+            "sys.exit('ray' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], cwd=repo, timeout=120).returncode == 0
