@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import streamlit as st
 
+from pages._auth import require_login
 from pages._services import services
 
 st.set_page_config(page_title="ServeLab", page_icon=":material/speed:", layout="wide")
 services()  # start the worker with the portal, before any page is opened
+require_login()  # sign-in when the portal is served to a team (core/access.py)
 
 pages = [
     st.Page("pages/runs.py", title="Runs", icon=":material/list:", default=True),

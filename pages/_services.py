@@ -35,4 +35,7 @@ def bootstrap() -> tuple[Settings, Worker]:
             st.session_state["_servelab_bootstrapped"] = True
             st.rerun()
     st.session_state["_servelab_bootstrapped"] = True
+    from pages._auth import require_login
+
+    require_login(sidebar=False)  # a page opened cold is gated too
     return services()

@@ -21,6 +21,7 @@ from core.experiments import list_experiments
 from core.export import figures, select, write_pngs
 from core.importers import Given, ParsedFile, PlannedRun, parse_text, plan_runs, store_runs
 from core.store import Catalog
+from pages._auth import can_launch
 from pages._export import export_buttons
 from pages._services import bootstrap
 
@@ -135,7 +136,8 @@ with tab_import:
     preview_clicked = b1.button("Preview (dry run)", key="imp_preview",
                                 icon=":material/visibility:")
     import_clicked = b2.button("Import", key="imp_import", type="primary",
-                               icon=":material/upload:")
+                               icon=":material/upload:",
+                               disabled=not can_launch()) and can_launch()
     sources: list[tuple[str, bytes]] = [(f.name, f.getvalue()) for f in uploads or []]
     if pasted.strip():
         sources.append(("pasted.txt", pasted.encode("utf-8")))

@@ -11,6 +11,7 @@ from core.forms import FORM_DEFAULTS, experiment_from_form, launch_from_form
 from core.host import detect_host
 from core.jobs import submit
 from core.presets import PRESETS
+from pages._auth import can_launch
 from pages._services import bootstrap
 
 settings, _worker = bootstrap()
@@ -117,8 +118,15 @@ with st.form("launch"):
                                  D["probe_expect"], key="probe_expect")
     err("probe_prompt")
     err("probe_expect")
-    submitted = st.form_submit_button("Queue runs", type="primary", key="submit_launch")
+    submitted = st.form_submit_button("Queue runs", type="primary", key="submit_launch",
+                                      disabled=not can_launch())
+if not can_launch():
+    st.info("You are signed in to view: launching runs needs the launch token.",
+            icon=":material/lock:")
 
+if submitted and not can_launch():  # never trust a disabled button alone
+    st.session_state["launch_errors"] = {"submit": "this session may view, not launch"}
+    st.rerun()
 if submitted:
     form = {k: st.session_state[k] for k in D if k in st.session_state}
     preset = next(p for p in PRESETS if p.name == form.get("preset"))

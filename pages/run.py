@@ -13,6 +13,7 @@ from core.jobs import cancel
 from core.launcher import tail
 from core.metrics import DEFINITION
 from core.run_folder import RunFolder
+from pages._auth import can_launch
 from pages._export import export_buttons
 from pages._services import bootstrap
 
@@ -50,7 +51,8 @@ def live_status() -> None:
                         f" · {prog['requests_done']}/{prog['requests_total']} requests")
         else:
             st.progress(0.0, text=status.get("phase", "queued"))
-        if st.button("Cancel this run", key="cancel_run"):
+        if st.button("Cancel this run", key="cancel_run", disabled=not can_launch()) \
+                and can_launch():
             st.toast(cancel(settings, run_id))
         st.code(tail(folder.log_path, 15) or "(no server output yet)", language="log")
     steps = status.get("steps") or []

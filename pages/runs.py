@@ -8,6 +8,7 @@ import streamlit as st
 from core.errors import StoreError
 from core.jobs import cancel
 from core.store import Catalog, folder_rows
+from pages._auth import can_launch
 from pages._services import bootstrap
 
 settings, worker = bootstrap()
@@ -68,7 +69,8 @@ def run_table() -> None:
     if len(chosen) >= 2:
         b2.page_link("pages/compare.py", label=f"Compare {len(chosen)} runs",
                      query_params={"runs": ",".join(chosen)}, icon=":material/compare_arrows:")
-    if chosen and b3.button(f"Cancel {len(chosen)} selected", key="cancel_selected"):
+    if chosen and b3.button(f"Cancel {len(chosen)} selected", key="cancel_selected",
+                            disabled=not can_launch()) and can_launch():
         for run_id in chosen:
             st.toast(cancel(settings, run_id))
 
