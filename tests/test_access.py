@@ -243,3 +243,28 @@ def test_no_secrets_in_the_repository() -> None:
     assert found == []
     assert not (REPO / ".streamlit" / "secrets.toml").exists() or subprocess.run(
         ["git", "check-ignore", "-q", ".streamlit/secrets.toml"], cwd=REPO).returncode == 0
+
+
+def test_secrets_an_engine_echoed_are_scrubbed_when_the_run_ends(tmp_path: Path) -> None:
+    from core.config import RunSpec, ServerConfig
+    from core.pipeline import prepare_run
+    from core.safety import redact_env
+    from core.settings import Settings
+
+    secret = "sk-echoed-0123456789abcdef"
+    settings = Settings(data_dir=tmp_path / "data", sglang_python=sys.executable,
+                        transformers_python=sys.executable)
+    spec = RunSpec(server=ServerConfig(engine="sglang", model="/models/m",
+                                       extra_args=(f"--api-key={secret}",)))
+    folder = prepare_run(spec, settings)
+    assert folder.read("spec.json")["server"]["extra_args"] == ["--api-key=***"]
+    assert oct(folder.secrets_path.stat().st_mode & 0o777) == "0o600"
+    folder.log_path.write_text(f"server_args=ServerArgs(api_key='{secret}')\n")
+    folder.write("facts.json", {"launch_command": f"x --api-key={secret}"})
+    folder.update_status(state="interrupted")  # any final state, by whoever records it
+    assert not folder.secrets_path.exists()
+    for path in folder.path.rglob("*"):
+        assert not path.is_file() or secret.encode() not in path.read_bytes(), path
+    assert "api_key='***'" in folder.log_path.read_text()
+    assert redact_env({"HF_TOKEN": "hf_x", "OPENAI_API_KEY": "k", "PATH": "/bin"}) == {
+        "HF_TOKEN": "***", "OPENAI_API_KEY": "***", "PATH": "/bin"}

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import io
 import json
+import re
 import shlex
 import time
 from pathlib import Path
@@ -291,3 +292,47 @@ def test_secrets_never_survive_redaction(before: list[str], key: str, equals: bo
     assert shown[-1].endswith(REDACTED) and key not in shown[-1]
     stored, hidden = split_secrets(argv)
     assert list(stored) == shown and argv[-1] in hidden.values()
+
+
+# --- core/importers: files people upload -------------------------------------------------
+
+BENCH_TABLE = (Path(__file__).parent / "fixtures" / "bench-outputs")
+
+
+@FAST
+@given(junk=st.lists(hostile, max_size=6), at=st.integers(0, 60), name=hostile,
+       pick=st.integers(0, 50))
+def test_importers_read_anything_without_crashing(junk: list[str], at: int, name: str,
+                                                  pick: int, tmp_path_factory: Any) -> None:
+    from core.importers import parse_text, plan_runs, safe_name
+    from core.settings import Settings
+
+    samples = sorted(p for p in BENCH_TABLE.glob("*") if p.is_file())
+    text = samples[pick % len(samples)].read_text(errors="replace") if samples else ""
+    lines = text.splitlines()
+    lines[at:at] = junk
+    parsed = parse_text("\n".join(lines), name)  # documented: never raises
+    settings_ = Settings(data_dir=Path("/nonexistent/servelab"), sglang_python="py",
+                         transformers_python="py")
+    for run in plan_runs(parsed, settings_):
+        assert re.fullmatch(r"imp-[0-9a-f]{12}", run.run_id)
+    clean = safe_name(name)
+    assert clean and "/" not in clean and "\\" not in clean and clean not in (".", "..")
+    assert "\x00" not in clean and "\n" not in clean
+
+
+def test_engine_flags_only_from_the_option_list() -> None:
+    from core.config import ServerConfig
+
+    known = frozenset({"--max-running-requests", "--api-key", "--enable-metrics"})
+
+    def argv(*extra: str) -> list[str]:
+        cfg = ServerConfig(engine="sglang", model="/models/m", extra_args=extra)
+        return build_sglang_argv(cfg, 30000, "/py", "0.5.23", known)
+
+    assert argv("--max-running-requests", "-1")[-2:] == ["--max-running-requests", "-1"]
+    for bad, words in (("-h", "short option"), ("--no-such", "unknown to SGLang"),
+                       ("--port=1", "set by ServeLab"), ("--", "unknown")):
+        with pytest.raises(ConfigError, match=words) as info:
+            argv(bad)
+        assert info.value.field == "server.extra_args"
