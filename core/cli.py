@@ -89,6 +89,10 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--request-timeout-s", type=float)
     b.add_argument("--point-timeout-s", type=float, help="whole-point limit in seconds")
     b.add_argument("--tag", action="append", dest="tags")
+    r.add_argument("--executor", choices=["local", "ray"],
+                   help="where to run it: here (local) or on the Ray cluster at "
+                        "SERVELAB_RAY_ADDRESS (ray); default SERVELAB_EXECUTOR")
+    r.add_argument("--accelerator-type", help="ray: only on nodes with this accelerator (H200)")
     r.add_argument("--quiet", action="store_true", help="no progress line")
     r.add_argument("--json", action="store_true", help="print the final status as JSON")
 
@@ -115,6 +119,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="JSON/YAML: name, base {server, plan}, arms [{label, changes}], trials")
     ex.add_argument("--trials", type=int, help="override the plan's number of trials")
     ex.add_argument("--show", metavar="EXPERIMENT_ID", help="print an experiment's verdict")
+    ex.add_argument("--executor", choices=["local", "ray"],
+                    help="run the arms here (local) or on the Ray cluster (ray)")
     ex.add_argument("--no-wait", action="store_true",
                     help="queue the runs and return (the portal's worker runs them)")
 
@@ -184,6 +190,13 @@ def spec_from_args(args: argparse.Namespace) -> Any:
             probe["expect"] = args.probe_expect or None
         plan["probe"] = probe
     spec_data = {**data, "server": server, "plan": plan}
+    if getattr(args, "executor", None) or getattr(args, "accelerator_type", None):
+        placement = dict(data.get("placement") or {})
+        if args.executor:
+            placement["executor"] = args.executor
+        if args.accelerator_type:
+            placement["accelerator_type"] = args.accelerator_type
+        spec_data["placement"] = placement
     if args.tags:
         spec_data["tags"] = args.tags
     spec = parse_spec(spec_data)
@@ -243,8 +256,50 @@ def _cmd_run(args: argparse.Namespace) -> int:
             raise ConfigError("--run-id", f"run {args.run_id} is {status.get('state')}, not "
                               "queued; only a queued run can be started")
     else:
-        folder = prepare_run(spec_from_args(args), settings, run_now=True)
+        spec = spec_from_args(args)
+        from core.executors import executor_for
+
+        if executor_for(spec, settings) == "ray":
+            return _run_queued(spec, settings, args)
+        folder = prepare_run(spec, settings, run_now=True)
     status = execute_run(folder, settings, _progress_printer(args.quiet), stop)
+    if args.json:
+        print(json.dumps(status, indent=2))
+    else:
+        print(format_run(folder))
+    return 0 if status.get("state") == "succeeded" else 1
+
+
+def _run_queued(spec: Any, settings: Any, args: argparse.Namespace) -> int:
+    """Queue one run for the worker's executor (Ray) and wait for it here: this process
+    runs the queue unless a portal's worker already owns the data folder."""
+    import time
+
+    from core.jobs import Worker, cancel, submit
+    from core.report import format_run
+    from core.run_folder import FINAL_STATES, RunFolder
+
+    (run_id,) = submit(settings, [spec])
+    folder = RunFolder(settings.runs_dir / run_id)
+    show = _progress_printer(args.quiet)
+    worker = Worker(settings, poll_interval_s=0.5, settle_s=0.0)
+    worker.start()
+    cancelled = False
+    try:
+        while True:
+            try:
+                status = folder.status()
+                show(status)
+                if status.get("state") in FINAL_STATES:
+                    break
+                time.sleep(0.5)
+            except KeyboardInterrupt:
+                if cancelled:
+                    raise
+                cancelled = True
+                print(f"\n{cancel(settings, run_id)}", file=sys.stderr)
+    finally:
+        worker.stop()
     if args.json:
         print(json.dumps(status, indent=2))
     else:
@@ -330,6 +385,10 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
     data = _load_plan_file(args.plan)
     if args.trials is not None:
         data["trials"] = args.trials
+    if args.executor:
+        base = dict(data.get("base") or {})
+        base["placement"] = {**(base.get("placement") or {}), "executor": args.executor}
+        data["base"] = base
     exp_id = submit_experiment(settings, parse_experiment(data))
     print(f"experiment {exp_id} queued")
     if args.no_wait:

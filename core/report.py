@@ -47,6 +47,9 @@ def format_run(folder: RunFolder) -> str:
     out = [f"run {folder.run_id}: {st.get('state')}"
            + (f" — {st['reason']}" if st.get("reason") else ""),
            f"  folder:  {folder.path}"]
+    if st.get("executor") == "ray":  # core/executors: where a Ray run ran
+        out.append(f"  ran on:  Ray node {st.get('node_ip') or '?'} ({st.get('node_name') or '?'})"
+                   f", GPU ids {','.join(map(str, st.get('gpu_ids') or [])) or 'none'}")
     if launch.get("command"):
         out.append(f"  command: {launch['command']}")
     for note in launch.get("notes") or []:

@@ -267,3 +267,42 @@ def test_core_imports_ray_lazily() -> None:
     code = ("import sys, core.cli, core.jobs, core.executors, core.executors.ray_cluster; "
             "sys.exit('ray' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], cwd=repo, timeout=120).returncode == 0
+
+
+def test_a_restarted_worker_reattaches_and_impossible_requests_fail(
+        rh: RayHarness, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "300")
+    monkeypatch.setenv("FAKE_SGLANG_ITL_MS", "300")
+    rid, big = submit(rh.settings, [rh.spec(prompts=4), rh.spec(tp=4)])
+    w = rh.worker()
+    wait_for(lambda: rh.status(rid).get("phase") == "point 0", 60, "the run's benchmark")
+    w.stop()  # the portal goes away; its Ray run does not
+    assert rh.status(rid)["state"] == "running"
+    assert recover_runs(rh.settings) == []  # e.g. `python -m core runs`: a Ray run is left alone
+    rh.worker()  # the next portal re-attaches to the run's actor by name
+    rh.wait_final([rid, big], 60)
+    st = rh.status(rid)
+    assert st["state"] == "succeeded", st.get("reason")
+    assert (rh.folder(rid).path / "points" / "000" / "records.parquet").is_file()
+    st = rh.status(big)
+    assert st["state"] == "failed"
+    assert "no node of the Ray cluster has 4 GPU(s) (the largest has 2)" in st["reason"]
+
+
+def test_cli_run_on_ray(rh: RayHarness) -> None:
+    repo = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "SERVELAB_DATA_DIR": str(rh.settings.data_dir),
+           "SERVELAB_SGLANG_PYTHON": sys.executable,
+           "SERVELAB_RAY_ADDRESS": str(rh.settings.ray_address),
+           "SERVELAB_RAY_FORWARD_ENV": "FAKE_SGLANG_TTFT_MS,FAKE_SGLANG_ITL_MS"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "core", "run", "--executor", "ray", "--engine", "sglang",
+         "--model", str(rh.model), "--no-probe", "--warmup-requests", "0", "--concurrency", "1",
+         "--num-prompts", "2", "--input-len", "8", "--output-len", "4", "--quiet"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (folder,) = [RunFolder(p) for p in rh.settings.runs_dir.iterdir()]
+    st = folder.status()
+    assert st["state"] == "succeeded" and st["executor"] == "ray" and len(st["gpu_ids"]) == 1
+    assert folder.read("spec.json")["placement"]["executor"] == "ray"
+    assert st["node_ip"] in proc.stdout  # the report says where it ran
