@@ -6,6 +6,7 @@ import streamlit as st
 
 from core.engines import ENGINES
 from core.errors import StoreError
+from core.executors import EXECUTORS, executor_summary, launch_host, with_executor
 from core.experiments import load_experiment, submit_experiment
 from core.forms import FORM_DEFAULTS, experiment_from_form, launch_from_form
 from core.host import detect_host
@@ -19,7 +20,8 @@ host = detect_host(settings)
 st.title("Launch")
 st.caption("Host: " + (", ".join(host.gpus) if host.has_gpu else "no GPU (CPU only)")
            + " · engines: " + ", ".join(
-               f"{n} {i.version or ''}".strip() for n, i in host.engines.items() if i.installed))
+               f"{n} {i.version or ''}".strip() for n, i in host.engines.items() if i.installed)
+           + " · " + executor_summary(settings))
 
 D = FORM_DEFAULTS
 default_preset = next(p.name for p in PRESETS
@@ -54,6 +56,12 @@ with st.form("launch"):
     st.number_input("Trials per arm (a preset with two arms runs as an experiment; "
                     "3 or more give intervals)", 1, 50, 1, key="trials")
     err("trials")
+    if settings.ray_address or settings.executor == "ray":  # core/executors
+        st.selectbox("Executor", EXECUTORS, index=EXECUTORS.index(settings.executor)
+                     if settings.executor in EXECUTORS else 0, key="executor",
+                     format_func=lambda e: "this host (local)" if e == "local" else
+                     f"Ray cluster {settings.ray_address or '(no address set)'}: arms run "
+                     "in parallel on free GPUs")
     st.subheader("Server")
     c1, c2, c3 = st.columns(3)
     with c1:
@@ -131,14 +139,18 @@ if submitted:
     form = {k: st.session_state[k] for k in D if k in st.session_state}
     preset = next(p for p in PRESETS if p.name == form.get("preset"))
     st.session_state["launched"], st.session_state["experiment"] = [], None
+    executor = st.session_state.get("executor") or settings.executor
+    form_host = launch_host(settings, host, executor)  # Ray: the cluster's, not this host's
     try:
         if len(preset.arms) > 1:
-            exp, errors = experiment_from_form(form, host)
+            exp, errors = experiment_from_form(form, form_host)
             if exp is not None:
+                exp = exp.model_copy(update={"base": with_executor(exp.base, executor)})
                 st.session_state["experiment"] = submit_experiment(settings, exp)
         else:
-            specs, errors = launch_from_form(form, host)
+            specs, errors = launch_from_form(form, form_host)
             if not errors:
+                specs = [with_executor(s, executor) for s in specs]
                 st.session_state["launched"] = submit(settings, specs)
     except StoreError as exc:  # data folder not writable, disk full
         errors = {"submit": f"could not queue: {exc}"}

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from core.compare import has_records, latency_samples, load_run, no_records_note
+from core.executors import node_line
 from core.figures import cdf_figure, gpu_memory_figure
 from core.jobs import cancel
 from core.launcher import tail
@@ -39,6 +40,9 @@ def live_status() -> None:
             "invalid": ":material/report:", "running": ":material/progress_activity:"}.get(
         state, ":material/info:")
     st.subheader(f"{state} · {status.get('phase', '')}")
+    if where := node_line(status):  # a Ray run: which node and GPUs (core/executors)
+        st.caption(where + (" · the server log comes back with the run folder when it ends"
+                            if state in ("queued", "running") else ""))
     if status.get("reason"):
         st.error(status["reason"], icon=icon)
     prog = status.get("progress") or {}

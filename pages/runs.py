@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from core.errors import StoreError
+from core.executors import run_nodes
 from core.jobs import cancel
 from core.store import Catalog, folder_rows
 from pages._auth import can_launch
@@ -53,7 +54,12 @@ def run_table() -> None:
         st.info("No runs yet. Launch one from the Launch page, or run "
                 "`python -m core run --engine transformers`.")
         return
-    df = pd.DataFrame(rows)[list(COLUMNS)].rename(columns=COLUMNS)
+    columns = dict(COLUMNS)
+    if nodes := run_nodes(settings.runs_dir, [r["run_id"] for r in rows], snap["running"]):
+        for r in rows:  # which Ray node ran each run (core/executors); "local" for the rest
+            r["node"] = nodes.get(r["run_id"], "local")
+        columns["node"] = "node"
+    df = pd.DataFrame(rows)[list(columns)].rename(columns=columns)
     event = st.dataframe(df, hide_index=True, on_select="rerun", selection_mode="multi-row",
                          key="runs_table", column_config={
                              "out tok/s": st.column_config.NumberColumn(format="%.1f"),

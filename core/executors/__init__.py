@@ -18,14 +18,29 @@ is dispatched, so nothing else needs it installed.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.config import RunSpec
 from core.run_folder import read_json
 from core.settings import Settings
 
-__all__ = ["EXECUTORS", "executor_for", "node_of", "placement_fields", "ray_available"]
+if TYPE_CHECKING:
+    from core.host import HostInfo
+
+__all__ = [
+    "EXECUTORS",
+    "executor_for",
+    "executor_summary",
+    "launch_host",
+    "node_line",
+    "node_of",
+    "placement_fields",
+    "ray_available",
+    "run_nodes",
+    "with_executor",
+]
 
 EXECUTORS = ("local", "ray")
 # status.json / facts.json keys a Ray run records about where it ran.
@@ -56,3 +71,71 @@ def node_of(run_dir: Path) -> dict[str, Any]:
     if not isinstance(status, dict) or status.get("executor") != "ray":
         return {}
     return {k: status.get(k) for k in placement_fields}
+
+
+def with_executor(spec: RunSpec, executor: str | None) -> RunSpec:
+    """``spec`` placed on ``executor`` (None leaves the choice to SERVELAB_EXECUTOR)."""
+    if executor not in (None, *EXECUTORS):
+        raise ValueError(f"unknown executor {executor!r}; use local or ray")
+    return spec.model_copy(update={"placement": spec.placement.model_copy(
+        update={"executor": executor})})
+
+
+def executor_summary(settings: Settings) -> str:
+    """One line for the portal: which executor is active, and where Ray is."""
+    line = f"executor: {settings.executor}"
+    if settings.ray_address:
+        line += f" · Ray cluster {settings.ray_address}"
+        if why := ray_available():
+            line += f" ({why})"
+    elif settings.executor == "ray":
+        line += " (set SERVELAB_RAY_ADDRESS to the cluster's head, e.g. 10.0.0.5:6379)"
+    return line
+
+
+def launch_host(settings: Settings, host: HostInfo, executor: str) -> HostInfo:
+    """What a launch form is checked against. Local runs: this host. Ray runs: the
+    cluster, whose GPUs and engines are on its nodes: nothing is refused here because this
+    host lacks them (each run's preflight checks its engine on its node, and the Ray
+    dispatcher fails a run no node has enough GPUs for)."""
+    if executor != "ray":
+        return host
+    from core.engines import ENGINES
+    from core.engines.base import EngineInfo
+    from core.host import HostInfo
+
+    return HostInfo(gpus=(f"Ray cluster {settings.ray_address or '?'}",),
+                    engines={n: EngineInfo(n, True, reason="checked on the Ray node")
+                             for n in ENGINES})
+
+
+def node_line(status: dict[str, Any]) -> str:
+    """Where a Ray run runs or ran, in words; "" for a local run."""
+    if status.get("executor") != "ray":
+        return ""
+    if not status.get("node_ip"):
+        return "Ray: waiting for a node with free GPUs"
+    gpus = ",".join(map(str, status.get("gpu_ids") or [])) or "none"
+    return (f"Ray node {status['node_ip']} ({status.get('node_name') or '?'}) · GPU ids {gpus}")
+
+
+def run_nodes(runs_dir: Path, run_ids: Iterable[str],
+              running: Sequence[dict[str, Any]] = ()) -> dict[str, str]:
+    """run id -> "node_ip (GPU ids)" for the Ray runs among ``run_ids``: finished ones from
+    their placement.json (one stat per local run), running ones from the worker's snapshot."""
+    out: dict[str, str] = {}
+    for rid in run_ids:
+        path = runs_dir / rid / "placement.json"
+        if path.is_file():
+            try:
+                p = read_json(path)
+            except Exception:
+                continue
+            if isinstance(p, dict):
+                out[rid] = (f"{p.get('node_ip')} (GPU "
+                            f"{','.join(map(str, p.get('gpu_ids') or [])) or '-'})")
+    for job in running:
+        if job.get("executor") == "ray" and job.get("node"):
+            gpus = ",".join(map(str, job.get("gpus") or [])) or "-"
+            out[str(job["run_id"])] = f"{job['node']} (GPU {gpus})"
+    return out

@@ -543,10 +543,11 @@ class RayDispatcher:
         p = {k: v for k, v in (r.placement or {}).items()
              if k in ("executor", "node_ip", "node_id", "node_name", "gpu_ids",
                       "cuda_visible_devices")}
-        facts = folder.read("facts.json")
-        if isinstance(facts, dict):
-            with contextlib.suppress(StoreError):
+        with contextlib.suppress(StoreError):
+            facts = folder.read("facts.json")
+            if isinstance(facts, dict):
                 folder.write("facts.json", {**facts, **p})
+            folder.write("placement.json", {**(r.placement or {}), **p})
         status = _remote_status(remote)
         if death or status.get("state") not in FINAL_STATES:
             why = death or "its run process ended without recording a final state"

@@ -1,0 +1,88 @@
+"""The portal and the executors: the active executor is shown, the Launch form can send
+runs to Ray when a cluster is configured, and the Runs/Run pages say which node ran a run.
+No Ray needed: the worker is off, and the Ray run folder is written as a finished one."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from core.config import RunSpec, ServerConfig
+from core.executors import executor_summary, node_line, run_nodes, with_executor
+from core.pipeline import prepare_run
+from core.run_folder import utc_now
+from core.settings import Settings
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_executor_helpers(settings: Settings) -> None:
+    assert executor_summary(settings) == "executor: local"
+    ray_settings = Settings(settings.data_dir, sys.executable, sys.executable,
+                            executor="ray", ray_address=None)
+    assert "set SERVELAB_RAY_ADDRESS" in executor_summary(ray_settings)
+    spec = with_executor(RunSpec(), "ray")
+    assert spec.placement.executor == "ray"
+    assert RunSpec.model_validate(json.loads(spec.model_dump_json())) == spec
+    with pytest.raises(ValueError):
+        with_executor(spec, "slurm")
+    assert node_line({"executor": "ray"}) == "Ray: waiting for a node with free GPUs"
+    assert node_line({"state": "running"}) == ""
+    assert run_nodes(settings.runs_dir, ["x"], [{"run_id": "y", "executor": "ray",
+                                                 "node": "10.0.0.2", "gpus": ["1"]}]) == {
+        "y": "10.0.0.2 (GPU 1)"}
+
+
+def test_pages_show_executor_and_node_and_launch_on_ray(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_tokenizer_dir: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / ".demo-installed").write_text("")
+    settings = Settings(data, sys.executable, sys.executable)
+    spec = RunSpec(server=ServerConfig(engine="sglang", model=str(tiny_tokenizer_dir)))
+    folder = prepare_run(with_executor(spec, "ray"), settings)
+    where = {"executor": "ray", "node_ip": "10.1.2.3", "node_id": "abc", "node_name": "gpu-a",
+             "gpu_ids": ["3"]}
+    folder.update_status(state="succeeded", phase="done", started_at=utc_now(),
+                         finished_at=utc_now(), **where)
+    folder.write("placement.json", where)
+    monkeypatch.setenv("SERVELAB_DATA_DIR", str(data))
+    monkeypatch.setenv("SERVELAB_WORKER", "off")
+    monkeypatch.setenv("SERVELAB_EXECUTOR", "ray")
+    monkeypatch.setenv("SERVELAB_RAY_ADDRESS", "10.1.2.3:6379")
+    st.cache_resource.clear()
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
+    app.run()
+    assert not app.exception
+    frame = app.dataframe[0].value
+    assert list(frame["node"]) == ["10.1.2.3 (GPU 3)"]
+
+    app.switch_page("pages/run.py")
+    app.query_params["run"] = folder.run_id
+    app.run()
+    assert not app.exception
+    assert any("Ray node 10.1.2.3 (gpu-a) · GPU ids 3" in c.value for c in app.caption)
+
+    app.switch_page("pages/launch.py").run()
+    assert not app.exception
+    assert any("executor: ray · Ray cluster 10.1.2.3:6379" in c.value for c in app.caption)
+    assert app.selectbox(key="executor").value == "ray"
+    before = {p.name for p in (data / "runs").iterdir()}
+    app.button(key="submit_launch").click().run()
+    assert not app.exception, app.exception
+    new = [p for p in (data / "runs").iterdir() if p.name not in before]
+    assert new, [e.value for e in app.error]
+    for path in new:
+        spec_json = json.loads((path / "spec.json").read_text())
+        assert spec_json["placement"]["executor"] == "ray"
+    # ...and back to this host
+    app.selectbox(key="executor").set_value("local")
+    app.button(key="submit_launch").click().run()
+    newer = [p for p in (data / "runs").iterdir() if p.name not in before and p not in new]
+    assert newer and all(json.loads((p / "spec.json").read_text())["placement"]["executor"]
+                         == "local" for p in newer)
