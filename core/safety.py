@@ -57,7 +57,10 @@ def model_path_problem(value: str, roots: Sequence[Path], *, must_exist: bool,
     ``roots`` are the allowed folders; ``must_exist`` also requires a path to exist (at
     launch time, not when a stored spec is read back on another host)."""
     where = ", ".join(str(r) for r in roots)
-    path = Path(value).expanduser() if value.startswith("~") else Path(value)
+    try:
+        path = Path(value).expanduser() if value.startswith("~") else Path(value)
+    except RuntimeError:  # ~someone who has no home here
+        return f"{value[:80]!r}: cannot find that home folder; give an absolute path"
     if not path.is_absolute():
         if not _HUB_ID_RE.fullmatch(value) or ".." in value:
             return (f"{value[:80]!r} is neither an absolute path nor a hub id (owner/name); "

