@@ -306,3 +306,27 @@ def test_cli_run_on_ray(rh: RayHarness) -> None:
     assert st["state"] == "succeeded" and st["executor"] == "ray" and len(st["gpu_ids"]) == 1
     assert folder.read("spec.json")["placement"]["executor"] == "ray"
     assert st["node_ip"] in proc.stdout  # the report says where it ran
+
+
+def test_unreachable_cluster_is_reported_and_local_runs_go_on(
+        settings: Settings, fake_sglang: Path, tiny_tokenizer_dir: Path) -> None:
+    s = dataclasses.replace(settings, ray_address=f"127.0.0.1:{_free_port()}")  # nobody there
+    h = RayHarness(s, tiny_tokenizer_dir)
+    local = RunSpec(server=ServerConfig(engine="sglang", model=str(tiny_tokenizer_dir),
+                                        device="cpu"),
+                    plan=BenchmarkPlan(points=(Point(num_prompts=2, input_len=8,
+                                                     output_len=4),), probe=None,
+                                       warmup_requests=0))
+    try:
+        on_ray, here = submit(s, [h.spec(), local])
+        w = h.worker()
+        wait_for(lambda: "cannot connect" in w.snapshot()["last_error"], 30,
+                 "the worker to report the unreachable cluster")
+        h.wait_final([here], 60)  # the worker thread is not stuck connecting
+        assert h.status(here)["state"] == "succeeded"
+        assert h.status(on_ray)["state"] == "queued"
+        assert on_ray in w.snapshot()["queued"]
+        assert cancel(s, on_ray) == f"{on_ray} cancelled before it started"
+        wait_for(lambda: not w.snapshot()["running"], 10, "the worker to reap the local run")
+    finally:
+        h.close()

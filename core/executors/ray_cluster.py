@@ -42,6 +42,7 @@ import re
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
@@ -65,6 +66,7 @@ NAMESPACE = "servelab"
 CANCEL_GRACE_S = 30.0  # after asking the run to cancel, kill its actor if it is still there
 SALVAGE_TIMEOUT_S = 30.0  # fetching a dead actor's folder from its node
 POLL_TIMEOUT_S = 120.0  # an actor that does not answer a poll for this long is taken as dead
+RECONNECT_S = 15.0  # after a failed connection attempt
 _SKIP = (".secrets.json", ".jobs.lock", "servelab.duckdb", "servelab.duckdb.lock")
 # What every run on a node is given from here, besides settings.ray_forward_env.
 _FORWARD = ("PYTHONPATH", "HF_HOME", "HF_HUB_OFFLINE", "SERVELAB_MODEL_ROOTS")
@@ -242,6 +244,10 @@ def _short(exc: BaseException) -> str:
     return text[:400]
 
 
+class _NotConnected(Exception):
+    """Not connected to the Ray cluster (yet): the message says why."""
+
+
 @dataclass
 class _Remote:
     run_id: str
@@ -268,27 +274,57 @@ class RayDispatcher:
         self._lock = threading.Lock()
         self._connected = False
         self._we_connected = False
+        self._connector: threading.Thread | None = None
+        self._connect_error = ""
+        self._retry_at = 0.0
         self._errors: list[str] = []
         self.error = ""  # this tick's problems, for the worker's snapshot
 
     # --- connection -------------------------------------------------------------------
     def _connect(self) -> Any:
+        """The ray module once connected. Connecting happens in a thread of its own (an
+        unreachable cluster makes ``ray.init`` wait for minutes, and the worker thread must
+        keep running local runs): until it is done this raises ``_NotConnected``."""
         import ray
 
-        if not self._connected:
-            if not ray.is_initialized():
-                if not self.settings.ray_address:
-                    raise ConfigError("SERVELAB_RAY_ADDRESS", "the ray executor needs the "
-                                      "address of a Ray cluster, e.g. 10.0.0.5:6379")
-                pythonpath = [str(self.settings.ray_repo)]
-                if os.environ.get("PYTHONPATH"):
-                    pythonpath.append(os.environ["PYTHONPATH"])
-                ray.init(address=self.settings.ray_address, namespace=NAMESPACE,
-                         log_to_driver=False, configure_logging=False,
-                         runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(pythonpath)}})
-                self._we_connected = True
+        if self._connected:
+            return ray
+        if ray.is_initialized():
             self._connected = True
-        return ray
+            return ray
+        if not self.settings.ray_address:
+            raise ConfigError("SERVELAB_RAY_ADDRESS", "the ray executor needs the address of "
+                              "a Ray cluster, e.g. 10.0.0.5:6379")
+        busy = self._connector is not None and self._connector.is_alive()
+        if not busy and time.monotonic() >= self._retry_at:
+            self._connector = threading.Thread(target=self._connect_now, args=(ray,),
+                                               name="servelab-ray-connect", daemon=True)
+            self._connector.start()
+            self._connector.join(2.0)  # a reachable cluster answers within this
+            if self._connected:
+                return ray
+        raise _NotConnected(self._connect_error or
+                            f"connecting to the Ray cluster at {self.settings.ray_address}")
+
+    def _connect_now(self, ray: Any) -> None:
+        address = str(self.settings.ray_address)
+        try:
+            host, sep, port = address.rpartition(":")
+            if sep and port.isdigit() and "://" not in address:
+                # Fail fast on a wrong address instead of ray.init's minutes of retries.
+                socket.create_connection((host, int(port)), timeout=5).close()
+            pythonpath = [str(self.settings.ray_repo)]
+            if os.environ.get("PYTHONPATH"):
+                pythonpath.append(os.environ["PYTHONPATH"])
+            ray.init(address=address, namespace=NAMESPACE, log_to_driver=False,
+                     configure_logging=False,
+                     runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(pythonpath)}})
+        except Exception as exc:
+            self._connect_error = f"cannot connect: {_short(exc)}"
+            self._retry_at = time.monotonic() + RECONNECT_S
+            return
+        self._connect_error = ""
+        self._we_connected = self._connected = True
 
     def close(self) -> None:
         """Drop the connection (the actors keep running: a later dispatcher re-attaches)."""
@@ -324,6 +360,11 @@ class RayDispatcher:
             return False
         try:
             ray = self._connect()
+        except _NotConnected as exc:
+            problem = f"Ray cluster {self.settings.ray_address}: {exc}"
+            if not exc.args[0].startswith("connecting") and problem not in self._errors:
+                self._errors.append(problem)
+            return False
         except Exception as exc:
             problem = f"Ray cluster {self.settings.ray_address}: {_short(exc)}"
             if problem not in self._errors:
