@@ -577,7 +577,7 @@ PORTAL = ("import time; from core.jobs import Worker; from core.settings import 
 
 def test_portal_restarted_mid_run_reattaches(lab: Lab, jobs: Jobs,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "800")
+    monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "2000")  # a 4 s point: time to restart
     portal = jobs.popen([sys.executable, "-c", PORTAL])
     (rid,) = submit(lab.settings, [lab.spec(prompts=2, output_len=2, concurrency=1)])
     st_ = jobs.phase(rid, "point 0")
