@@ -73,9 +73,12 @@ def ray_head() -> Iterator[str]:
             "--dashboard-port", str(_free_port()),
             "--ray-client-server-port", str(_free_port()),
             "--object-store-memory", str(100 * 2**20), "--temp-dir", temp_dir]
+    # Notice a dead node within seconds, not the default tens of seconds.
+    env = {**os.environ, "RAY_health_check_period_ms": "1000",
+           "RAY_health_check_failure_threshold": "3", "RAY_health_check_timeout_ms": "1000"}
     try:
         subprocess.run(argv, check=True, timeout=180, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE)
+                       stderr=subprocess.PIPE, env=env)
         yield f"127.0.0.1:{port}"
     finally:
         procs = _ray_processes(temp_dir, port)
@@ -330,3 +333,53 @@ def test_unreachable_cluster_is_reported_and_local_runs_go_on(
         wait_for(lambda: not w.snapshot()["running"], 10, "the worker to reap the local run")
     finally:
         h.close()
+
+
+def test_a_dead_node_marks_its_run_and_the_cluster_goes_on(
+        rh: RayHarness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second node joins with one "H200"; a run asking for that accelerator lands there;
+    the node dies (its raylet and everything under it SIGKILLed)."""
+    name = f"servelab-test-{os.getpid()}"
+    subprocess.run([str(RAY_BIN), "start", "--address", str(rh.settings.ray_address),
+                    "--num-gpus", "1", "--num-cpus", "1", "--node-name", name,
+                    "--resources", '{"accelerator_type:H200": 1}', "--disable-usage-stats",
+                    "--object-store-memory", str(100 * 2**20)],
+                   check=True, timeout=180, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "500")
+    monkeypatch.setenv("FAKE_SGLANG_ITL_MS", "500")
+    w = rh.worker()
+    spec = rh.spec(prompts=6)
+    spec = spec.model_copy(update={"placement": Placement(executor="ray",
+                                                          accelerator_type="H200")})
+    (rid,) = submit(rh.settings, [spec])
+    wait_for(lambda: rh.status(rid).get("phase") == "point 0", 60, "the run's benchmark")
+    st = rh.status(rid)
+    node = next(n for n in ray.nodes() if n["NodeID"] == st["node_id"])
+    assert node["NodeName"] == name and st["gpu_ids"] == ["0"]
+    server_pid = st["remote_server_pid"]
+    raylets = [p for p in psutil.process_iter()
+               if f"--node-name={name}" in " ".join(p.cmdline())]
+    assert len(raylets) == 1
+    doomed = [raylets[0], *raylets[0].children(recursive=True)]
+    for p in doomed:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(doomed, timeout=10)
+
+    rh.wait_final([rid], 90)
+    st = rh.status(rid)
+    assert st["state"] == "interrupted", st
+    assert st["reason"].startswith("Ray worker died: The actor died because its node "
+                                   "has died."), st["reason"]
+    assert not any(s.get("outcome") == "running" for s in st["steps"])
+    assert st["node_id"] == node["NodeID"] and rh.folder(rid).read("spec.json")
+    wait_for(lambda: gone(server_pid), 20, "the server to die with its run")
+    row = Catalog(rh.settings.catalog_path, rh.settings.runs_dir).get_run(rid)
+    assert row is not None and row["state"] == "interrupted"
+    # The rest of the cluster goes on.
+    monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "20")
+    monkeypatch.setenv("FAKE_SGLANG_ITL_MS", "5")
+    (after,) = submit(rh.settings, [rh.spec(tp=2)])
+    rh.wait_final([after], 60)
+    assert rh.status(after)["state"] == "succeeded", rh.status(after).get("reason")
+    assert w.snapshot()["last_error"] == ""

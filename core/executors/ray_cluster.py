@@ -67,6 +67,7 @@ CANCEL_GRACE_S = 30.0  # after asking the run to cancel, kill its actor if it is
 SALVAGE_TIMEOUT_S = 30.0  # fetching a dead actor's folder from its node
 POLL_TIMEOUT_S = 120.0  # an actor that does not answer a poll for this long is taken as dead
 RECONNECT_S = 15.0  # after a failed connection attempt
+UNAVAILABLE_GRACE_S = 60.0  # an actor Ray calls "unavailable" this long is taken as dead
 _SKIP = (".secrets.json", ".jobs.lock", "servelab.duckdb", "servelab.duckdb.lock")
 # What every run on a node is given from here, besides settings.ray_forward_env.
 _FORWARD = ("PYTHONPATH", "HF_HOME", "HF_HUB_OFFLINE", "SERVELAB_MODEL_ROOTS")
@@ -238,10 +239,11 @@ def _short(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     text = " ".join(ln.strip() for ln in text.splitlines() if ln.strip())
     # Ray's actor errors: keep why it died and how, not the actor's ids and advice.
-    m = re.search(r"(The actor is dead because [^.]*\.)(?:.*?(Worker exit type: \w+))?", text)
+    m = re.search(r"(The actor (?:is dead|died) because [^.]*\.)", text)
     if m:
-        return " ".join(g for g in m.groups() if g)
-    return text[:400]
+        how = re.search(r"Worker exit type: \w+|the actor's node was terminated[^.;]*", text)
+        return m.group(1) + (f" ({how.group(0)[:160]})" if how else "")
+    return text.split(" lease_id=")[0][:400]
 
 
 class _NotConnected(Exception):
@@ -261,6 +263,7 @@ class _Remote:
     salvage_ref: Any = None
     salvage_deadline: float = 0.0
     death: str = ""
+    unavailable_since: float = 0.0
     last: dict[str, Any] = field(default_factory=dict)
 
 
@@ -548,7 +551,14 @@ class RayDispatcher:
                 return False
             snap = ray.get(r.poll_ref)
             r.poll_ref = None
-        except ray.exceptions.RayActorError as exc:
+            r.unavailable_since = 0.0
+        except ray.exceptions.ActorUnavailableError as exc:
+            # Unreachable right now (a network blip, or a node that is dying): ask again
+            # until Ray says the actor is dead, or for UNAVAILABLE_GRACE_S.
+            r.poll_ref = None
+            r.unavailable_since = r.unavailable_since or time.monotonic()
+            if time.monotonic() - r.unavailable_since < UNAVAILABLE_GRACE_S:
+                return False
             return self._died(ray, r, folder, _short(exc))
         except ray.exceptions.RayError as exc:
             return self._died(ray, r, folder, _short(exc))
