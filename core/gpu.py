@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any
 
-__all__ = ["gpu_memory", "gpu_pids", "nvml_available"]
+__all__ = ["gpu_memory", "gpu_pids", "nvml_available", "visible_gpus"]
 
 _state: dict[str, bool] = {}
 
@@ -22,6 +23,40 @@ def nvml_available() -> bool:
     return _state["ok"]
 
 
+def visible_gpus() -> list[int]:
+    """NVML indexes of the GPUs this process may use. NVML sees every GPU of the host, so
+    ``CUDA_VISIBLE_DEVICES`` (set per run by Ray, core/executors) narrows them: indexes, or
+    GPU-/MIG- UUIDs; unset means all of them."""
+    if not nvml_available():
+        return []
+    import pynvml
+
+    count = pynvml.nvmlDeviceGetCount()
+    raw = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if raw is None:
+        return list(range(count))
+    uuids: dict[str, int] = {}
+    out: list[int] = []
+    for item in (x.strip() for x in raw.split(",")):
+        if item.isdigit():
+            if int(item) >= count:
+                break  # CUDA stops at the first invalid entry
+            out.append(int(item))
+        elif item.startswith(("GPU-", "MIG-")):
+            if not uuids:
+                for i in range(count):
+                    with contextlib.suppress(pynvml.NVMLError):
+                        uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i))
+                        uuids[uuid.decode() if isinstance(uuid, bytes) else str(uuid)] = i
+            match = [i for u, i in uuids.items() if u.startswith(item) or item.startswith(u)]
+            if not match:
+                break
+            out.append(match[0])
+        else:
+            break
+    return list(dict.fromkeys(out))
+
+
 def gpu_memory() -> list[dict[str, Any]]:
     """Used/total MiB per device; empty without a GPU."""
     if not nvml_available():
@@ -29,7 +64,7 @@ def gpu_memory() -> list[dict[str, Any]]:
     import pynvml
 
     out = []
-    for i in range(pynvml.nvmlDeviceGetCount()):
+    for i in visible_gpus():
         with contextlib.suppress(pynvml.NVMLError):
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
             mem = pynvml.nvmlDeviceGetMemoryInfo(h)

@@ -618,6 +618,10 @@ class Worker:
                     ray_queued.append(rid)
                 if active:
                     changed |= self._ray().consider(folder, st)
+                elif state == "running":  # the active worker's Ray run, for this one's view
+                    others.append({"run_id": rid, "gpus": st.get("gpu_ids") or [], "pid": None,
+                                   "attached": True, "executor": "ray",
+                                   "node": st.get("node_ip")})
             elif state == "queued":
                 queued.append(rid)
             elif state == "running":

@@ -86,3 +86,30 @@ def test_pages_show_executor_and_node_and_launch_on_ray(
     newer = [p for p in (data / "runs").iterdir() if p.name not in before and p not in new]
     assert newer and all(json.loads((p / "spec.json").read_text())["placement"]["executor"]
                          == "local" for p in newer)
+
+
+def test_gpu_memory_honours_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVML sees every GPU of a node; a run on Ray must sample only the GPUs Ray gave it."""
+    import types
+
+    import core.gpu as gpu
+
+    class NVMLError(Exception):
+        pass
+
+    class Mem:
+        used, total = 2 * 2**30, 140 * 2**30
+
+    fake = types.SimpleNamespace(
+        NVMLError=NVMLError, nvmlInit=lambda: None, nvmlDeviceGetCount=lambda: 4,
+        nvmlDeviceGetHandleByIndex=lambda i: i, nvmlDeviceGetMemoryInfo=lambda h: Mem(),
+        nvmlDeviceGetName=lambda h: "NVIDIA H200",
+        nvmlDeviceGetUUID=lambda h: f"GPU-{h}aaa-bbb".encode())
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(gpu, "_state", {"ok": True})
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert [g["gpu"] for g in gpu.gpu_memory()] == [0, 1, 2, 3]
+    for value, want in (("2,3", [2, 3]), ("1", [1]), ("", []), ("GPU-3aaa", [3]),
+                        ("0,9,1", [0]), ("GPU-2aaa-bbb,GPU-0aaa-bbb", [2, 0])):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
+        assert [g["gpu"] for g in gpu.gpu_memory()] == want, value
