@@ -1,0 +1,130 @@
+"""Shared helpers for the benchmarks in bench/: the fake SGLang server launched through
+ServeLab's own launcher, machine facts, and result files (bench/out/, git-ignored)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from core.launcher import ManagedServer, free_port
+
+REPO = Path(__file__).resolve().parent.parent
+FAKE_SGLANG = REPO / "tests" / "fakes" / "sglang_pkg"
+OUT = REPO / "bench" / "out"
+
+
+def machine() -> dict[str, Any]:
+    cpu = "?"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return {"cores": os.cpu_count(), "cpu": cpu, "gpu": None, "python": platform.python_version(),
+            "kernel": platform.release(), "date": datetime.now(UTC).strftime("%Y-%m-%d")}
+
+
+class Fake(str):
+    """The fake server's base URL, with its process for CPU accounting."""
+
+    pid: int
+
+    def cpu_s(self) -> float:
+        """CPU seconds the server process has used so far (user + system)."""
+        t = psutil.Process(self.pid).cpu_times()
+        return float(t.user + t.system)
+
+
+@contextlib.contextmanager
+def fake_sglang(log: Path, ttft_ms: float, itl_ms: float, fault: str = "",
+                cpus: str | None = None) -> Iterator[Fake]:
+    """The fake SGLang 0.5.23 (tests/fakes) with injected timing, started and stopped by
+    core.launcher.ManagedServer; ``cpus`` pins it (``taskset -c``). Yields the base URL."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    old = os.environ.get("PYTHONPATH")
+    env = {"FAKE_SGLANG_TTFT_MS": repr(ttft_ms), "FAKE_SGLANG_ITL_MS": repr(itl_ms),
+           "FAKE_SGLANG_FAULT": fault, "FAKE_SGLANG_STARTUP_S": "0.2",
+           "PYTHONPATH": os.pathsep.join([str(FAKE_SGLANG), str(REPO), *([old] if old else [])])}
+    argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", "m",
+            "--host", "127.0.0.1", "--port", str(port)]
+    if cpus is not None:
+        argv = ["taskset", "-c", cpus, *argv]
+    srv = ManagedServer(argv, log, base + "/health", env)
+    srv.start()
+    try:
+        srv.wait_ready(60)
+        fake = Fake(base)
+        fake.pid = srv.pid or 0  # taskset execs the server in place: the same pid
+        yield fake
+    finally:
+        left = srv.stop()
+        if left:
+            raise RuntimeError(f"fake server processes survived: {left}")
+
+
+def save(name: str, data: Any) -> Path:
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / name
+    path.write_text(json.dumps(data, indent=1, default=str))
+    return path
+
+
+def fmt(v: float | None, spec: str = ".2f") -> str:
+    return "–" if v is None else format(v, spec)
+
+
+def _busy_s() -> float:
+    """CPU seconds all processes of this host have used (every core, /proc/stat)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    ticks = [int(x) for x in fields]
+    idle = ticks[3] + ticks[4]  # idle + iowait
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+class HostLoad:
+    """CPU used by everything on the host during a measurement (the machine is shared:
+    other people's tests on the same 2 cores distort timing). ``other_share`` is what was
+    left after subtracting the CPU of the processes the benchmark accounts for."""
+
+    def __enter__(self) -> HostLoad:
+        self.t0, self.busy0 = time_mono(), _busy_s()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = time_mono() - self.t0
+        self.busy = _busy_s() - self.busy0
+
+    def other_share(self, own_cpu_s: float) -> float:
+        return max(0.0, (self.busy - own_cpu_s) / self.wall) if self.wall else 0.0
+
+
+def time_mono() -> float:
+    import time
+
+    return time.monotonic()
+
+
+def wait_quiet(max_other: float = 0.25, window_s: float = 2.0, timeout_s: float = 60.0,
+               ) -> float:
+    """Wait (bounded) until the host's CPU use over ``window_s`` is below ``max_other`` cores;
+    return the last measured load (cores busy). Prints a note while it waits."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        b0 = _busy_s()
+        time.sleep(window_s)
+        load = (_busy_s() - b0) / window_s
+        if load <= max_other or time.monotonic() > deadline:
+            return load
+        print(f"  (host busy: {load:.2f} cores in use by other processes; waiting)", flush=True)
