@@ -383,3 +383,37 @@ def test_a_dead_node_marks_its_run_and_the_cluster_goes_on(
     rh.wait_final([after], 60)
     assert rh.status(after)["state"] == "succeeded", rh.status(after).get("reason")
     assert w.snapshot()["last_error"] == ""
+
+
+def test_cuda_graph_ab_arms_run_in_parallel_on_ray(rh: RayHarness,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from core.experiments import (
+        experiment_runs,
+        load_experiment,
+        parse_experiment,
+        submit_experiment,
+    )
+
+    monkeypatch.setenv("FAKE_SGLANG_ITL_MS", "150")
+    exp = parse_experiment({
+        "name": "graphs on Ray", "trials": 1,
+        "base": rh.spec(prompts=4).model_dump(mode="json"),
+        "arms": [{"label": "graphs-on", "changes": {"server.cuda_graphs": True}},
+                 {"label": "graphs-off", "changes": {"server.cuda_graphs": False}}]})
+    exp_id = submit_experiment(rh.settings, exp)
+    record = load_experiment(rh.settings, exp_id)
+    assert record is not None
+    ids = [r["run_id"] for r in record["runs"]]
+    rh.worker()
+    rh.wait_final(ids, 90)
+    sts = [rh.status(r) for r in ids]
+    assert [s["state"] for s in sts] == ["succeeded"] * 2, [s.get("reason") for s in sts]
+    (a, b) = sts
+    assert a["gpu_ids"] != b["gpu_ids"]  # in parallel on different GPUs...
+    assert ts(a["started_at"]) < ts(b["finished_at"])  # ...at the same time
+    assert ts(b["started_at"]) < ts(a["finished_at"])
+    runs = experiment_runs(rh.settings, record)
+    assert sorted(r.arm for r in runs) == ["graphs-off", "graphs-on"]
+    argv = {r.arm: " ".join(r.view.launch["argv"]) for r in runs}
+    assert "--cuda-graph-backend-decode disabled" in argv["graphs-off"]
+    assert "disabled" not in argv["graphs-on"]

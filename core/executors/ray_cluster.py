@@ -264,6 +264,7 @@ class _Remote:
     salvage_deadline: float = 0.0
     death: str = ""
     unavailable_since: float = 0.0
+    start_error: str = ""
     last: dict[str, Any] = field(default_factory=dict)
 
 
@@ -562,7 +563,6 @@ class RayDispatcher:
             return self._died(ray, r, folder, _short(exc))
         except ray.exceptions.RayError as exc:
             return self._died(ray, r, folder, _short(exc))
-        changed = False
         status = _remote_status(snap.get("status") or {})
         if status.get("state") != "running":
             # Only the unpacked folder ends a run here: a final state is written once its
@@ -571,10 +571,11 @@ class RayDispatcher:
                 status.pop(key, None)
         if status and status != r.last:
             r.last = status
-            changed = self._write(folder, **status)
+            self._write(folder, **status)  # progress: not a change the catalog must see now
         if snap.get("exit_code") is not None:
+            r.start_error = str(snap.get("error") or "")
             r.collect_ref = r.actor.collect.remote()
-        return changed
+        return False
 
     def _finish(self, ray: Any, r: _Remote, folder: RunFolder, data: bytes) -> None:
         try:
@@ -601,7 +602,8 @@ class RayDispatcher:
             folder.write("placement.json", {**(r.placement or {}), **p})
         status = _remote_status(remote)
         if death or status.get("state") not in FINAL_STATES:
-            why = death or "its run process ended without recording a final state"
+            why = death or r.start_error or ("its run process ended without recording a "
+                                             "final state (see runner.log)")
             steps = [{**s, "outcome": "failed", "detail": f"interrupted: {why}"}
                      if isinstance(s, dict) and s.get("outcome") == "running" else s
                      for s in status.get("steps") or []]
