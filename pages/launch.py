@@ -5,8 +5,15 @@ from __future__ import annotations
 import streamlit as st
 
 from core.engines import ENGINES
-from core.errors import StoreError
-from core.executors import EXECUTORS, executor_summary, launch_host, with_executor
+from core.errors import ConfigError, StoreError
+from core.executors import (
+    EXECUTORS,
+    executor_summary,
+    launch_host,
+    ray_address,
+    save_ray_address,
+    with_executor,
+)
 from core.experiments import load_experiment, submit_experiment
 from core.forms import FORM_DEFAULTS, experiment_from_form, launch_from_form
 from core.host import detect_host
@@ -22,6 +29,17 @@ st.caption("Host: " + (", ".join(host.gpus) if host.has_gpu else "no GPU (CPU on
            + " · engines: " + ", ".join(
                f"{n} {i.version or ''}".strip() for n, i in host.engines.items() if i.installed)
            + " · " + executor_summary(settings))
+with st.expander("Ray cluster (run on other GPU hosts)", expanded=False):  # core/executors
+    st.text_input("Ray head address (HOST:PORT; empty = SERVELAB_RAY_ADDRESS)",
+                  ray_address(settings) or "", key="ray_address")
+    if st.button("Save address", key="save_ray_address", disabled=not can_launch()) \
+            and can_launch():
+        try:
+            now = save_ray_address(settings, st.session_state["ray_address"])
+            st.toast(f"Ray cluster: {now or 'none'}")
+            st.rerun()
+        except ConfigError as exc:
+            st.error(exc.message, icon=":material/error:")
 
 D = FORM_DEFAULTS
 default_preset = next(p.name for p in PRESETS
@@ -56,11 +74,11 @@ with st.form("launch"):
     st.number_input("Trials per arm (a preset with two arms runs as an experiment; "
                     "3 or more give intervals)", 1, 50, 1, key="trials")
     err("trials")
-    if settings.ray_address or settings.executor == "ray":  # core/executors
+    if ray_address(settings) or settings.executor == "ray":  # core/executors
         st.selectbox("Executor", EXECUTORS, index=EXECUTORS.index(settings.executor)
                      if settings.executor in EXECUTORS else 0, key="executor",
                      format_func=lambda e: "this host (local)" if e == "local" else
-                     f"Ray cluster {settings.ray_address or '(no address set)'}: arms run "
+                     f"Ray cluster {ray_address(settings) or '(no address set)'}: arms run "
                      "in parallel on free GPUs")
     st.subheader("Server")
     c1, c2, c3 = st.columns(3)

@@ -113,3 +113,34 @@ def test_gpu_memory_honours_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch
                         ("0,9,1", [0]), ("GPU-2aaa-bbb,GPU-0aaa-bbb", [2, 0])):
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
         assert [g["gpu"] for g in gpu.gpu_memory()] == want, value
+
+
+def test_ray_address_is_set_in_the_portal(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from core.executors import ray_address, save_ray_address
+    from core.settings import load_settings
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / ".demo-installed").write_text("")
+    monkeypatch.setenv("SERVELAB_DATA_DIR", str(data))
+    monkeypatch.setenv("SERVELAB_WORKER", "off")
+    monkeypatch.delenv("SERVELAB_RAY_ADDRESS", raising=False)
+    monkeypatch.delenv("SERVELAB_EXECUTOR", raising=False)
+    st.cache_resource.clear()
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
+    app.run()
+    app.switch_page("pages/launch.py").run()
+    assert not app.exception
+    assert not [s for s in app.selectbox if s.key == "executor"]  # no cluster: local only
+    app.text_input(key="ray_address").set_value("not an address")
+    app.button(key="save_ray_address").click().run()
+    assert any("HOST:PORT" in e.value for e in app.error)
+    app.text_input(key="ray_address").set_value("10.0.0.5:6379")
+    app.button(key="save_ray_address").click().run()
+    assert not app.exception
+    settings = load_settings()
+    assert ray_address(settings) == "10.0.0.5:6379"
+    assert app.selectbox(key="executor").value == "local"  # offered, local stays the default
+    assert any("Ray cluster 10.0.0.5:6379" in c.value for c in app.caption)
+    assert save_ray_address(settings, "") is None  # cleared: back to the environment's

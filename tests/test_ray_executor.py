@@ -313,7 +313,10 @@ def test_cli_run_on_ray(rh: RayHarness) -> None:
 
 def test_unreachable_cluster_is_reported_and_local_runs_go_on(
         settings: Settings, fake_sglang: Path, tiny_tokenizer_dir: Path) -> None:
-    s = dataclasses.replace(settings, ray_address=f"127.0.0.1:{_free_port()}")  # nobody there
+    from core.executors import save_ray_address
+
+    s = settings  # the address set in the portal (data/ray-cluster.json); nobody there
+    assert save_ray_address(s, f"127.0.0.1:{_free_port()}")
     h = RayHarness(s, tiny_tokenizer_dir)
     local = RunSpec(server=ServerConfig(engine="sglang", model=str(tiny_tokenizer_dir),
                                         device="cpu"),

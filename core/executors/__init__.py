@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.config import RunSpec
-from core.run_folder import read_json
+from core.errors import ConfigError
+from core.run_folder import read_json, utc_now, write_json_atomic
 from core.settings import Settings
 
 if TYPE_CHECKING:
@@ -37,8 +38,10 @@ __all__ = [
     "node_line",
     "node_of",
     "placement_fields",
+    "ray_address",
     "ray_available",
     "run_nodes",
+    "save_ray_address",
     "with_executor",
 ]
 
@@ -84,8 +87,8 @@ def with_executor(spec: RunSpec, executor: str | None) -> RunSpec:
 def executor_summary(settings: Settings) -> str:
     """One line for the portal: which executor is active, and where Ray is."""
     line = f"executor: {settings.executor}"
-    if settings.ray_address:
-        line += f" · Ray cluster {settings.ray_address}"
+    if address := ray_address(settings):
+        line += f" · Ray cluster {address}"
         if why := ray_available():
             line += f" ({why})"
     elif settings.executor == "ray":
@@ -104,7 +107,7 @@ def launch_host(settings: Settings, host: HostInfo, executor: str) -> HostInfo:
     from core.engines.base import EngineInfo
     from core.host import HostInfo
 
-    return HostInfo(gpus=(f"Ray cluster {settings.ray_address or '?'}",),
+    return HostInfo(gpus=(f"Ray cluster {ray_address(settings) or '?'}",),
                     engines={n: EngineInfo(n, True, reason="checked on the Ray node")
                              for n in ENGINES})
 
@@ -139,3 +142,34 @@ def run_nodes(runs_dir: Path, run_ids: Iterable[str],
             gpus = ",".join(map(str, job.get("gpus") or [])) or "-"
             out[str(job["run_id"])] = f"{job['node']} (GPU {gpus})"
     return out
+
+
+RAY_CLUSTER_FILE = "ray-cluster.json"  # in the data folder: the address set in the portal
+_ADDRESS_RE = r"(ray://)?[A-Za-z0-9][A-Za-z0-9.\-]{0,252}:\d{1,5}|auto"
+
+
+def ray_address(settings: Settings) -> str | None:
+    """The Ray cluster to use: the one set in the portal (data/ray-cluster.json), else
+    SERVELAB_RAY_ADDRESS; None when neither is set."""
+    try:
+        saved = read_json(settings.data_dir / RAY_CLUSTER_FILE)
+    except Exception:
+        saved = None
+    if isinstance(saved, dict) and isinstance(saved.get("address"), str) and saved["address"]:
+        return str(saved["address"])
+    return settings.ray_address
+
+
+def save_ray_address(settings: Settings, address: str) -> str | None:
+    """Set (or, with "", clear) the Ray cluster address from the portal; returns the address
+    now in effect. A running portal's worker connects to it for the next Ray run."""
+    import re
+
+    address = address.strip()
+    if address and not re.fullmatch(_ADDRESS_RE, address):
+        raise ConfigError("ray_address", "give the head's HOST:PORT, e.g. 10.0.0.5:6379 "
+                          "(or ray://HOST:10001, or auto)")
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(settings.data_dir / RAY_CLUSTER_FILE,
+                      {"address": address or None, "saved_at": utc_now()})
+    return ray_address(settings)

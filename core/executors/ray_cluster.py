@@ -55,6 +55,7 @@ from typing import Any
 
 from core.config import RunSpec
 from core.errors import ConfigError, StoreError
+from core.executors import ray_address
 from core.run_folder import FINAL_STATES, RunFolder, read_json, utc_now, write_json_atomic
 from core.settings import Settings
 
@@ -281,6 +282,7 @@ class RayDispatcher:
         self._connector: threading.Thread | None = None
         self._connect_error = ""
         self._retry_at = 0.0
+        self._address: str | None = None  # the address of the last connection attempt
         self._errors: list[str] = []
         self.error = ""  # this tick's problems, for the worker's snapshot
 
@@ -291,27 +293,34 @@ class RayDispatcher:
         keep running local runs): until it is done this raises ``_NotConnected``."""
         import ray
 
+        address = ray_address(self.settings)
+        if (self._connected and self._we_connected and address != self._address
+                and not self._remotes):  # the address was changed in the portal
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+            self._connected = self._we_connected = False
         if self._connected:
             return ray
         if ray.is_initialized():
             self._connected = True
             return ray
-        if not self.settings.ray_address:
+        if not address:
             raise ConfigError("SERVELAB_RAY_ADDRESS", "the ray executor needs the address of "
                               "a Ray cluster, e.g. 10.0.0.5:6379")
         busy = self._connector is not None and self._connector.is_alive()
+        if not busy and address != self._address:
+            self._retry_at = 0.0  # a new address is tried at once
         if not busy and time.monotonic() >= self._retry_at:
-            self._connector = threading.Thread(target=self._connect_now, args=(ray,),
+            self._connector = threading.Thread(target=self._connect_now, args=(ray, address),
                                                name="servelab-ray-connect", daemon=True)
             self._connector.start()
             self._connector.join(2.0)  # a reachable cluster answers within this
             if self._connected:
                 return ray
-        raise _NotConnected(self._connect_error or
-                            f"connecting to the Ray cluster at {self.settings.ray_address}")
+        raise _NotConnected(self._connect_error or f"connecting to the Ray cluster at {address}")
 
-    def _connect_now(self, ray: Any) -> None:
-        address = str(self.settings.ray_address)
+    def _connect_now(self, ray: Any, address: str) -> None:
+        self._address = address
         try:
             host, sep, port = address.rpartition(":")
             if sep and port.isdigit() and "://" not in address:
@@ -365,12 +374,12 @@ class RayDispatcher:
         try:
             ray = self._connect()
         except _NotConnected as exc:
-            problem = f"Ray cluster {self.settings.ray_address}: {exc}"
+            problem = f"Ray cluster {ray_address(self.settings)}: {exc}"
             if not exc.args[0].startswith("connecting") and problem not in self._errors:
                 self._errors.append(problem)
             return False
         except Exception as exc:
-            problem = f"Ray cluster {self.settings.ray_address}: {_short(exc)}"
+            problem = f"Ray cluster {ray_address(self.settings)}: {_short(exc)}"
             if problem not in self._errors:
                 self._errors.append(problem)
             return False
