@@ -379,6 +379,9 @@ def test_a_dead_node_marks_its_run_and_the_cluster_goes_on(
     wait_for(lambda: gone(server_pid), 20, "the server to die with its run")
     row = Catalog(rh.settings.catalog_path, rh.settings.runs_dir).get_run(rid)
     assert row is not None and row["state"] == "interrupted"
+    scratch = Path(rh.folder(rid).read("placement.json")["scratch"])
+    assert scratch.name == rid  # left on the dead node (here: this machine's /tmp)
+    shutil.rmtree(scratch.parents[2], ignore_errors=True)
     # The rest of the cluster goes on.
     monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "20")
     monkeypatch.setenv("FAKE_SGLANG_ITL_MS", "5")
