@@ -357,6 +357,8 @@ def test_a_dead_node_marks_its_run_and_the_cluster_goes_on(
     (rid,) = submit(rh.settings, [spec])
     wait_for(lambda: rh.status(rid).get("phase") == "point 0", 60, "the run's benchmark")
     st = rh.status(rid)
+    wait_for(lambda: "The server is fired up" in rh.folder(rid).log_path.read_text(), 10,
+             "the server log's tail from the node")
     node = next(n for n in ray.nodes() if n["NodeID"] == st["node_id"])
     assert node["NodeName"] == name and st["gpu_ids"] == ["0"]
     server_pid = st["remote_server_pid"]
@@ -376,6 +378,9 @@ def test_a_dead_node_marks_its_run_and_the_cluster_goes_on(
                                    "has died."), st["reason"]
     assert not any(s.get("outcome") == "running" for s in st["steps"])
     assert st["node_id"] == node["NodeID"] and rh.folder(rid).read("spec.json")
+    log_text = rh.folder(rid).log_path.read_text()  # its node is gone; its log's tail is here
+    assert "the last 8 KB of the server log on Ray node" in log_text
+    assert "The server is fired up" in log_text
     wait_for(lambda: gone(server_pid), 20, "the server to die with its run")
     row = Catalog(rh.settings.catalog_path, rh.settings.runs_dir).get_run(rid)
     assert row is not None and row["state"] == "interrupted"

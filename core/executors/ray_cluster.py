@@ -68,6 +68,7 @@ CANCEL_GRACE_S = 30.0  # after asking the run to cancel, kill its actor if it is
 SALVAGE_TIMEOUT_S = 30.0  # fetching a dead actor's folder from its node
 POLL_TIMEOUT_S = 120.0  # an actor that does not answer a poll for this long is taken as dead
 RECONNECT_S = 15.0  # after a failed connection attempt
+LOG_TAIL_BYTES = 8192  # of the server log, sent with each progress snapshot
 UNAVAILABLE_GRACE_S = 60.0  # an actor Ray calls "unavailable" this long is taken as dead
 _SKIP = (".secrets.json", ".jobs.lock", "servelab.duckdb", "servelab.duckdb.lock")
 # What every run on a node is given from here, besides settings.ray_forward_env.
@@ -188,7 +189,12 @@ class RunHost:
             status = read_json(self.folder / "status.json") or {}
         except StoreError:
             status = {}  # being replaced right now: next poll
-        return {"status": status, "exit_code": self.exit_code, "error": self.error}
+        log_tail = ""
+        with contextlib.suppress(OSError), (self.folder / "server.log").open("rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
+            log_tail = f.read().decode(errors="replace")
+        return {"status": status, "exit_code": self.exit_code, "error": self.error,
+                "log_tail": log_tail}
 
     def cancel(self) -> str:
         with contextlib.suppress(OSError):
@@ -266,6 +272,7 @@ class _Remote:
     death: str = ""
     unavailable_since: float = 0.0
     start_error: str = ""
+    log_tail: str = ""
     last: dict[str, Any] = field(default_factory=dict)
 
 
@@ -581,6 +588,17 @@ class RayDispatcher:
         if status and status != r.last:
             r.last = status
             self._write(folder, **status)  # progress: not a change the catalog must see now
+        tail = str(snap.get("log_tail") or "")
+        if tail and tail != r.log_tail:
+            # The server log's last lines, for the Run page and in case the node dies; the
+            # whole log replaces this file when the folder comes back.
+            r.log_tail = tail
+            with contextlib.suppress(OSError):
+                tmp = folder.log_path.with_name(".server.log.tail")
+                tmp.write_text(f"[servelab: the last {LOG_TAIL_BYTES // 1024} KB of the "
+                               f"server log on Ray node {(r.placement or {}).get('node_ip')}; "
+                               "the whole log comes back when the run ends]\n" + tail)
+                tmp.replace(folder.log_path)
         if snap.get("exit_code") is not None:
             r.start_error = str(snap.get("error") or "")
             r.collect_ref = r.actor.collect.remote()
