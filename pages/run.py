@@ -41,8 +41,8 @@ def live_status() -> None:
         state, ":material/info:")
     st.subheader(f"{state} · {status.get('phase', '')}")
     if where := node_line(status):  # a Ray run: which node and GPUs (core/executors)
-        st.caption(where + (" · the server log comes back with the run folder when it ends"
-                            if state in ("queued", "running") else ""))
+        st.caption(where + (" · below: the server log's last lines from the node; the whole "
+                            "log comes back with the run folder" if state == "running" else ""))
     if status.get("reason"):
         st.error(status["reason"], icon=icon)
     prog = status.get("progress") or {}

@@ -206,12 +206,14 @@ class RunHost:
         return "the run process had already ended"
 
     def collect(self) -> bytes:
-        """The finished folder as a gzip tar; the scratch folder is removed."""
+        """The finished folder as a gzip tar (the scratch folder stays until ``cleanup``:
+        a portal that dies before unpacking it can collect it again)."""
         if self.proc is not None:
             self.proc.wait()
-        data = _pack(self.folder)
+        return _pack(self.folder)
+
+    def cleanup(self) -> None:
         shutil.rmtree(self.data_dir.parent, ignore_errors=True)
-        return data
 
 
 # --- on the portal host ----------------------------------------------------------------
@@ -605,17 +607,23 @@ class RayDispatcher:
         return False
 
     def _finish(self, ray: Any, r: _Remote, folder: RunFolder, data: bytes) -> None:
+        node = (r.placement or {}).get("node_ip")
+        problem = ""
         try:
             remote = _unpack(data, folder)
+            if not remote:
+                problem = "the folder that came back has no status.json"
         except (OSError, tarfile.TarError, StoreError) as exc:
+            remote, problem = {}, f"its folder could not be unpacked here: {exc}"
+        if problem:  # the scratch folder stays on the node for a look by hand
+            self._drop(ray, r)
             self._write(folder, state="failed", phase="done", finished_at=utc_now(),
-                        reason=f"the run ended on {(r.placement or {}).get('node_ip')} but "
-                               f"its folder could not be unpacked here: {exc}")
-            remote = {}
-        finally:
-            self._drop(ray, r)  # its GPUs are free again
-        if remote:
-            self._record_final(folder, r, remote)
+                        reason=f"the run ended on Ray node {node} but {problem}")
+            return
+        with contextlib.suppress(Exception):  # unpacked here: its scratch folder can go
+            ray.get(r.actor.cleanup.remote(), timeout=10)
+        self._drop(ray, r)  # its GPUs are free again
+        self._record_final(folder, r, remote)
 
     def _record_final(self, folder: RunFolder, r: _Remote, remote: dict[str, Any],
                       death: str = "") -> None:
