@@ -276,20 +276,24 @@ def test_a_restarted_worker_reattaches_and_impossible_requests_fail(
         rh: RayHarness, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "300")
     monkeypatch.setenv("FAKE_SGLANG_ITL_MS", "300")
-    rid, big = submit(rh.settings, [rh.spec(prompts=4), rh.spec(tp=4)])
+    pinned = rh.spec().model_copy(update={"server": ServerConfig(
+        engine="sglang", model=str(rh.model), device="cuda:1")})
+    rid, big, indexed = submit(rh.settings, [rh.spec(prompts=4), rh.spec(tp=4), pinned])
     w = rh.worker()
     wait_for(lambda: rh.status(rid).get("phase") == "point 0", 60, "the run's benchmark")
     w.stop()  # the portal goes away; its Ray run does not
     assert rh.status(rid)["state"] == "running"
     assert recover_runs(rh.settings) == []  # e.g. `python -m core runs`: a Ray run is left alone
     rh.worker()  # the next portal re-attaches to the run's actor by name
-    rh.wait_final([rid, big], 60)
+    rh.wait_final([rid, big, indexed], 60)
     st = rh.status(rid)
     assert st["state"] == "succeeded", st.get("reason")
     assert (rh.folder(rid).path / "points" / "000" / "records.parquet").is_file()
     st = rh.status(big)
     assert st["state"] == "failed"
     assert "no node of the Ray cluster has 4 GPU(s) (the largest has 2)" in st["reason"]
+    st = rh.status(indexed)
+    assert st["state"] == "failed" and "on Ray, Ray chooses the GPUs" in st["reason"]
 
 
 def test_cli_run_on_ray(rh: RayHarness) -> None:
