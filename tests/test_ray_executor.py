@@ -45,6 +45,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _agent_ports() -> list[str]:
+    """Free ports for a node's agents, whose defaults are fixed (two nodes on one machine,
+    or another Ray on it, would clash)."""
+    return ["--dashboard-agent-listen-port", str(_free_port()),
+            "--metrics-export-port", str(_free_port())]
+
+
 def _ray_processes(temp_dir: str, port: int) -> list[psutil.Process]:
     """Every process of the head we started: those naming its temp dir or GCS address,
     and all their descendants (workers and agents are renamed ``ray::...``)."""
@@ -72,7 +79,8 @@ def ray_head() -> Iterator[str]:
             "--disable-usage-stats", "--include-dashboard", "false",
             "--dashboard-port", str(_free_port()),
             "--ray-client-server-port", str(_free_port()),
-            "--object-store-memory", str(100 * 2**20), "--temp-dir", temp_dir]
+            "--object-store-memory", str(100 * 2**20), "--temp-dir", temp_dir,
+            *_agent_ports()]
     # Notice a dead node within seconds, not the default tens of seconds.
     env = {**os.environ, "RAY_health_check_period_ms": "1000",
            "RAY_health_check_failure_threshold": "3", "RAY_health_check_timeout_ms": "1000"}
@@ -350,7 +358,7 @@ def test_a_dead_node_marks_its_run_and_the_cluster_goes_on(
     subprocess.run([str(RAY_BIN), "start", "--address", str(rh.settings.ray_address),
                     "--num-gpus", "1", "--num-cpus", "1", "--node-name", name,
                     "--resources", '{"accelerator_type:H200": 1}', "--disable-usage-stats",
-                    "--object-store-memory", str(100 * 2**20)],
+                    "--object-store-memory", str(100 * 2**20), *_agent_ports()],
                    check=True, timeout=180, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "500")
     monkeypatch.setenv("FAKE_SGLANG_ITL_MS", "500")
