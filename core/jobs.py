@@ -8,7 +8,9 @@ queue order per set; it reaps the processes, records a run whose process died wi
 final state as ``interrupted`` (and kills its server group), and keeps the catalog in
 sync. Only one worker per data directory launches anything: it holds an exclusive
 ``flock`` on ``data/worker.lock``; any other stays passive (it only reports the queue)
-until that lock is free.
+until that lock is free. A folder whose executor is ``ray`` (``spec.placement.executor``,
+else ``SERVELAB_EXECUTOR``) is not launched here: the worker hands it to its
+``core.executors.ray_cluster.RayDispatcher``, which runs it on a Ray cluster.
 
 Who writes ``status.json`` when (every transition of a queued folder happens under the
 folder's ``.jobs.lock``, so a cancel and a launch never both win):
