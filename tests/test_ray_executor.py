@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import json
 import os
 import shutil
 import signal
@@ -321,6 +322,23 @@ def test_cli_run_on_ray(rh: RayHarness) -> None:
     assert st["state"] == "succeeded" and st["executor"] == "ray" and len(st["gpu_ids"]) == 1
     assert folder.read("spec.json")["placement"]["executor"] == "ray"
     assert st["node_ip"] in proc.stdout  # the report says where it ran
+
+    plan = rh.settings.data_dir.parent / "ab.json"
+    plan.write_text(json.dumps({
+        "name": "graphs", "trials": 1,
+        "base": {"server": {"engine": "sglang", "model": str(rh.model)},
+                 "plan": {"points": [{"num_prompts": 2, "input_len": 8, "output_len": 4}],
+                          "probe": None, "warmup_requests": 0}},
+        "arms": [{"label": "on", "changes": {"server.cuda_graphs": True}},
+                 {"label": "off", "changes": {"server.cuda_graphs": False}}]}))
+    proc = subprocess.run([sys.executable, "-m", "core", "experiment", str(plan),
+                           "--executor", "ray"], cwd=repo, env=env, capture_output=True,
+                          text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = [RunFolder(p) for p in rh.settings.runs_dir.iterdir() if p.name != folder.run_id]
+    assert len(runs) == 2
+    assert all(r.status()["state"] == "succeeded" and r.status()["executor"] == "ray"
+               for r in runs)
 
 
 def test_unreachable_cluster_is_reported_and_local_runs_go_on(
