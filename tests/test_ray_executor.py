@@ -458,3 +458,31 @@ def test_cuda_graph_ab_arms_run_in_parallel_on_ray(rh: RayHarness,
     argv = {r.arm: " ".join(r.view.launch["argv"]) for r in runs}
     assert "--cuda-graph-backend-decode disabled" in argv["graphs-off"]
     assert "disabled" not in argv["graphs-on"]
+
+
+def test_a_run_that_ended_while_nobody_watched_is_fetched_from_its_node(
+        rh: RayHarness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The portal is down while the run ends, and its actor is gone when it comes back
+    (here: its worker process killed; in life, the actor's wait for collection ran out):
+    the folder is fetched from the node, and the run's own result stands."""
+    from core.run_folder import read_json
+
+    monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "300")
+    monkeypatch.setenv("FAKE_SGLANG_ITL_MS", "300")
+    (rid,) = submit(rh.settings, [rh.spec(prompts=3)])
+    w = rh.worker()
+    wait_for(lambda: rh.status(rid).get("phase") == "point 0", 60, "the run's benchmark")
+    w.stop()
+    st = rh.status(rid)
+    scratch = Path(st["ray_scratch"])
+    wait_for(lambda: (read_json(scratch / "status.json") or {}).get("state") == "succeeded",
+             60, "the run to end on its node")
+    os.kill(st["ray_worker_pid"], signal.SIGKILL)
+    wait_for(lambda: gone(st["ray_worker_pid"]), 10, "the actor's worker to die")
+    rh.worker()
+    rh.wait_final([rid], 60)
+    st = rh.status(rid)
+    assert st["state"] == "succeeded", st
+    assert "its folder was fetched from its node after" in st["ray_note"]
+    assert (rh.folder(rid).path / "points" / "000" / "records.parquet").is_file()
+    assert not scratch.exists()

@@ -69,6 +69,7 @@ SALVAGE_TIMEOUT_S = 30.0  # fetching a dead actor's folder from its node
 POLL_TIMEOUT_S = 120.0  # an actor that does not answer a poll for this long is taken as dead
 RECONNECT_S = 15.0  # after a failed connection attempt
 LOG_TAIL_BYTES = 8192  # of the server log, sent with each progress snapshot
+UNCOLLECTED_TTL_S = 6 * 3600.0  # a finished run's actor waits this long to be collected
 UNAVAILABLE_GRACE_S = 60.0  # an actor Ray calls "unavailable" this long is taken as dead
 _SKIP = (".secrets.json", ".jobs.lock", "servelab.duckdb", "servelab.duckdb.lock")
 # What every run on a node is given from here, besides settings.ray_forward_env.
@@ -155,6 +156,7 @@ class RunHost:
         self.proc: subprocess.Popen[bytes] | None = None
         self.exit_code: int | None = None
         self.error = ""
+        self.collected = False
         self.started = threading.Event()
         # The run process is started by, and waited for in, a thread that lives exactly as
         # long as it: the parent-death signal follows the thread that forked.
@@ -180,6 +182,15 @@ class RunHost:
             return
         self.started.set()
         self.exit_code = self.proc.wait()
+        # Nobody collects it (the portal is gone for good): free the GPUs after a while and
+        # leave the folder on the node, where a returning portal still fetches it from.
+        timer = threading.Timer(UNCOLLECTED_TTL_S, self._expire)
+        timer.daemon = True
+        timer.start()
+
+    def _expire(self) -> None:
+        if not self.collected:
+            os._exit(0)
 
     def info(self) -> dict[str, Any]:
         return {**self.placement, "run_pid": self.proc.pid if self.proc else None}
@@ -210,6 +221,7 @@ class RunHost:
         a portal that dies before unpacking it can collect it again)."""
         if self.proc is not None:
             self.proc.wait()
+        self.collected = True
         return _pack(self.folder)
 
     def cleanup(self) -> None:
@@ -275,6 +287,7 @@ class _Remote:
     unavailable_since: float = 0.0
     start_error: str = ""
     log_tail: str = ""
+    hint: dict[str, Any] = field(default_factory=dict)  # placement known from status.json
     last: dict[str, Any] = field(default_factory=dict)
 
 
@@ -492,13 +505,25 @@ class RayDispatcher:
 
     def _reattach(self, ray: Any, folder: RunFolder, status: dict[str, Any]) -> bool:
         rid = folder.run_id
+        # Where it ran, as this folder last heard: enough to fetch the folder from its node
+        # if the actor is gone.
+        hint = {k: status[k] for k in ("node_ip", "node_id", "node_name", "gpu_ids")
+                if status.get(k) is not None}
+        if status.get("ray_scratch"):
+            hint.update(executor="ray", scratch=status["ray_scratch"])
         try:
             actor = ray.get_actor(status["ray_actor"], namespace=NAMESPACE)
         except Exception:
-            return self._finish_dead(folder, status, "its Ray actor is gone (the cluster "
-                                     "restarted, or its node died while the portal was down)")
+            why = ("its Ray actor is gone (the cluster restarted, its node died, or nobody "
+                   f"collected the run for {UNCOLLECTED_TTL_S / 3600:.0f} h)")
+            if not hint.get("scratch"):
+                return self._finish_dead(folder, status, why)
+            r = _Remote(rid, None, hint=hint)
+            with self._lock:
+                self._remotes[rid] = r
+            return self._died(ray, r, folder, why)
         with self._lock:
-            self._remotes[rid] = _Remote(rid, actor, info_ref=actor.info.remote())
+            self._remotes[rid] = _Remote(rid, actor, info_ref=actor.info.remote(), hint=hint)
         return False
 
     def _finish_dead(self, folder: RunFolder, status: dict[str, Any], why: str) -> bool:
@@ -550,7 +575,8 @@ class RayDispatcher:
                             started_at=folder.status().get("started_at") or utc_now(),
                             node_ip=p["node_ip"], node_id=p["node_id"],
                             node_name=p["node_name"], gpu_ids=p["gpu_ids"],
-                            ray_worker_pid=p["ray_worker_pid"], remote_pid=p.get("run_pid"))
+                            ray_worker_pid=p["ray_worker_pid"], remote_pid=p.get("run_pid"),
+                            ray_scratch=p["scratch"])
                 log.info("run %s started on %s, GPUs %s", r.run_id, p["node_ip"], p["gpu_ids"])
                 return True
             if r.collect_ref is not None:
@@ -627,15 +653,20 @@ class RayDispatcher:
 
     def _record_final(self, folder: RunFolder, r: _Remote, remote: dict[str, Any],
                       death: str = "") -> None:
-        p = {k: v for k, v in (r.placement or {}).items()
+        where = r.placement or r.hint
+        p = {k: v for k, v in where.items()
              if k in ("executor", "node_ip", "node_id", "node_name", "gpu_ids",
                       "cuda_visible_devices")}
         with contextlib.suppress(StoreError):
             facts = folder.read("facts.json")
             if isinstance(facts, dict):
                 folder.write("facts.json", {**facts, **p})
-            folder.write("placement.json", {**(r.placement or {}), **p})
+            folder.write("placement.json", {**where, **p})
         status = _remote_status(remote)
+        if death and status.get("state") in ("succeeded", "failed", "invalid"):
+            # The run had ended on its own before its actor went: its result stands.
+            status["ray_note"] = f"its folder was fetched from its node after: {death}"
+            death = ""
         if death or status.get("state") not in FINAL_STATES:
             why = death or r.start_error or ("its run process ended without recording a "
                                              "final state (see runner.log)")
@@ -661,8 +692,8 @@ class RayDispatcher:
         """The actor is gone: fetch what its node still has, then mark the run."""
         r.death = why
         r.poll_ref = r.collect_ref = None
-        node_id = (r.placement or {}).get("node_id")
-        scratch = (r.placement or {}).get("scratch")
+        node_id = (r.placement or r.hint).get("node_id")
+        scratch = (r.placement or r.hint).get("scratch")
         if node_id and scratch:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
