@@ -26,9 +26,13 @@
    its server and records ``cancelled``); after ``CANCEL_GRACE_S`` the actor is killed.
 6. **death**: when the actor dies (its worker process or node died), a small task pinned to
    the same node fetches whatever the run wrote (server log, points so far) when the node is
-   still there, and the run is marked ``interrupted`` with ``Ray worker died: ...``.
-
-A portal restart re-attaches to the actors by name (they are detached).
+   still there, and the run is marked ``interrupted`` with ``Ray worker died: ...`` (a run
+   that had already ended on its own keeps its result). Between two snapshots, the server
+   log's last 8 KB is kept here too.
+7. **portal restart**: the actors are detached and named, so the next worker re-attaches to
+   them; one that is gone is handled as in 6, from the node and scratch folder the run's
+   status.json recorded. A finished run nobody collects frees its GPUs after
+   ``UNCOLLECTED_TTL_S`` (its actor exits; the folder stays on the node for that fetch).
 """
 
 from __future__ import annotations
@@ -673,10 +677,11 @@ class RayDispatcher:
             steps = [{**s, "outcome": "failed", "detail": f"interrupted: {why}"}
                      if isinstance(s, dict) and s.get("outcome") == "running" else s
                      for s in status.get("steps") or []]
-            cancelled = folder.cancel_requested and not death
+            cancelled = folder.cancel_requested
             status.update(state="cancelled" if cancelled else "interrupted", phase="done",
                           steps=steps, progress=None,
-                          reason=(f"Ray worker died: {why}" if death else why)
+                          reason=("cancelled on request; " if cancelled else "")
+                          + (f"Ray worker died: {why}" if death else why)
                           + ("; server log and results so far kept"
                              if folder.log_path.exists() else ""),
                           finished_at=status.get("finished_at") or utc_now())
