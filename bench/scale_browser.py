@@ -55,6 +55,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--data", type=Path, default=Path("bench/out/scale/data"))
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--name", default="scale-browser")
     a = ap.parse_args()
     if not Path(CHROMIUM).exists():
         raise SystemExit(f"needs {CHROMIUM} (apt-get install chromium)")
@@ -98,7 +99,7 @@ def main() -> None:
             }
             for name, (url, text) in pages.items():
                 res[name] = time_page(browser, url, text, a.repeats,
-                                      OUT / f"scale-{name}.png")
+                                      OUT / f"{a.name}-{name}.png")
                 r = res[name]
                 print(f"{name:18} first {r['first_s'] * 1000:7.0f} ms  median "
                       f"{r['median_s'] * 1000:7.0f} ms  max {r['max_s'] * 1000:7.0f} ms",
@@ -108,7 +109,7 @@ def main() -> None:
         os.killpg(proc.pid, 15)
         proc.wait(20)
         log.close()
-    path = save("scale-browser.json", {"machine": machine(), **res})
+    path = save(f"{a.name}.json", {"machine": machine(), **res})
     print(f"written {path}")
 
 
