@@ -60,7 +60,8 @@ def test_concurrency_1_medians_within_2_ms(server: str) -> None:
     assert abs(m["median_ttft_ms"] - TTFT_MS) < 2.0, m["median_ttft_ms"]
     assert abs(m["median_itl_ms"] - ITL_MS) < 2.0, m["median_itl_ms"]
     assert abs(m["median_tpot_ms"] - ITL_MS) < 2.0
-    assert not health.saturated
+    # one stream barely loads the client (saturation itself: tests/test_client_saturation.py)
+    assert health.as_dict()["client_cpu_share"] < 0.5
 
 
 def test_concurrency_32_steady_state_medians_within_2_ms(server: str) -> None:
