@@ -604,9 +604,14 @@ class RayDispatcher:
         except ray.exceptions.ActorUnavailableError as exc:
             # Unreachable right now (a network blip, or a node that is dying): ask again
             # until Ray says the actor is dead, or for UNAVAILABLE_GRACE_S.
-            r.poll_ref = None
             r.unavailable_since = r.unavailable_since or time.monotonic()
             if time.monotonic() - r.unavailable_since < UNAVAILABLE_GRACE_S:
+                # A failed reference keeps its error: ask again with a new call.
+                r.poll_ref = None
+                if r.placement is None:
+                    r.info_ref = r.actor.info.remote()
+                elif r.collect_ref is not None:
+                    r.collect_ref = r.actor.collect.remote()
                 return False
             return self._died(ray, r, folder, _short(exc))
         except ray.exceptions.RayError as exc:
