@@ -114,7 +114,7 @@ def _sse_event(rec: RequestRecord, data: bytes, now: float, parts: list[str]) ->
         return True
     try:
         msg = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: a deeply nested JSON bomb
         rec.error = f"unparseable SSE data: {data[:200]!r}"
         return True
     try:

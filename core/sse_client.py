@@ -117,6 +117,8 @@ class _Conn(asyncio.Protocol):
                     size = int(buf[:end].split(b";", 1)[0].strip(), 16)
                 except ValueError as exc:
                     raise ProtocolError(f"bad chunk size {buf[:end][:40]!r}") from exc
+                if size < 0:  # a negative size would never be consumed: a busy loop
+                    raise ProtocolError(f"bad chunk size {buf[:end][:40]!r}")
                 buf = buf[end + 2:]
                 if size == 0:
                     self._state = "trailer"
@@ -180,6 +182,8 @@ class _Conn(asyncio.Protocol):
                 self._remaining = int(headers["content-length"])
             except ValueError as exc:
                 raise ProtocolError("bad content-length") from exc
+            if self._remaining < 0:  # never consumed: the loop would spin forever
+                raise ProtocolError("bad content-length")
             self._state = "length"
             if self._remaining == 0:
                 self._message_done()

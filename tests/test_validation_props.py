@@ -12,13 +12,14 @@ import io
 import json
 import re
 import shlex
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from core import cli, probe
@@ -337,3 +338,77 @@ def test_engine_flags_only_from_the_option_list() -> None:
         with pytest.raises(ConfigError, match=words) as info:
             argv(bad)
         assert info.value.field == "server.extra_args"
+
+
+# --- core/sse_client.py: the raw HTTP/1.1 + SSE client (plain http:// streams) ------------
+
+DEEP = "data: " + "[" * 5000  # a hostile server's JSON bomb (past the recursion limit)
+
+
+def _chunked(body: bytes, size: int) -> bytes:
+    pieces = [body[i:i + size] for i in range(0, len(body), size)]
+    return b"".join(b"%X\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
+
+
+raw_responses = st.one_of(
+    # a well-formed chunked SSE response carrying hostile events
+    st.tuples(st.lists(st.one_of(sse_lines, st.just(DEEP)), max_size=6),
+              st.integers(1, 64)).map(
+        lambda t: b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n"
+                  + _chunked("\n\n".join(t[0]).encode("utf-8", "surrogatepass"), t[1])),
+    # hostile status lines, headers and bodies
+    st.tuples(st.sampled_from([b"HTTP/1.1 200 OK", b"HTTP/1.1 500 Oops", b"HTTP/9 x",
+                               b"garbage", b""]),
+              st.lists(st.sampled_from([b"Content-Length: 5", b"Content-Length: -1",
+                                        b"Content-Length: x", b"Transfer-Encoding: chunked",
+                                        b"Connection: close", b"X: \xff\xfe"]), max_size=3),
+              st.binary(max_size=300)).map(
+        lambda t: t[0] + b"\r\n" + b"".join(h + b"\r\n" for h in t[1]) + b"\r\n" + t[2]),
+    st.binary(max_size=500),
+)
+
+
+@FAST
+@given(response=raw_responses)
+@example(b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\nabc")  # spun forever
+@example(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\nab")  # same
+@example(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+         + _chunked((DEEP + "\n\n").encode(), 64))  # RecursionError in the event loop
+def test_raw_sse_client_turns_any_server_bytes_into_a_record(response: bytes) -> None:
+    from core.loadgen import _one_request_raw
+    from core.sse_client import SSEConnectionPool
+
+    async def go() -> RequestRecord:
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(Exception):
+                await reader.readuntil(b"\r\n\r\n")
+                writer.write(response)
+                await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        pool = SSEConnectionPool(f"http://127.0.0.1:{port}")
+        opts = LoadOptions(base_url=f"http://127.0.0.1:{port}", model="m", concurrency=1,
+                           request_rate=float("inf"), seed=0, exact_length_body={},
+                           request_timeout_s=5, point_timeout_s=5)
+        rec = RequestRecord(index=0, send_s=0.0, prompt_tokens=1, output_tokens_requested=4)
+        try:
+            await asyncio.wait_for(_one_request_raw(pool, opts, rec, Prompt("hi", 1, 4),
+                                                    time.perf_counter()), 5)
+        finally:
+            pool.close()
+            server.close()
+            await server.wait_closed()
+        return rec
+
+    # In a thread: a parser that spins blocks its event loop, so no asyncio timeout fires.
+    done: list[RequestRecord] = []
+    runner = threading.Thread(target=lambda: done.append(asyncio.run(go())), daemon=True)
+    runner.start()
+    runner.join(15)
+    assert not runner.is_alive(), f"the client hangs on {response[:80]!r}"
+    (rec,) = done
+    assert rec.ok or (isinstance(rec.error, str) and rec.error)
+    assert rec.ok is False or rec.chunk_s
