@@ -210,7 +210,7 @@ def _model_name(plan: LaunchPlan, headers: dict[str, str]) -> str:
     try:
         data = resp.json().get("data") or []
         return str(data[0]["id"])
-    except (ValueError, AttributeError, TypeError, LookupError):
+    except (ValueError, AttributeError, TypeError, LookupError, RecursionError):
         raise ServerLaunchError(f"the server lists no model at /v1/models (HTTP "
                                 f"{resp.status_code}: {resp.text[:200]!r})") from None
 

@@ -67,7 +67,7 @@ def _ask(base_url: str, model: str, spec: ProbeSpec, timeout_s: float,
         return ProbeResult(spec.prompt, spec.expect, "", False,
                            f"no answer: {type(exc).__name__}: {exc}"[:300],
                            time.perf_counter() - t)
-    except (AttributeError, TypeError, LookupError):
+    except (AttributeError, TypeError, LookupError, RecursionError):
         return ProbeResult(spec.prompt, spec.expect, "", False,
                            f"not a chat completion: {resp.text[:200]!r}", latency_s)
     passed, reason = judge_answer(answer, spec.expect)
