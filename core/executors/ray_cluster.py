@@ -481,8 +481,11 @@ class RayDispatcher:
             files = {name: (folder.path / name).read_bytes()
                      for name in ("spec.json", "status.json", ".secrets.json")
                      if (folder.path / name).is_file()}
-            actor = ray.remote(RunHost).options(**options).remote(
-                rid, files, self._forwarded_env(), str(self.settings.ray_repo))
+            try:
+                actor = ray.remote(RunHost).options(**options).remote(
+                    rid, files, self._forwarded_env(), str(self.settings.ray_repo))
+            except ValueError:  # its name is taken: a portal that died right after making it
+                actor = ray.get_actor(actor_name(rid), namespace=NAMESPACE)
             folder.update_status(executor="ray", ray_actor=actor_name(rid),
                                  phase="waiting for Ray resources",
                                  ray_request={"num_gpus": gpus, "accelerator_type":
