@@ -30,6 +30,7 @@ from pydantic import (
 from core.config import RunSpec
 from core.errors import ConfigError, StoreError
 from core.run_folder import read_json, write_json_atomic
+from core.safety import redact_spec
 from core.settings import Settings
 
 __all__ = [
@@ -166,7 +167,7 @@ def save_experiment(settings: Settings, exp: ExperimentSpec,
     write_json_atomic(folder / "experiment.json", {
         "experiment_id": exp_id, "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": platform.node(),
-        "spec": exp.model_dump(mode="json"),
+        "spec": redact_spec(exp.model_dump(mode="json")),  # no API key in experiment.json
         "runs": [{"run_id": rid, "arm": arm, "trial": trial} for arm, trial, rid in runs]})
     return folder
 

@@ -31,6 +31,7 @@ __all__ = [
     "model_path_problem",
     "redact_argv",
     "redact_env",
+    "redact_spec",
     "restore_secrets",
     "scrub",
     "secret_values",
@@ -177,6 +178,17 @@ def api_key(argv: Sequence[str]) -> str | None:
         if item.startswith("--api-key="):
             return item.split("=", 1)[1]
     return None
+
+
+def redact_spec(data: Any) -> Any:
+    """A spec dump (or anything holding spec dumps, e.g. an experiment) with every
+    ``extra_args`` list redacted, for files that are not the run's own spec.json."""
+    if isinstance(data, dict):
+        return {k: redact_argv(v) if k == "extra_args" and isinstance(v, list | tuple)
+                else redact_spec(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [redact_spec(v) for v in data]
+    return data
 
 
 def scrub(obj: Any, secrets: Sequence[str]) -> Any:

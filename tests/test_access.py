@@ -268,3 +268,22 @@ def test_secrets_an_engine_echoed_are_scrubbed_when_the_run_ends(tmp_path: Path)
     assert "api_key='***'" in folder.log_path.read_text()
     assert redact_env({"HF_TOKEN": "hf_x", "OPENAI_API_KEY": "k", "PATH": "/bin"}) == {
         "HF_TOKEN": "***", "OPENAI_API_KEY": "***", "PATH": "/bin"}
+
+
+def test_experiment_records_hold_no_api_key(tmp_path: Path) -> None:
+    from core.config import RunSpec, ServerConfig
+    from core.experiments import experiment_from_preset, submit_experiment
+    from core.settings import Settings
+
+    secret = "sk-experiment-0123456789abcdef"
+    settings = Settings(data_dir=tmp_path / "data", sglang_python=sys.executable,
+                        transformers_python=sys.executable)
+    base = RunSpec(server=ServerConfig(engine="sglang", model="/models/m",
+                                       extra_args=("--api-key", secret)))
+    exp = experiment_from_preset("A/B", base, [("on", {"cuda_graphs": True}),
+                                               ("off", {"cuda_graphs": False})], trials=2)
+    submit_experiment(settings, exp)
+    stored = [p for p in settings.data_dir.rglob("*") if p.is_file()]
+    assert len([p for p in stored if p.name == "spec.json"]) == 4
+    assert [p.name for p in stored if secret.encode() in p.read_bytes()] == \
+        [".secrets.json"] * 4  # the owner-only files the run processes read, deleted at the end
