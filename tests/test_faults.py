@@ -32,10 +32,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import psutil
 import pyarrow.parquet as pq
@@ -52,21 +52,10 @@ from core.pipeline import execute_run, prepare_run
 from core.run_folder import FINAL_STATES, RunFolder
 from core.settings import Settings
 from core.store import Catalog
+from tests.helpers import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
-T = TypeVar("T")
 RESULTS: list[tuple[str, str]] = []  # (fault, final state): the counts in docs/RELIABILITY.md
-
-
-def wait_for(pred: Callable[[], T], timeout: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
 
 
 def _digest(folder: Path) -> dict[str, str]:

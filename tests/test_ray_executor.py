@@ -33,7 +33,8 @@ from core.jobs import Worker, cancel, recover_runs, submit
 from core.run_folder import FINAL_STATES, RunFolder
 from core.settings import Settings
 from core.store import Catalog
-from tests.test_jobs import gone, ts, wait_for
+from tests.helpers import wait_for
+from tests.test_jobs import gone, ts
 
 ray = pytest.importorskip("ray")
 
