@@ -43,7 +43,7 @@ from core.metrics import compute_point_metrics
 from core.probe import run_probe
 from core.prompts import Tokenizer, load_tokenizer, make_prompts, prompts_digest
 from core.records import RequestRecord, records_to_table
-from core.run_folder import RunFolder, utc_now
+from core.run_folder import EndState, RunFolder, utc_now
 from core.safety import (
     api_key,
     redact_argv,
@@ -68,9 +68,9 @@ WARMUP_MAX_OUTPUT = 32  # as bench_serving: warm-up requests ask for min(output_
 class _Failed(Exception):
     """Internal: ends the run with a final state and a reason in words."""
 
-    def __init__(self, state: str, reason: str) -> None:
+    def __init__(self, state: EndState, reason: str) -> None:
         super().__init__(reason)
-        self.state = state
+        self.state: EndState = state
         self.reason = reason
 
 
@@ -296,12 +296,12 @@ def execute_run(folder: RunFolder, settings: Settings, progress: ProgressFn | No
     t_start = time.monotonic()
     if run.should_stop():
         # Cancelled between queueing and starting: launch nothing.
-        return folder.update_status(state="cancelled", phase="done", finished_at=utc_now(),
-                                    reason=folder.status().get("reason")
-                                    or "cancelled before it started")
+        return folder.end("cancelled", folder.read_status().reason
+                          or "cancelled before it started").as_json()
     run.report(force=True, state="running", pid=os.getpid(),
-               started_at=folder.status().get("started_at") or utc_now())
-    final_state, reason = "succeeded", ""
+               started_at=folder.read_status().started_at or utc_now())
+    final_state: EndState = "succeeded"
+    reason = ""
     gpu_before = gpu_pids()
     sampler: Sampler | None = None
     gen: LoadGenerator | None = None
@@ -430,14 +430,16 @@ def execute_run(folder: RunFolder, settings: Settings, progress: ProgressFn | No
                         final_state, reason = "failed", problem
     with contextlib.suppress(StoreError):
         folder.write("result.json", _result(folder))
-    final = {"state": final_state, "reason": reason, "phase": "done", "finished_at": utc_now(),
-             "duration_s": round(time.monotonic() - t_start, 3), "progress": None}
+    duration_s = round(time.monotonic() - t_start, 3)
     try:
-        status = folder.update_status(steps=run.steps, **final)
+        status = folder.end(final_state, reason, steps=run.steps,
+                            duration_s=duration_s).as_json()
     except StoreError as exc:
         # The folder cannot take the final state (disk full, read-only): say so, and leave
         # the folder "running" for recover_runs to close once it can be written again.
-        status = {"run_id": folder.run_id, **final, "steps": run.steps,
+        status = {"run_id": folder.run_id, "state": final_state, "reason": reason,
+                  "phase": "done", "finished_at": utc_now(), "duration_s": duration_s,
+                  "progress": None, "steps": run.steps,
                   "unrecorded": f"the final state could not be written: {exc}"}
         if progress:
             progress(status)

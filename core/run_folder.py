@@ -11,25 +11,33 @@ crash or a full disk never leaves a half-written file that reads as a result.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import math
 import os
 import secrets
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from core.config import RunSpec
 from core.errors import StoreError
 
 __all__ = [
     "ACTIVE_STATES",
     "FINAL_STATES",
+    "EndState",
     "RunFolder",
     "RunState",
+    "RunStatus",
+    "Step",
+    "interrupted_steps",
     "new_run_id",
     "read_json",
     "utc_now",
@@ -41,6 +49,8 @@ RunState = Literal["queued", "running", "succeeded", "failed", "invalid", "cance
 ACTIVE_STATES = ("queued", "running")
 SECRETS_FILE = ".secrets.json"  # exists only while a run that was given secrets is active
 FINAL_STATES = ("succeeded", "failed", "invalid", "cancelled", "interrupted")
+EndState = Literal["succeeded", "failed", "invalid", "cancelled", "interrupted"]
+TRANSITION_LOCK = ".jobs.lock"  # serialises queued-folder transitions (launch vs cancel)
 
 
 def utc_now() -> str:
@@ -91,6 +101,68 @@ def read_json(path: Path) -> Any:
         raise StoreError(f"cannot read {path}: {exc}") from exc
 
 
+class Step(BaseModel):
+    """One step of a run as status.json records it (``preflight``, ``point 0``, ...)."""
+
+    # Older folders and newer versions may carry more: kept, never an error.
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    step: str
+    outcome: str  # running | ok | failed | skipped
+    started_at: str | None = None
+    duration_s: float | None = None
+    detail: str | None = None
+
+
+class RunStatus(BaseModel):
+    """``status.json``: where a run is. Every field is optional, so the folders of older
+    versions (data/demo, imported runs) load as they are; unknown keys are kept."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    run_id: str | None = None
+    state: RunState | None = None  # None: being created, or no status.json yet
+    phase: str | None = None
+    reason: str | None = None
+    pid: int | None = None  # the run process (on this host)
+    server_pid: int | None = None  # the server's process group leader
+    started_at: str | None = None
+    finished_at: str | None = None
+    updated_at: str | None = None
+    duration_s: float | None = None
+    progress: dict[str, Any] | None = None
+    steps: list[Step] = []
+    # Where it ran, for a run an executor placed elsewhere (core/executors).
+    executor: str | None = None
+    node_ip: str | None = None
+    node_id: str | None = None
+    node_name: str | None = None
+    gpu_ids: list[int | str] | None = None
+
+    @property
+    def final(self) -> bool:
+        return self.state in FINAL_STATES
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+    def extra(self, key: str) -> Any:
+        """A key this model does not name (an executor's own, e.g. ``ray_actor``)."""
+        return (self.model_extra or {}).get(key)
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON object written to disk: the keys that were set, nothing added."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+def interrupted_steps(steps: list[Any], why: str) -> list[Any]:
+    """``steps`` with every one still ``running`` marked failed: ``interrupted: why``."""
+    return [{**s, "outcome": "failed", "detail": f"interrupted: {why}"}
+            if isinstance(s, dict) and s.get("outcome") == "running" else s
+            for s in steps]
+
+
 class RunFolder:
     """Read and write one run's artifacts."""
 
@@ -131,16 +203,71 @@ class RunFolder:
         return read_json(self.path / name)
 
     def status(self) -> dict[str, Any]:
-        return self.read("status.json") or {}
+        """status.json as plain JSON (for views that show it); ``read_status`` is typed."""
+        data = self.read("status.json")
+        return data if isinstance(data, dict) else {}
+
+    def read_status(self) -> RunStatus:
+        """status.json, typed. No file yet: an empty status (``state`` None). Unreadable
+        or not a status: StoreError."""
+        data = self.read("status.json")
+        if data is None:
+            return RunStatus()
+        try:
+            return RunStatus.model_validate(data)
+        except ValidationError as exc:
+            raise StoreError(f"{self.path / 'status.json'} is not a run status: "
+                             f"{str(exc).splitlines()[0]}") from exc
 
     def update_status(self, **changes: Any) -> dict[str, Any]:
-        status = self.status()
-        status.update(changes)
-        status["updated_at"] = utc_now()
+        """Merge ``changes`` into status.json (checked against ``RunStatus``); return the
+        JSON written. The end of a run goes through ``end``."""
+        status = {**self.status(), **changes, "updated_at": utc_now()}
+        try:
+            status = RunStatus.model_validate(status).as_json()
+        except ValidationError as exc:  # a bug in the caller: say which field
+            raise StoreError(f"bad status for {self.run_id}: {exc}") from exc
         if changes.get("state") in FINAL_STATES:
             self.drop_secrets()  # before the final state: no secret outlives its run
         self.write("status.json", status)
         return status
+
+    def end(self, state: EndState, reason: str, *, steps: list[Any] | None = None,
+            interrupted: str | None = None, **extra: Any) -> RunStatus:
+        """Record the end of the run: ``state``, ``reason``, phase ``done``, ``finished_at``
+        (unless given), no progress. ``steps`` replace the recorded ones; with
+        ``interrupted`` (why the run stopped short), every step still ``running`` is
+        marked failed with ``interrupted: <why>``. Every path that ends a run comes here.
+        """
+        if state not in FINAL_STATES:
+            raise ValueError(f"end() takes a final state ({', '.join(FINAL_STATES)}), "
+                             f"not {state!r}")
+        if steps is None:
+            steps = self.status().get("steps") or []
+        if interrupted is not None:
+            steps = interrupted_steps(steps, interrupted)
+        extra.setdefault("finished_at", utc_now())
+        return RunStatus.model_validate(self.update_status(
+            **{**extra, "state": state, "reason": reason, "phase": "done", "steps": steps,
+               "progress": None}))
+
+    @contextlib.contextmanager
+    def transition(self) -> Iterator[None]:
+        """Held while a queued or running folder changes hands (launch vs cancel vs an
+        executor's end), across threads and processes: flock belongs to the open file,
+        so two threads exclude each other too."""
+        with (self.path / TRANSITION_LOCK).open("a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            yield
+
+    def spec(self) -> RunSpec:
+        """The run's spec.json as a RunSpec (its ``run_id`` and ``created_at`` set aside);
+        StoreError when there is none."""
+        data = self.read("spec.json")
+        if not isinstance(data, dict):
+            raise StoreError(f"{self.run_id} has no spec.json")
+        return RunSpec.model_validate({k: v for k, v in data.items()
+                                       if k not in ("run_id", "created_at")})
 
     # --- secrets (API keys given to the engine; see core/safety.py) ----------------
     @property
