@@ -13,7 +13,7 @@ import json
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -234,6 +234,32 @@ async def _one_request(client: httpx.AsyncClient, opts: LoadOptions, rec: Reques
             rec.end_s = time.perf_counter() - t0
 
 
+@dataclass(frozen=True)
+class Clock:
+    """Where the arrival schedule reads the time and waits: the real ones, or a virtual clock
+    in tests (so that a late-waking event loop can be simulated exactly)."""
+
+    now: Callable[[], float] = time.perf_counter
+    sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
+
+
+async def send_on_schedule(n: int, request_rate: float, seed: int,
+                           start: Callable[[int], object], clock: Clock = Clock()) -> None:
+    """Call ``start(i)`` for i = 0 .. n-1 in order: all at once when ``request_rate`` is
+    infinite, else at the arrivals of a Poisson process (``seed``) counted from the first."""
+    rng = random.Random(seed)
+    t0 = clock.now()
+    due = 0.0  # the i-th arrival's time on the point's clock
+    for i in range(n):
+        start(i)
+        if not math.isinf(request_rate) and i < n - 1:
+            # Sleep until an absolute arrival time, not for a relative gap: a busy
+            # loop wakes each sleep late, and relative gaps would add those delays up
+            # (711 req/s asked for, 230 req/s sent on 2 cores; docs/BENCHMARKS.md).
+            due += rng.expovariate(request_rate)
+            await clock.sleep(max(0.0, due - (clock.now() - t0)))
+
+
 async def _lag_monitor(health: ClientHealth, stop: asyncio.Event,
                        should_stop: Callable[[], bool] | None,
                        work: asyncio.Task[None]) -> None:
@@ -258,7 +284,6 @@ async def _run(client: httpx.AsyncClient | SSEConnectionPool, opts: LoadOptions,
                              output_tokens_requested=p.output_len)
                for i, p in enumerate(prompts)]
     sem = asyncio.Semaphore(opts.concurrency or n)
-    rng = random.Random(opts.seed)
     health = ClientHealth()
     stop = asyncio.Event()
     finished = 0
@@ -282,16 +307,9 @@ async def _run(client: httpx.AsyncClient | SSEConnectionPool, opts: LoadOptions,
             on_done(finished, n)
 
     async def dispatch() -> None:
-        tasks = []
-        due = 0.0  # the i-th arrival's time on the point's clock
-        for i in range(n):
-            tasks.append(asyncio.create_task(guarded(i)))
-            if not math.isinf(opts.request_rate) and i < n - 1:
-                # Sleep until an absolute arrival time, not for a relative gap: a busy
-                # loop wakes each sleep late, and relative gaps would add those delays up
-                # (711 req/s asked for, 230 req/s sent on 2 cores; docs/BENCHMARKS.md).
-                due += rng.expovariate(opts.request_rate)
-                await asyncio.sleep(max(0.0, due - (time.perf_counter() - t0)))
+        tasks: list[asyncio.Task[None]] = []
+        await send_on_schedule(n, opts.request_rate, opts.seed,
+                               lambda i: tasks.append(asyncio.create_task(guarded(i))))
         await asyncio.gather(*tasks)
 
     work = asyncio.create_task(asyncio.wait_for(dispatch(), timeout=opts.point_timeout_s))

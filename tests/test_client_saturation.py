@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
+import random
 import time
 from pathlib import Path
 
 import pytest
 
-from core.loadgen import CPU_SHARE_WARN, ClientHealth, LoadOptions, run_load
+from core.loadgen import (
+    CPU_SHARE_WARN,
+    ClientHealth,
+    Clock,
+    LoadOptions,
+    run_load,
+    send_on_schedule,
+)
 from core.prompts import Prompt
 from core.report import format_run
 from core.run_folder import RunFolder
@@ -54,29 +64,41 @@ def test_cli_report_names_the_point_and_the_reason(tmp_path: Path) -> None:
     assert "WARNING: point c=8: the load generator was saturated (client CPU 97%" in text
 
 
-def test_poisson_arrivals_keep_their_rate_when_sleeps_wake_late(
-        fake_sglang: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+class LateClock:
+    """A virtual clock whose every real wait wakes ``late_s`` late, as on a busy event loop
+    (a zero wait only yields)."""
+
+    def __init__(self, late_s: float) -> None:
+        self.t, self.late_s = 1000.0, late_s
+
+    def now(self) -> float:
+        return self.t
+
+    async def sleep(self, delay_s: float) -> None:
+        if delay_s > 0:
+            self.t += delay_s + self.late_s
+
+
+@pytest.mark.parametrize("late_s", [0.0, 0.02])
+def test_poisson_arrivals_keep_their_rate_when_sleeps_wake_late(late_s: float) -> None:
     # A busy event loop wakes every sleep late. Arrivals slept for relative gaps added those
-    # delays up (asked 711 req/s, sent 230 req/s); sleeping to absolute times catches up.
-    import asyncio
-    import random
+    # delays up (asked 711 req/s, sent 230 req/s); sleeping to absolute times catches up, so
+    # every arrival is at most one wake-up late, never early, and none is skipped or reordered.
+    n, rate, seed = 60, 100.0, 7
+    rng = random.Random(seed)
+    planned = list(itertools.accumulate([0.0] + [rng.expovariate(rate) for _ in range(n - 1)]))
+    clock = LateClock(late_s)
+    starts: list[tuple[int, float]] = []
+    asyncio.run(send_on_schedule(n, rate, seed, lambda i: starts.append((i, clock.t - 1000.0)),
+                                 Clock(now=clock.now, sleep=clock.sleep)))
+    assert [i for i, _ in starts] == list(range(n))
+    for (_, at), due in zip(starts, planned, strict=True):
+        assert due - 1e-9 <= at <= due + late_s + 1e-9, (at, due)
 
-    real_sleep = asyncio.sleep
 
-    async def late_sleep(delay: float, result: object = None) -> object:
-        return await real_sleep(delay + 0.02 if delay > 0 else delay, result)
-
-    n, rate = 60, 100.0
-    rng = random.Random(7)
-    planned = sum(rng.expovariate(rate) for _ in range(n - 1))
-    with fake_server(tmp_path / "s.log") as base:
-        opts = LoadOptions(base_url=base, model="m", concurrency=None, request_rate=rate,
-                           seed=7, exact_length_body={"ignore_eos": True},
-                           request_timeout_s=30.0, point_timeout_s=60.0)
-        monkeypatch.setattr(asyncio, "sleep", late_sleep)
-        records, _ = run_load(opts, [Prompt(text=" a", prompt_tokens=1, output_len=2)] * n)
-        monkeypatch.undo()
-    span = max(r.dispatch_s or 0.0 for r in records) - min(r.dispatch_s or 0.0 for r in records)
-    assert all(r.ok for r in records)
-    # relative sleeps: planned + 59 x 20 ms (1.2 s late); absolute: planned + about 20 ms
-    assert span < planned + 0.5, (span, planned)
+def test_infinite_rate_sends_everything_at_once() -> None:
+    clock = LateClock(0.02)
+    starts: list[float] = []
+    asyncio.run(send_on_schedule(5, float("inf"), 1, lambda _i: starts.append(clock.t),
+                                 Clock(now=clock.now, sleep=clock.sleep)))
+    assert starts == [1000.0] * 5  # no sleep at all between sends
