@@ -14,6 +14,7 @@ from core.launcher import ManagedServer, free_port
 from core.loadgen import LoadOptions, run_load
 from core.metrics import compute_point_metrics
 from core.prompts import Prompt
+from core.records import RequestRecord
 
 TTFT_MS, ITL_MS = 50.0, 10.0
 
@@ -51,38 +52,57 @@ def prompts(n: int, out: int = 20) -> list[Prompt]:
     return [Prompt(text=" alpha bravo charlie", prompt_tokens=3, output_len=out)] * n
 
 
-def test_concurrency_1_medians_within_2_ms(server: str) -> None:
+def assert_never_early(records: list[RequestRecord], out: int) -> None:
+    """The fake sends chunk i at (body received + TTFT + i x ITL) and the client's clock starts
+    before the body goes out, so no chunk can be measured early, however busy the host is.
+    (How close to the truth the measurements are is bench/accuracy.py's job: it records the
+    host's load, which a unit test cannot control; docs/BENCHMARKS.md part 1.)"""
+    slack_s = 0.001  # the fake converts the kernel's receive stamp between clocks
+    for r in records:
+        assert r.ok and len(r.chunk_s) == out, (r.error, len(r.chunk_s))
+        for i, t in enumerate(r.chunk_s):
+            assert t - r.send_s >= (TTFT_MS + i * ITL_MS) / 1000 - slack_s, (r.index, i)
+        assert r.chunk_s == sorted(r.chunk_s) and r.end_s is not None and r.end_s >= r.chunk_s[-1]
+
+
+def most_in_flight(records: list[RequestRecord]) -> int:
+    """The largest number of requests on the wire at one instant."""
+    return max(sum(1 for o in records if o.send_s <= r.send_s < (o.end_s or o.send_s))
+               for r in records)
+
+
+def test_concurrency_1_measures_every_chunk(server: str) -> None:
     opts1 = opts(server, 1)
     run_load(opts1, prompts(2))  # warm the server's code paths
     records, health = run_load(opts1, prompts(12))
     m = compute_point_metrics(records)
     assert m["completed"] == 12 and m["total_output_tokens"] == 12 * 20
-    assert abs(m["median_ttft_ms"] - TTFT_MS) < 2.0, m["median_ttft_ms"]
-    assert abs(m["median_itl_ms"] - ITL_MS) < 2.0, m["median_itl_ms"]
-    assert abs(m["median_tpot_ms"] - ITL_MS) < 2.0
-    # one stream barely loads the client (saturation itself: tests/test_client_saturation.py)
-    assert health.as_dict()["client_cpu_share"] < 0.5
+    assert_never_early(records, 20)
+    assert most_in_flight(records) == 1
+    assert m["median_ttft_ms"] >= TTFT_MS - 1 and m["median_itl_ms"] > 0
+    # the point reports what it cost the client (the saturation rule: test_client_saturation.py)
+    assert health.cpu_s > 0 and health.wall_s >= 12 * (TTFT_MS + 19 * ITL_MS) / 1000
 
 
-def test_concurrency_32_steady_state_medians_within_2_ms(server: str) -> None:
+def test_concurrency_32_steady_state(server: str) -> None:
     # 32 in flight, arrivals spread by a Poisson process (about 32 / E2E per second).
     o = opts(server, 32, rate=128.0)
     records, _ = run_load(o, prompts(160))
     m = compute_point_metrics(records)
     assert m["completed"] == 160
     assert m["max_concurrent_requests"] >= 24
-    assert abs(m["median_ttft_ms"] - TTFT_MS) < 2.0, m["median_ttft_ms"]
-    assert abs(m["median_itl_ms"] - ITL_MS) < 2.0, m["median_itl_ms"]
+    assert_never_early(records, 20)
+    assert 1 < most_in_flight(records) <= 32  # the cap holds
 
 
-def test_burst_of_32_is_close_and_reports_client_load(server: str) -> None:
+def test_burst_of_32_reports_client_load(server: str) -> None:
     # All 32 at once: the one-threaded client serialises the first chunks of 32
-    # streams, which costs a few ms on 2 cores (docs/BENCHMARKS.md); ITL is unaffected.
+    # streams (a few ms on 2 cores, docs/BENCHMARKS.md); the loop-lag monitor sees it.
     records, health = run_load(opts(server, 32), prompts(64))
     m = compute_point_metrics(records)
     assert m["completed"] == 64
-    assert abs(m["median_itl_ms"] - ITL_MS) < 2.0
-    assert 0 <= m["median_ttft_ms"] - TTFT_MS < 8.0
+    assert_never_early(records, 20)
+    assert 24 <= most_in_flight(records) <= 32  # 32 sent together (>= 240 ms each), cap held
     assert health.loop_lag_ms_max > 0
 
 
@@ -109,11 +129,10 @@ def test_hung_stream_times_out_per_request(fake_sglang: Path, tmp_path: Path) ->
 
 
 def test_cancel_stops_the_point_quickly(server: str) -> None:
-    import time
-
-    t = time.monotonic()
-    o = opts(server, 1)
-    o = LoadOptions(**{**o.__dict__, "should_stop": lambda: time.monotonic() - t > 0.5})
-    records, _ = run_load(o, prompts(50))
-    assert time.monotonic() - t < 3
-    assert any(r.error == "cancelled" for r in records)
+    # Stop is asked once the first request is done; 50 requests of >= 240 ms each would take
+    # 12 s, so the point must end after a few of them, the rest marked cancelled.
+    done: list[int] = []
+    o = LoadOptions(**{**opts(server, 1).__dict__, "should_stop": lambda: bool(done)})
+    records, _ = run_load(o, prompts(50), on_done=lambda finished, _n: done.append(finished))
+    assert 1 <= sum(r.ok for r in records) < 10
+    assert sum(r.error == "cancelled" for r in records) > 40
