@@ -10,13 +10,16 @@ plan, hence the same prompts. The experiment itself is a small JSON file under
 
 from __future__ import annotations
 
+import itertools
+import json
+import math
 import platform
 import random
 import re
 import secrets
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -27,18 +30,23 @@ from pydantic import (
     model_validator,
 )
 
-from core.config import RunSpec
+from core.config import BenchmarkPlan, RunSpec, ServerConfig, plain_error
 from core.errors import ConfigError, StoreError
 from core.run_folder import read_json, write_json_atomic
 from core.safety import redact_spec
 from core.settings import Settings
 
 __all__ = [
+    "MAX_ARMS",
+    "MAX_GRID_KNOBS",
     "Arm",
     "ExperimentSpec",
+    "KnobGrid",
     "expand",
     "experiment_from_preset",
     "experiment_runs",
+    "grid_arms",
+    "grid_experiment",
     "list_experiments",
     "load_experiment",
     "noise_floor",
@@ -63,17 +71,167 @@ class Arm(BaseModel):
         return v
 
 
+MAX_GRID_KNOBS = 4
+MAX_ARMS = 16  # a 2x2x2x2 factorial
+MAX_KNOB_VALUES = 8
+_KNOB_FIELDS = frozenset({f"server.{n}" for n in ServerConfig.model_fields}
+                         | {f"plan.{n}" for n in BenchmarkPlan.model_fields})
+# Fields a grid cannot vary: what is measured (the load points) or not a setting at all.
+_NOT_KNOBS = frozenset({"plan.points", "plan.probe", "server.extra_args", "server.port",
+                        "server.host", "server.engine"})
+
+
+class KnobGrid(BaseModel):
+    """Knobs and their values; each knob's first value is the baseline's."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # dotted RunSpec field → values, e.g. {"server.cuda_graphs": [false, true]}
+    knobs: dict[str, tuple[Any, ...]] = Field(min_length=1, max_length=MAX_GRID_KNOBS)
+    design: Literal["auto", "factorial", "one-at-a-time"] = Field(
+        "auto", description="auto: factorial up to 16 arms, else one-at-a-time")
+    # The configuration whose difference to the baseline is explained; default: every
+    # knob's last value.
+    after: dict[str, Any] | None = None
+
+    @field_validator("knobs")
+    @classmethod
+    def _knobs(cls, knobs: dict[str, tuple[Any, ...]]) -> dict[str, tuple[Any, ...]]:
+        for name, values in knobs.items():
+            if name not in _KNOB_FIELDS or name in _NOT_KNOBS:
+                raise ValueError(f"{name!r} is not a knob a grid can vary; name a field "
+                                 "like server.cuda_graphs or server.mem_fraction_static")
+            if not 2 <= len(values) <= MAX_KNOB_VALUES:
+                raise ValueError(f"{name}: give 2 to {MAX_KNOB_VALUES} values "
+                                 f"(not {len(values)})")
+            keys = [json.dumps(v, sort_keys=True) for v in values]
+            if len(set(keys)) != len(keys):
+                raise ValueError(f"{name}: the values must be distinct")
+        return knobs
+
+    @model_validator(mode="after")
+    def _after(self) -> KnobGrid:
+        for name, value in (self.after or {}).items():
+            if name not in self.knobs:
+                raise ValueError(f"after names {name!r}, which is not one of the knobs")
+            if not any(_same_value(value, v) for v in self.knobs[name]):
+                raise ValueError(f"after: {name}={value!r} is not one of its grid values")
+        return self
+
+    @property
+    def baseline(self) -> dict[str, Any]:
+        return {k: v[0] for k, v in self.knobs.items()}
+
+    @property
+    def after_config(self) -> dict[str, Any]:
+        return {k: (self.after or {}).get(k, v[-1]) for k, v in self.knobs.items()}
+
+    @property
+    def factorial_size(self) -> int:
+        return math.prod(len(v) for v in self.knobs.values())
+
+    @property
+    def resolved_design(self) -> Literal["factorial", "one-at-a-time"]:
+        if self.design == "auto":
+            return "factorial" if self.factorial_size <= MAX_ARMS else "one-at-a-time"
+        return self.design
+
+    def cells(self) -> list[dict[str, Any]]:
+        """Every arm's knob values, the baseline first."""
+        if self.resolved_design == "factorial":
+            names = list(self.knobs)
+            return [dict(zip(names, combo, strict=True))
+                    for combo in itertools.product(*self.knobs.values())]
+        base = self.baseline
+        out = [base]
+        for name, values in self.knobs.items():
+            out += [{**base, name: v} for v in values[1:]]
+        after = self.after_config
+        if after not in out:  # the explained configuration is always measured
+            out.append(after)
+        return out
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    return isinstance(a, bool) == isinstance(b, bool) and bool(a == b)
+
+
+def knob_text(value: Any) -> str:
+    """A knob value as a label shows it: true/false, 0.85, bfloat16, default (None)."""
+    if value is None:
+        return "default"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _short(name: str) -> str:
+    """server.mem_fraction_static → mfs (labels are at most 40 characters)."""
+    return "".join(part[:1] for part in name.split(".", 1)[-1].split("_"))
+
+
+_LABEL_UNSAFE = re.compile(r"[^\w.:+=/-]")
+
+
+def _cell_label(cell: dict[str, Any], index: int, long: bool) -> str:
+    text = " ".join(f"{(k.split('.', 1)[-1] if long else _short(k))}="
+                    f"{_LABEL_UNSAFE.sub('_', knob_text(v))}" for k, v in cell.items())
+    return text if len(text) <= 40 else f"arm {index + 1}"
+
+
+def grid_arms(grid: KnobGrid) -> tuple[tuple[Arm, ...], str]:
+    """The grid's arms (every arm sets every knob) and the baseline arm's label."""
+    cells = grid.cells()
+    if len(cells) > MAX_ARMS:
+        fix = ("use design one-at-a-time or fewer values" if grid.resolved_design == "factorial"
+               else "use fewer knobs or values")
+        raise ConfigError("grid.design", f"{grid.resolved_design} gives {len(cells)} arms, at "
+                                         f"most {MAX_ARMS}: {fix}")
+    for long in (True, False):
+        labels = [_cell_label(c, i, long) for i, c in enumerate(cells)]
+        if len(set(labels)) == len(labels) and not any(x.startswith("arm ") for x in labels):
+            break
+    if len(set(labels)) != len(labels):
+        labels = [f"arm {i + 1}" for i in range(len(cells))]
+    arms = tuple(Arm(label=lab, changes=c) for lab, c in zip(labels, cells, strict=True))
+    return arms, labels[0]
+
+
+def grid_experiment(name: str, base: RunSpec, grid: KnobGrid, trials: int = 3,
+                    **extra: Any) -> ExperimentSpec:
+    """An experiment over the grid's arms; each knob value is checked against the base
+    (ConfigError naming ``grid.knobs.<field>[i]``)."""
+    base = base.model_copy(update={"intended_diff": ()})
+    data = base.model_dump(mode="json")
+    for knob, values in grid.knobs.items():
+        for i, value in enumerate(values):
+            try:
+                RunSpec.model_validate(_apply(data, {knob: value}))
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                where = ".".join(str(p) for p in err["loc"])
+                hint = "" if where == knob else f" ({where})"
+                raise ConfigError(f"grid.knobs.{knob}[{i}]",
+                                  f"{knob_text(value)}: {plain_error(err)}{hint}") from exc
+    arms, baseline = grid_arms(grid)
+    return ExperimentSpec(name=name, base=base, arms=arms, trials=trials, grid=grid,
+                          baseline=baseline, **extra)
+
+
 class ExperimentSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(min_length=1, max_length=120)
     base: RunSpec = RunSpec()
-    arms: tuple[Arm, ...] = Field(min_length=1, max_length=10)
+    arms: tuple[Arm, ...] = Field(min_length=1, max_length=MAX_ARMS)
     trials: int = Field(3, ge=1, le=50)
     order_seed: int = Field(default_factory=lambda: secrets.randbelow(2**31))
     kind: str = Field("ab", description="ab, or aa for a noise-floor check")
     baseline: str | None = Field(None, description="the arm others are compared with; "
                                                    "default: the last arm")
+    grid: KnobGrid | None = Field(None, description="the knob grid the arms came from")
 
     @field_validator("arms")
     @classmethod
@@ -136,12 +294,39 @@ def expand(exp: ExperimentSpec, exp_id: str) -> list[tuple[str, int, RunSpec]]:
 
 
 def parse_experiment(data: dict[str, Any]) -> ExperimentSpec:
+    """A plan file's experiment: arms, or a ``grid`` (knobs → values, ``design``) whose
+    arms are generated (then ``arms`` must be left out)."""
+    if isinstance(data, dict) and data.get("grid") is not None and not data.get("arms"):
+        return _parse_grid_experiment(data)
     try:
         return ExperimentSpec.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "experiment"
         raise ConfigError(field, err["msg"].removeprefix("Value error, ")) from exc
+
+
+def _parse_grid_experiment(data: dict[str, Any]) -> ExperimentSpec:
+    for model, key in ((KnobGrid, "grid"), (RunSpec, "base")):
+        try:
+            model.model_validate(data.get(key) or {})
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join([key, *(str(p) for p in err["loc"])])
+            raise ConfigError(field, plain_error(err)) from exc
+    grid = KnobGrid.model_validate(data["grid"])
+    rest = {k: v for k, v in data.items() if k not in ("grid", "base", "arms")}
+    if "baseline" in rest:
+        raise ConfigError("baseline", "a grid's baseline is every knob's first value; "
+                                      "leave baseline out")
+    try:
+        probe = ExperimentSpec.model_validate({**rest, "arms": [{"label": "x"}]})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ConfigError(".".join(str(p) for p in err["loc"]) or "experiment",
+                          plain_error(err)) from exc
+    return grid_experiment(probe.name, RunSpec.model_validate(data.get("base") or {}), grid,
+                           probe.trials, order_seed=probe.order_seed, kind=probe.kind)
 
 
 def experiment_from_preset(name: str, base: RunSpec, arms: list[tuple[str, dict[str, Any]]],

@@ -82,3 +82,76 @@ def test_aa_experiment_through_the_cli_reports_noise(fake_sglang: Path, settings
                             record["experiment_id"]], cwd=REPO, env=env, capture_output=True,
                            text=True, timeout=60)
     assert "A/A noise check:" in again.stdout
+
+
+def _grid_plan(**grid: object) -> dict[str, object]:
+    return {"name": "grid", "trials": 3, "order_seed": 11,
+            "base": {"server": {"engine": "sglang", "model": "/m"}},
+            "grid": {"knobs": {"server.cuda_graphs": [False, True],
+                               "server.mem_fraction_static": [0.85, 0.92]}, **grid}}
+
+
+def test_a_two_by_two_grid_is_a_full_factorial_run_like_any_experiment() -> None:
+    exp = parse_experiment(_grid_plan())
+    cells = {(a.changes["server.cuda_graphs"], a.changes["server.mem_fraction_static"])
+             for a in exp.arms}
+    assert cells == {(False, 0.85), (False, 0.92), (True, 0.85), (True, 0.92)}
+    base = next(a for a in exp.arms if a.label == exp.baseline_arm)
+    assert base.changes == {"server.cuda_graphs": False, "server.mem_fraction_static": 0.85}
+    runs = expand(exp, "exp-g")
+    assert len(runs) == 12
+    trials = [runs[i:i + 4] for i in range(0, 12, 4)]
+    assert all(len({a for a, _, _ in t}) == 4 for t in trials)  # each arm once per trial
+    assert len({tuple(a for a, _, _ in t) for t in trials}) > 1  # shuffled per trial
+    assert {spec.plan.model_dump_json() for _, _, spec in runs} == {
+        runs[0][2].plan.model_dump_json()}  # same prompts
+    assert all(s.intended_diff == ("server.cuda_graphs", "server.mem_fraction_static")
+               for _, _, s in runs)
+    assert parse_experiment(exp.model_dump(mode="json")) == exp  # experiment.json round trip
+
+
+def test_a_large_grid_becomes_one_at_a_time_from_the_baseline() -> None:
+    knobs = {"server.cuda_graphs": [False, True],
+             "server.mem_fraction_static": [0.80, 0.85, 0.88, 0.92],
+             "server.cuda_graph_max_bs": [8, 32, 128], "server.attention_backend": ["fa3", "fi"]}
+    exp = parse_experiment({**_grid_plan(), "grid": {"knobs": knobs}})
+    assert exp.grid is not None and exp.grid.resolved_design == "one-at-a-time"
+    base = {k: v[0] for k, v in knobs.items()}
+    # baseline, one arm per other value, and the explained after-config (all last values)
+    assert len(exp.arms) == 1 + 1 + 3 + 2 + 1 + 1
+    for arm in exp.arms[1:-1]:
+        assert sum(arm.changes[k] != base[k] for k in knobs) == 1
+    assert exp.arms[-1].changes == {k: v[-1] for k, v in knobs.items()}
+    with pytest.raises(ConfigError) as info:
+        parse_experiment({**_grid_plan(), "grid": {"knobs": knobs, "design": "factorial"}})
+    assert info.value.field == "grid.design" and "48 arms" in info.value.message
+
+
+def test_a_sweep_is_a_one_knob_grid() -> None:
+    exp = parse_experiment({**_grid_plan(), "grid": {"knobs": {
+        "server.cuda_graph_max_bs": [8, 32, 128, 256]}}})
+    assert [a.changes["server.cuda_graph_max_bs"] for a in exp.arms] == [8, 32, 128, 256]
+    assert exp.baseline_arm == exp.arms[0].label
+
+
+@pytest.mark.parametrize(("grid", "field", "words"), [
+    ({"knobs": {"server.mem_fraction_static": [0.85, 1.5]}},
+     "grid.knobs.server.mem_fraction_static[1]", "below 1"),
+    ({"knobs": {"server.cuda_graphs": [True]}}, "grid.knobs", "2 to 8 values"),
+    ({"knobs": {"server.cuda_graphs": [True, True]}}, "grid.knobs", "distinct"),
+    ({"knobs": {"gpu": [1, 2]}}, "grid.knobs", "not a knob"),
+    ({"knobs": {"plan.points": [[], []]}}, "grid.knobs", "not a knob"),
+    ({"knobs": {f"server.{k}": [1, 2] for k in
+                ("cuda_graph_max_bs", "tp_size", "startup_timeout_s", "port", "dtype")}},
+     "grid.knobs", "at most 4"),
+    ({"knobs": {"server.cuda_graphs": [False, True]}, "after": {"server.cuda_graphs": 3}},
+     "grid", "not one of its grid values"),
+    ({"knobs": {"server.cuda_graphs": [False, True]}, "design": "random"}, "grid.design",
+     "use one of"),
+])
+def test_bad_grids_are_refused_naming_the_field(grid: dict[str, object], field: str,
+                                                words: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_experiment({**_grid_plan(), "grid": grid})
+    assert info.value.field == field
+    assert words in info.value.message
