@@ -7,15 +7,14 @@ The fake is started exactly like the real server:
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import os
 import re
 import signal
 import socket
-import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -68,11 +67,11 @@ class Fake:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def wait_exit(self, timeout: float = 10) -> int:
+    def wait_exit(self, timeout: float = 60) -> int:
         return self.proc.wait(timeout=timeout)
 
 
-def _wait_healthy(fake: Fake, timeout: float = 10.0) -> None:
+def _wait_healthy(fake: Fake, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert fake.proc.poll() is None, f"fake exited early:\n{fake.log()}"
@@ -346,17 +345,104 @@ def test_non_stream_chat_completions_generate(fake: Fake) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Timing: TTFT 50 ms, ITL 10 ms, at 1 and 32 concurrent streams
+# Timing: TTFT 50 ms, ITL 10 ms. The schedule is checked exactly on a virtual clock; the real
+# server is checked for what no host load can change (nothing is sent early). How close to
+# the deadlines it sends on a real host is bench/accuracy.py's measurement (with host load).
 # --------------------------------------------------------------------------------------------
+
+
+class LateClock:
+    """The fake's clock, but every wait wakes ``late_s`` after its deadline (a busy host)."""
+
+    def __init__(self, late_s: float) -> None:
+        self.t = time.perf_counter()
+        self.late_s = late_s
+        self.deadlines: list[float] = []
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep_until(self, deadline: float) -> None:
+        self.deadlines.append(deadline)
+        self.t = max(self.t, deadline) + self.late_s
+
+
+@pytest.fixture
+def fake_module(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The fake server's module, imported into this process (to drive one connection)."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(FAKE_PKG))
+    monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "50")
+    monkeypatch.setenv("FAKE_SGLANG_ITL_MS", "10")
+    try:
+        yield importlib.import_module("sglang._fake_server")
+    finally:
+        for name in [m for m in sys.modules if m == "sglang" or m.startswith("sglang.")]:
+            del sys.modules[name]
+
+
+def _serve_one(mod: Any, clock: LateClock, body: dict[str, Any]) -> tuple[float, bytes]:
+    """One request through the fake's own HTTP handler on a socket pair, timed by ``clock``;
+    returns (perf_counter just before the request was written, the raw response)."""
+    argv = ["--model-path", MODEL]
+    cfg = mod.resolve(mod.build_parser().parse_args(argv), argv)
+    st = mod.State(cfg, mod.Logger("error"))
+    st.clock = clock
+
+    class OneHandler(mod.Handler):  # type: ignore[name-defined,misc]
+        state = st
+
+    server_end, client_end = socket.socketpair()
+
+    def handle() -> None:
+        with server_end:  # closing it ends the response (connection: close)
+            OneHandler(server_end, ("127.0.0.1", 1), None)
+
+    payload = json.dumps(body).encode()
+    with client_end:
+        worker = threading.Thread(target=handle)
+        t_before = time.perf_counter()
+        client_end.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n"
+                           b"connection: close\r\ncontent-type: application/json\r\n"
+                           b"content-length: %d\r\n\r\n%s" % (len(payload), payload))
+        worker.start()
+        client_end.settimeout(60)
+        raw = b""
+        while chunk := client_end.recv(65536):
+            raw += chunk
+        worker.join(60)
+    return t_before, raw
+
+
+@pytest.mark.parametrize("late_s", [0.0, 0.007, 0.02])
+def test_token_deadlines_are_absolute(fake_module: Any, late_s: float) -> None:
+    # Chunk i is due at (body received + TTFT + i x ITL). Waits that wake late (a busy host)
+    # must not push the later deadlines back: sleeping for relative gaps would add them up.
+    clock = LateClock(late_s)
+    t_before, raw = _serve_one(fake_module, clock, _chat(30))
+    assert raw.startswith(b"HTTP/1.1 200 ") and raw.count(b'"content":" ') == 30
+    first, *rest = clock.deadlines
+    assert len(rest) == 29
+    assert first >= t_before + 0.050  # counted from when the body arrived, never earlier
+    for i, deadline in enumerate(rest, start=1):
+        assert deadline - first == pytest.approx(i * 0.010, abs=1e-9), (i, deadline - first)
+
+
+def test_non_streamed_answer_at_the_last_deadline(fake_module: Any) -> None:
+    clock = LateClock(0.02)
+    t_before, raw = _serve_one(fake_module, clock, _chat(30, stream=False))
+    assert raw.startswith(b"HTTP/1.1 200 ")
+    (deadline,) = clock.deadlines  # one wait, for the last token: TTFT + 29 x ITL
+    assert deadline >= t_before + 0.050 + 29 * 0.010
 
 
 async def _timed_stream(client: httpx.AsyncClient, base: str, n: int) -> tuple[float, list[float]]:
     """(TTFT, ITLs) in seconds, from perf_counter on the client.
 
-    The clock starts when httpx starts writing the request body (httpcore trace event): the
-    time httpx spends building and queueing a request (1-2 ms each when 32 requests start
-    together in one event loop) is the client's, not the server's. Chunks are time-stamped
-    when their bytes arrive, before any parsing.
+    The clock starts when httpx starts writing the request body (httpcore trace event), so
+    it starts before the server's (which starts when the body has arrived). Chunks are
+    time-stamped when their bytes arrive, before any parsing.
     """
     sent: dict[str, float] = {}
 
@@ -388,48 +474,23 @@ async def _timed_stream(client: httpx.AsyncClient, base: str, n: int) -> tuple[f
                     tokens += 1
                     stamps.append(now)
     assert tokens == n and usage is not None and usage["completion_tokens"] == n
-    ttft = stamps[0] - sent["t"]
-    return ttft, [b - a for a, b in itertools.pairwise(stamps)]
-
-
-async def _measure(base: str, concurrency: int, n: int, rounds: int) -> tuple[float, float]:
-    """Median TTFT and ITL (ms) with ``concurrency`` workers, each sending ``rounds`` requests
-    one after another (like ``bench_serving --max-concurrency``).
-
-    Worker starts are spread over one request's duration so that the client's own per-request
-    work (about 1-2 ms of CPU in httpx) does not pile up; the first round of each worker is
-    not counted, so every counted request runs with ``concurrency`` streams in flight.
-    """
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    cycle = 0.05 + 0.01 * n  # TTFT + n * ITL, in seconds
-    ttfts: list[float] = []
-    itls: list[float] = []
-
-    async def worker(i: int, client: httpx.AsyncClient) -> None:
-        await asyncio.sleep(cycle * i / concurrency)
-        for k in range(rounds + 1):
-            ttft, gaps = await _timed_stream(client, base, n)
-            if k:
-                ttfts.append(ttft)
-                itls.extend(gaps)
-
-    async with httpx.AsyncClient(timeout=30, limits=limits) as client:
-        # open the connections first
-        await asyncio.gather(*(_timed_stream(client, base, 2) for _ in range(concurrency)))
-        await asyncio.gather(*(worker(i, client) for i in range(concurrency)))
-    return statistics.median(ttfts) * 1000, statistics.median(itls) * 1000
+    return stamps[0] - sent["t"], [b - sent["t"] for b in stamps]
 
 
 @pytest.mark.parametrize("concurrency", [1, 32])
-def test_timing_is_exact(fake: Fake, concurrency: int) -> None:
-    rounds = 10 if concurrency == 1 else 3
-    ttft_ms, itl_ms = asyncio.run(_measure(fake.base, concurrency, 30, rounds))
-    print(
-        f"concurrency {concurrency}: median TTFT {ttft_ms:.3f} ms (want 50), "
-        f"median ITL {itl_ms:.3f} ms (want 10)"
-    )
-    assert abs(ttft_ms - 50) <= 2, ttft_ms
-    assert abs(itl_ms - 10) <= 2, itl_ms
+def test_real_server_never_sends_early(fake: Fake, concurrency: int) -> None:
+    # 32 streams at once: 32 server threads, each sleeping to its own deadlines.
+    async def measure() -> list[tuple[float, list[float]]]:
+        limits = httpx.Limits(max_connections=concurrency)
+        async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+            return await asyncio.gather(
+                *(_timed_stream(client, fake.base, 30) for _ in range(concurrency)))
+
+    slack_s = 0.001  # the fake converts the kernel's receive stamp between clocks
+    for ttft_s, since_send in asyncio.run(measure()):
+        assert ttft_s >= 0.050 - slack_s, ttft_s
+        for i, t in enumerate(since_send):
+            assert t >= 0.050 + i * 0.010 - slack_s, (i, t)
 
 
 def test_decode_batch_lines(fake: Fake) -> None:
@@ -509,7 +570,7 @@ def test_oom_fault_is_cured_by_disabling_cuda_graphs(tmp_path: Path) -> None:
 
 def test_never_ready(tmp_path: Path) -> None:
     with launch(tmp_path, env={"FAKE_SGLANG_FAULT": "never_ready"}, wait=False) as f:
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             with suppress(httpx.HTTPError):
                 if httpx.get(f.base + "/v1/models").status_code == 200:
@@ -638,12 +699,11 @@ def test_sigterm_is_graceful_and_kills_children(tmp_path: Path) -> None:
         assert len(kids) == 1
         cmdline = Path(f"/proc/{kids[0]}/cmdline").read_bytes()
         assert cmdline.startswith(b"sglang::scheduler\0")
-        t0 = time.monotonic()
         f.proc.send_signal(signal.SIGTERM)
-        assert f.wait_exit(timeout=3) == 0
-        assert time.monotonic() - t0 < 1.5
+        assert f.wait_exit() == 0
+        # nothing running, so nothing to wait for (how fast it exits is not a test's to time)
         assert "Gracefully exiting... Remaining number of requests 0." in f.log()
-        deadline = time.monotonic() + 2
+        deadline = time.monotonic() + 30
         while _alive(kids[0]) and time.monotonic() < deadline:
             time.sleep(0.02)
         assert not _alive(kids[0])
@@ -657,7 +717,7 @@ def test_child_survives_sigkill_of_parent_but_not_killpg(tmp_path: Path) -> None
         f.wait_exit()
         assert _alive(kid)  # orphaned, still in the process group
         os.killpg(f.proc.pid, signal.SIGKILL)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30
         while _alive(kid) and time.monotonic() < deadline:
             time.sleep(0.02)
         assert not _alive(kid)

@@ -181,6 +181,17 @@ def sleep_until(deadline: float) -> None:
         time.sleep(delay)
 
 
+class Clock:
+    """Where the token schedule reads the time and waits. Tests of the fake swap in a virtual
+    clock (``State.clock``) to check the schedule exactly, whatever the host's load."""
+
+    def now(self) -> float:
+        return perf()
+
+    def sleep_until(self, deadline: float) -> None:
+        sleep_until(deadline)
+
+
 def word_count(text: str) -> int:
     return len(text.split())
 
@@ -329,6 +340,7 @@ class State:
         self.children: list[subprocess.Popen[bytes]] = []
         self.start_unix = int(time.time())
         self.t0 = perf()
+        self.clock = Clock()
         self.startup_time: dict[str, Any] = {
             "load_weight": 0.0,
             "kv_cache_allocation": 0.0,
@@ -1114,14 +1126,14 @@ class Handler(socketserver.BaseRequestHandler):
         try:
             if not stream:
                 if die:
-                    sleep_until(first_deadline)
+                    st.clock.sleep_until(first_deadline)
                     os._exit(137)
                 if hang is not None and hang < n:
                     active.plan = (first_deadline, st.itl, hang)
                     st.stop.wait()
                     return
                 active.plan = (first_deadline, st.itl, n)
-                sleep_until(first_deadline + max(n - 1, 0) * st.itl)
+                st.clock.sleep_until(first_deadline + max(n - 1, 0) * st.itl)
                 t_first = first_deadline  # when the first token was (notionally) made
                 if isinstance(fmt, GenerateFormat):
                     fmt.t_first = t_first
@@ -1142,14 +1154,14 @@ class Handler(socketserver.BaseRequestHandler):
                 if hang is not None and i >= hang:
                     st.stop.wait()
                     return
-                sleep_until(first_deadline + i * itl)
+                st.clock.sleep_until(first_deadline + i * itl)
                 buf = fmt.token(i)
                 is_cut = cut is not None and i + 1 == cut
                 if i == n - 1 and not is_cut:
                     buf += fmt.tail(n) + TERMINATOR
                 write(buf)
                 if i == 0:
-                    t_first = perf()
+                    t_first = st.clock.now()
                 active.generated = i + 1
                 if is_cut:
                     if die:
@@ -1160,7 +1172,7 @@ class Handler(socketserver.BaseRequestHandler):
                         self.request.shutdown(socket.SHUT_RDWR)
                     return
             if n == 0:
-                sleep_until(first_deadline)
+                st.clock.sleep_until(first_deadline)
                 if die:
                     os._exit(137)
                 write(fmt.tail(0) + TERMINATOR)
