@@ -246,9 +246,7 @@ def test_immediate_crash(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_never_ready_hits_the_startup_timeout(lab: Lab,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_SGLANG_FAULT", "never_ready")
-    t = time.monotonic()
-    folder = lab.run(lab.spec(startup_timeout_s=2))
-    assert time.monotonic() - t < 15
+    folder = lab.run(lab.spec(startup_timeout_s=2))  # gives up (a hang: pytest-timeout)
     survived(lab, monkeypatch, folder, "launch: never ready", "failed",
              "server not ready after 2 s", "raise startup_timeout_s")
 
@@ -359,9 +357,7 @@ def test_server_dies_mid_benchmark(lab: Lab, monkeypatch: pytest.MonkeyPatch) ->
 
 def test_hung_server_per_request_timeout(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_SGLANG_FAULT", "hang_after_tokens=2")
-    t = time.monotonic()
     folder = lab.run(lab.spec(prompts=2, output_len=8, request_timeout_s=1.0))
-    assert time.monotonic() - t < 20
     survived(lab, monkeypatch, folder, "benchmark: hang, per-request timeout", "failed",
              "none of its 2 requests succeeded", "timeout after 1 s")
     summary = folder.read("points/000/summary.json")["metrics"]
@@ -370,10 +366,9 @@ def test_hung_server_per_request_timeout(lab: Lab, monkeypatch: pytest.MonkeyPat
 
 def test_hung_server_whole_point_timeout(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_SGLANG_FAULT", "hang_after_tokens=2")
-    t = time.monotonic()
+    # per-request timeout 60 s: the reason below proves the 1.5 s point timeout ended it
     folder = lab.run(lab.spec(prompts=4, concurrency=1, output_len=8, request_timeout_s=60,
                               point_timeout_s=1.5))
-    assert time.monotonic() - t < 20
     survived(lab, monkeypatch, folder, "benchmark: hang, whole-point timeout", "failed",
              "none of its 4 requests succeeded", "point timeout after 1.5 s")
 
@@ -495,10 +490,8 @@ def test_cancel_while_running(lab: Lab, jobs: Jobs, monkeypatch: pytest.MonkeyPa
     jobs.worker()
     (rid,) = submit(lab.settings, [lab.spec(probe=phase == "probe", warmup=2)])
     jobs.phase(rid, phase)
-    t = time.monotonic()
     assert "cancel requested" in cancel(lab.settings, rid)
     assert jobs.final(rid) == "cancelled"
-    assert time.monotonic() - t < 10
     survived(lab, monkeypatch, lab.folder(rid), f"cancel: {phase}", "cancelled", words)
 
 
