@@ -88,6 +88,12 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--probe-expect", help="regex the answer must match; '' = non-empty only")
     b.add_argument("--request-timeout-s", type=float)
     b.add_argument("--point-timeout-s", type=float, help="whole-point limit in seconds")
+    b.add_argument("--min-waves", type=float,
+                   help="each point sends at least this many x its concurrency requests")
+    b.add_argument("--min-steady-s", type=float,
+                   help="each point runs on until all its slots were busy this long (s)")
+    b.add_argument("--max-point-requests", type=int,
+                   help="most requests a point sized by --min-steady-s may send")
     b.add_argument("--tag", action="append", dest="tags")
     r.add_argument("--executor", choices=["local", "ray"],
                    help="where to run it: here (local) or on the Ray cluster at "
@@ -177,7 +183,8 @@ def spec_from_args(args: argparse.Namespace) -> Any:
              else base.get("request_rate", math.inf)}
             for c, i, o in combos
         ]
-    for name in ("seed", "warmup_requests", "request_timeout_s", "point_timeout_s"):
+    for name in ("seed", "warmup_requests", "request_timeout_s", "point_timeout_s",
+                 "min_waves", "min_steady_s", "max_point_requests"):
         if getattr(args, name) is not None:
             plan[name] = getattr(args, name)
     if args.no_probe:

@@ -11,7 +11,15 @@ import math
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from core.errors import ConfigError
 
@@ -184,6 +192,12 @@ class ProbeSpec(_Frozen):
         return v
 
 
+def _waves_floor(point: Point, min_waves: float | None) -> int:
+    if min_waves is None or point.concurrency is None:
+        return point.num_prompts
+    return max(point.num_prompts, math.ceil(min_waves * point.concurrency))
+
+
 class BenchmarkPlan(_Frozen):
     """What load to apply, in order, to one server."""
 
@@ -201,6 +215,46 @@ class BenchmarkPlan(_Frozen):
     flush_cache: bool = Field(True, description="flush the prefix cache before each point "
                                                 "where the engine supports it")
     metrics_interval_s: float = Field(1.0, gt=0, le=60)
+    # A point's size from the server's speed, not a fixed count (docs/METRICS.md, steady
+    # state): a fast server finishes 64 prompts at c=64 in one wave, all ramp and drain.
+    max_point_requests: int = Field(20_000, ge=1, le=1_000_000,
+                                    description="most requests a point sized by min_steady_s "
+                                                "may send (its prompts are made beforehand)")
+    min_waves: float | None = Field(None, ge=1, le=1000,
+                                    description="each capped point sends at least this many "
+                                                "times its concurrency in requests")
+    min_steady_s: float | None = Field(None, gt=0, le=3600,
+                                       description="each point keeps sending until all its "
+                                                   "slots have been busy this many seconds")
+
+    @field_validator("min_waves")
+    @classmethod
+    def _waves_fit(cls, v: float | None, info: ValidationInfo) -> float | None:
+        cap = info.data.get("max_point_requests")
+        for i, point in enumerate(info.data.get("points") or ()):
+            need = _waves_floor(point, v)
+            if cap is not None and need > max(cap, point.num_prompts):
+                raise ValueError(f"point {i} would need {need} requests ({v:g} x concurrency "
+                                 f"{point.concurrency}), above max_point_requests {cap}; "
+                                 "lower min_waves or raise max_point_requests")
+        return v
+
+    @field_validator("min_steady_s")
+    @classmethod
+    def _steady_fits(cls, v: float | None, info: ValidationInfo) -> float | None:
+        timeout = info.data.get("point_timeout_s")
+        if v is not None and timeout is not None and v >= timeout:
+            raise ValueError(f"must be below point_timeout_s ({timeout:g} s): a point is cut "
+                             "at its timeout; lower it or raise point_timeout_s")
+        return v
+
+    def point_requests(self, point: Point) -> tuple[int, int]:
+        """How many requests a point sends: (at least, at most). Fixed (num_prompts) unless
+        min_waves raises the floor (capped points only: an uncapped point has no waves)
+        or min_steady_s lets it run on until its slots were all busy that long."""
+        low = _waves_floor(point, self.min_waves)
+        high = low if self.min_steady_s is None else max(low, self.max_point_requests)
+        return low, high
 
     @property
     def effective_warmup(self) -> int:

@@ -23,10 +23,15 @@ from core.prompts import Prompt
 from core.records import RequestRecord
 from core.sse_client import ProtocolError, SSEConnectionPool
 
-__all__ = ["ClientHealth", "LoadGenerator", "LoadOptions", "run_load"]
+__all__ = ["ClientHealth", "Clock", "LoadGenerator", "LoadOptions", "SteadyGate", "arrival_times",
+           "run_load", "send_on_schedule"]
 
 # Above this event-loop lag the client, not the server, may be what was measured.
 LOOP_LAG_WARN_MS = 5.0
+# ...judged over at least this many lag samples (one per 10 ms: 1 s of point). A p99 of a few
+# dozen samples is their maximum: one GC pause or status write flagged every short point of
+# the H200 run while the client used 8-25% of a core (issue 14).
+MIN_LAG_SAMPLES = 100
 # At or above this share of one core the one-threaded client is the bottleneck even when
 # its loop lag stays low: with few streams each callback is short, so a loop that is busy
 # all the time still wakes timers on time (docs/BENCHMARKS.md, load-generator headroom).
@@ -45,6 +50,11 @@ class LoadOptions:
     point_timeout_s: float
     api_path: str = "/v1/chat/completions"
     should_stop: Callable[[], bool] | None = None  # polled every 50 ms; True cancels the point
+    # Steady-state sizing (BenchmarkPlan.point_requests): send at least ``min_requests`` of
+    # the prompts (None: all), then stop sending once every slot has been busy for
+    # ``min_steady_s``; the prompts not sent are not part of the point.
+    min_requests: int | None = None
+    min_steady_s: float | None = None
 
 
 @dataclass
@@ -56,6 +66,7 @@ class ClientHealth:
     cpu_s: float = 0.0
     wall_s: float = 0.0
     lag_samples_ms: list[float] = field(default_factory=list)
+    lag_samples: int = 0  # how many lag samples the p99 is over
 
     @property
     def saturated(self) -> bool:
@@ -65,7 +76,7 @@ class ClientHealth:
     def saturated_why(self) -> str:
         """Why the client may have limited the numbers, in words; "" when it did not."""
         why = []
-        if self.loop_lag_ms_p99 > LOOP_LAG_WARN_MS:
+        if self.loop_lag_ms_p99 > LOOP_LAG_WARN_MS and self.lag_samples >= MIN_LAG_SAMPLES:
             why.append(f"event-loop lag p99 {self.loop_lag_ms_p99:.1f} ms > "
                        f"{LOOP_LAG_WARN_MS:g} ms")
         if self.wall_s > 0 and self.cpu_s / self.wall_s >= CPU_SHARE_WARN:
@@ -77,6 +88,7 @@ class ClientHealth:
         return {
             "loop_lag_ms_max": self.loop_lag_ms_max,
             "loop_lag_ms_p99": self.loop_lag_ms_p99,
+            "loop_lag_samples": self.lag_samples,
             "client_cpu_s": self.cpu_s,
             "client_cpu_share": self.cpu_s / self.wall_s if self.wall_s else None,
             "client_saturated": self.saturated,
@@ -243,21 +255,71 @@ class Clock:
     sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
 
 
+def arrival_times(n: int, request_rate: float, seed: int) -> list[float]:
+    """The i-th request's arrival on the point's clock (s after the first): all 0 when
+    ``request_rate`` is infinite, else a Poisson process drawn from ``seed``. Computed once
+    per point, so any split of it (core/shards.py) keeps exactly these times."""
+    if math.isinf(request_rate):
+        return [0.0] * n
+    rng = random.Random(seed)
+    times = [0.0] * n
+    for i in range(1, n):
+        times[i] = times[i - 1] + rng.expovariate(request_rate)
+    return times
+
+
 async def send_on_schedule(n: int, request_rate: float, seed: int,
                            start: Callable[[int], object], clock: Clock = Clock()) -> None:
     """Call ``start(i)`` for i = 0 .. n-1 in order: all at once when ``request_rate`` is
-    infinite, else at the arrivals of a Poisson process (``seed``) counted from the first."""
-    rng = random.Random(seed)
+    infinite, else at the arrivals of a Poisson process (``seed``) counted from the first.
+    ``start`` returning False ends the schedule (the point has sent enough)."""
+    due = arrival_times(n, request_rate, seed)
     t0 = clock.now()
-    due = 0.0  # the i-th arrival's time on the point's clock
     for i in range(n):
-        start(i)
-        if not math.isinf(request_rate) and i < n - 1:
+        if start(i) is False:
+            return
+        if i < n - 1 and due[i + 1] > 0.0:
             # Sleep until an absolute arrival time, not for a relative gap: a busy
             # loop wakes each sleep late, and relative gaps would add those delays up
             # (711 req/s asked for, 230 req/s sent on 2 cores; docs/BENCHMARKS.md).
-            due += rng.expovariate(request_rate)
-            await clock.sleep(max(0.0, due - (clock.now() - t0)))
+            await clock.sleep(max(0.0, due[i + 1] - (clock.now() - t0)))
+
+
+class SteadyGate:
+    """Decides, request by request, whether a point has sent enough: at least
+    ``min_requests``, and (with ``min_steady_s``) all ``target`` slots busy for that long.
+    Fed the in-flight count as requests start and end; ``clock`` is injectable for tests."""
+
+    def __init__(self, n: int, concurrency: int | None, request_rate: float,
+                 min_requests: int | None, min_steady_s: float | None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.min_requests = n if min_requests is None else min(n, min_requests)
+        self.min_steady_s = min_steady_s
+        # Slots to fill: the cap; every request when an uncapped point sends them at once;
+        # none for uncapped Poisson arrivals (its steady state starts with the first send).
+        self.target = (min(concurrency, n) if concurrency is not None
+                       else n if math.isinf(request_rate) else 1)
+        self.clock = clock
+        self.in_flight = 0
+        self.full_since: float | None = None
+        self.closed = False
+
+    def may_send(self, i: int) -> bool:
+        """False once the point has sent enough; from then on every later request too."""
+        if not self.closed and i >= self.min_requests:
+            steady_s = None if self.full_since is None else self.clock() - self.full_since
+            if self.min_steady_s is None or (steady_s is not None
+                                             and steady_s >= self.min_steady_s):
+                self.closed = True
+        return not self.closed
+
+    def started(self) -> None:
+        self.in_flight += 1
+        if self.full_since is None and self.in_flight >= self.target:
+            self.full_since = self.clock()
+
+    def ended(self) -> None:
+        self.in_flight -= 1
 
 
 async def _lag_monitor(health: ClientHealth, stop: asyncio.Event,
@@ -284,6 +346,9 @@ async def _run(client: httpx.AsyncClient | SSEConnectionPool, opts: LoadOptions,
                              output_tokens_requested=p.output_len)
                for i, p in enumerate(prompts)]
     sem = asyncio.Semaphore(opts.concurrency or n)
+    gate = SteadyGate(n, opts.concurrency, opts.request_rate, opts.min_requests,
+                      opts.min_steady_s)
+    refused = [False] * n  # not sent: the point had already sent enough
     health = ClientHealth()
     stop = asyncio.Event()
     finished = 0
@@ -293,6 +358,10 @@ async def _run(client: httpx.AsyncClient | SSEConnectionPool, opts: LoadOptions,
     async def guarded(i: int) -> None:
         nonlocal finished
         async with sem:
+            if not gate.may_send(i):
+                refused[i] = True
+                return
+            gate.started()
             try:
                 one = (_one_request_raw(client, opts, records[i], prompts[i], t0)
                        if isinstance(client, SSEConnectionPool)
@@ -302,14 +371,23 @@ async def _run(client: httpx.AsyncClient | SSEConnectionPool, opts: LoadOptions,
             except TimeoutError:
                 records[i].error = f"timeout after {opts.request_timeout_s:g} s"
                 records[i].ok = False
+            finally:
+                gate.ended()
         finished += 1
         if on_done:
             on_done(finished, n)
 
+    def start(i: int) -> bool:
+        if gate.closed:
+            refused[i:] = [True] * (n - i)
+            return False  # sent enough: no more arrivals to wait for
+        tasks.append(asyncio.create_task(guarded(i)))
+        return True
+
+    tasks: list[asyncio.Task[None]] = []
+
     async def dispatch() -> None:
-        tasks: list[asyncio.Task[None]] = []
-        await send_on_schedule(n, opts.request_rate, opts.seed,
-                               lambda i: tasks.append(asyncio.create_task(guarded(i))))
+        await send_on_schedule(n, opts.request_rate, opts.seed, start)
         await asyncio.gather(*tasks)
 
     work = asyncio.create_task(asyncio.wait_for(dispatch(), timeout=opts.point_timeout_s))
@@ -333,8 +411,40 @@ async def _run(client: httpx.AsyncClient | SSEConnectionPool, opts: LoadOptions,
         lags = sorted(health.lag_samples_ms)
         health.loop_lag_ms_max = lags[-1]
         health.loop_lag_ms_p99 = lags[min(len(lags) - 1, int(0.99 * len(lags)))]
+        health.lag_samples = len(lags)
     health.lag_samples_ms = []
-    return records, health
+    # A point sized by time leaves its unsent prompts out; what was sent is a prefix of
+    # them (the semaphore is FIFO and the gate never reopens).
+    return [r for r, no in zip(records, refused, strict=True) if not no], health
+
+
+# A point sized by time gets its prompts beforehand (making one costs 0.4 ms at 64 tokens,
+# 8.5 ms at 1,024: too slow to make while streaming), as many as the fastest speed seen so far
+# on this server would need, times this margin: the warm-up runs at the largest concurrency,
+# and a lower one is faster per token.
+BUDGET_MARGIN = 4.0
+
+
+def point_budget(low: int, high: int, concurrency: int | None, request_rate: float,
+                 output_len: int, min_steady_s: float | None,
+                 seen: list[RequestRecord]) -> int:
+    """How many prompts to prepare for a point that sends between ``low`` and ``high``
+    requests: ``low`` when its size is fixed, else enough to keep every slot busy for
+    ``min_steady_s`` at the fastest speed in ``seen`` (``high`` when nothing was seen)."""
+    if min_steady_s is None or high <= low:
+        return low
+    ttfts = sorted(r.chunk_s[0] - r.send_s for r in seen if r.ok and r.chunk_s)
+    per_token = sorted((r.chunk_s[-1] - r.chunk_s[0]) / (len(r.chunk_s) - 1)
+                       for r in seen if r.ok and len(r.chunk_s) > 1)
+    if not ttfts or not per_token:
+        return high
+    latency_s = max(1e-4, ttfts[len(ttfts) // 10] + (output_len - 1) * per_token[
+        len(per_token) // 10])
+    slots = concurrency if concurrency is not None else (low if math.isinf(request_rate)
+                                                         else None)
+    rate = request_rate if slots is None else min(request_rate, slots / latency_s)
+    need = (slots or 0) + rate * min_steady_s * BUDGET_MARGIN
+    return max(low, min(high, math.ceil(need)))
 
 
 class LoadGenerator:
@@ -353,12 +463,23 @@ class LoadGenerator:
                                          headers=headers)
         self._pool = (SSEConnectionPool(base_url, headers)
                       if http == "auto" and base_url.startswith("http://") else None)
+        self.seen: list[RequestRecord] = []  # the latest completed requests: the speed seen
+
+    def budget(self, low: int, high: int, concurrency: int | None, request_rate: float,
+               output_len: int, min_steady_s: float | None) -> int:
+        """``point_budget`` from the requests this generator has seen complete."""
+        return point_budget(low, high, concurrency, request_rate, output_len, min_steady_s,
+                            self.seen)
 
     def run(self, opts: LoadOptions, prompts: list[Prompt],
             on_done: Callable[[int, int], None] | None = None
             ) -> tuple[list[RequestRecord], ClientHealth]:
-        """Send every prompt under the point's concurrency cap and arrival process."""
-        return self._runner.run(_run(self._pool or self._client, opts, prompts, on_done))
+        """Send the prompts under the point's concurrency cap and arrival process (all of
+        them, or as many as ``opts.min_requests``/``min_steady_s`` need)."""
+        records, health = self._runner.run(_run(self._pool or self._client, opts, prompts,
+                                                on_done))
+        self.seen = [*self.seen, *(r for r in records if r.ok)][-2000:]
+        return records, health
 
     def close(self) -> None:
         if self._pool is not None:

@@ -12,6 +12,9 @@ Definitions (``sglang/benchmark/serving.py`` ``calculate_metrics``, backend
 * throughputs divide by the point's duration: first dispatch to last completion;
 * statistics: mean, median, std (population), p90/p95/p99 (linear), max, in ms;
 * concurrency = sum(E2E) / duration.
+
+ServeLab adds the steady-state figures (``steady_*``, docs/METRICS.md): throughput over the
+window in which every slot of the point was busy, ramp-up and drain excluded.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ __all__ = [
     "compute_point_metrics",
     "latency_arrays",
     "latency_values",
+    "point_warnings",
+    "steady_state",
     "summarize_ms",
 ]
 
@@ -143,12 +148,99 @@ def latency_arrays(table: pa.Table, source: TokenSource = "server") -> dict[str,
     return {"ttft": ttft[ok], "itl": itl, "tpot": tpot, "e2e": e2e[ok]}
 
 
+# A point whose slots were all busy for less than this share of it, or that sent fewer
+# waves than this, measured mostly ramp-up and drain (issue 14: one wave at c=64 on the H200
+# gave less throughput than c=16).
+MIN_STEADY_SHARE = 0.5
+MIN_WAVES = 2.0
+
+
+def steady_state(records: list[RequestRecord], target: int | None,
+                 source: TokenSource = "server") -> dict[str, Any]:
+    """Throughput over the full-concurrency window: from the moment ``target`` requests are
+    first in flight at once (the end of the ramp-up) to the last moment they still are (the
+    start of the drain). Output tokens count where their chunks arrived: a request's tokens
+    are spread over its chunks, and those inside the window count. ``target`` None (no slots
+    to fill: uncapped Poisson arrivals) gives nulls."""
+    out: dict[str, Any] = dict.fromkeys(
+        ("steady_start_s", "steady_end_s", "steady_window_s", "steady_share",
+         "steady_busy_share", "steady_output_throughput", "steady_request_throughput",
+         "steady_total_throughput"))
+    out["steady_target_in_flight"] = target
+    events = sorted([(r.send_s, 1) for r in records]
+                    + [(r.end_s, -1) for r in records if r.end_s is not None],
+                    key=lambda e: (e[0], e[1]))  # an end before a send at the same instant
+    if not target or not events:
+        return out
+    start = end = None
+    busy_s = 0.0
+    level, since = 0, 0.0
+    for t, step in events:
+        if level >= target:
+            busy_s += t - since
+        level += step
+        since = t
+        if level >= target and start is None:
+            start = t
+        if level < target <= level - step:
+            end = t  # the last time it drops below the target wins
+    if start is None or end is None or end <= start:
+        return out
+    window_s = end - start
+    first = min(r.send_s for r in records)
+    last = max((r.end_s if r.end_s is not None else r.send_s) for r in records)
+    tokens_out = tokens_in = 0.0
+    done = 0
+    for r in records:
+        if not (r.ok and r.end_s is not None and r.chunk_s):
+            continue
+        inside = sum(1 for t in r.chunk_s if start <= t <= end)
+        tokens_out += r.output_tokens(source) * inside / len(r.chunk_s)
+        if start <= r.end_s <= end:
+            done += 1
+            tokens_in += r.prompt_tokens
+    out.update(steady_start_s=start, steady_end_s=end, steady_window_s=window_s,
+               steady_share=window_s / (last - first) if last > first else None,
+               steady_busy_share=min(1.0, busy_s / window_s),
+               steady_output_throughput=tokens_out / window_s,
+               steady_request_throughput=done / window_s,
+               steady_total_throughput=(tokens_out + tokens_in) / window_s)
+    return out
+
+
+def point_warnings(metrics: dict[str, Any], concurrency: int | None,
+                   min_steady_s: float | None = None) -> list[str]:
+    """Why a point's throughput may not be steady state, in words (empty when it is):
+    for the CLI, the Run page and the verdict."""
+    out = []
+    n = metrics.get("num_requests") or 0
+    window = metrics.get("steady_window_s")
+    share = metrics.get("steady_share")
+    if concurrency and n and n / concurrency < MIN_WAVES:
+        out.append(f"only {n / concurrency:.1f} waves of requests ({n} at concurrency "
+                   f"{concurrency}): most of the point was ramp-up and drain; size it by "
+                   "plan.min_waves or plan.min_steady_s")
+    if metrics.get("steady_target_in_flight") and window is None:
+        out.append(f"all {metrics['steady_target_in_flight']} slots were never busy at once: "
+                   "no steady-state window")
+    elif share is not None and share < MIN_STEADY_SHARE:
+        out.append(f"all slots were busy for {window:.2f} s, {share:.0%} of the point: mostly "
+                   "ramp-up and drain; steady_output_throughput is the steady figure")
+    if min_steady_s is not None and (window or 0.0) < min_steady_s:
+        out.append(f"all slots were busy for {window or 0.0:.2f} s, less than "
+                   f"plan.min_steady_s {min_steady_s:g} s (the point ran out of prepared "
+                   "requests or time); raise plan.max_point_requests or point_timeout_s")
+    return out
+
+
 def compute_point_metrics(
-    records: list[RequestRecord], source: TokenSource = "server"
+    records: list[RequestRecord], source: TokenSource = "server",
+    target_in_flight: int | None = None,
 ) -> dict[str, Any]:
     """All headline metrics of one benchmark point. Keys follow bench_serving's JSONL
     names (``output_throughput``, ``median_ttft_ms`` ...) plus ``max_*_ms``,
-    ``error_rate`` and the output-length check."""
+    ``error_rate``, the output-length check and the steady-state window
+    (``steady_*``, over ``target_in_flight`` slots)."""
     total = len(records)
     ok = [r for r in records if r.ok and r.end_s is not None]
     failed = total - len(ok)
@@ -204,4 +296,5 @@ def compute_point_metrics(
     m["output_len_ratio"] = total_output / requested if requested else None
     m["requests_short_of_output_len"] = len(short)
     m["errors_sample"] = sorted({r.error for r in records if r.error})[:5]
+    m.update(steady_state(records, target_in_flight, source))
     return m

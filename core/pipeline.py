@@ -12,6 +12,7 @@ that fails).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import signal
@@ -39,7 +40,7 @@ from core.errors import (
 from core.gpu import gpu_memory, gpu_pids
 from core.launcher import RUN_ID_ENV, ManagedServer, free_port, tail
 from core.loadgen import LoadGenerator, LoadOptions
-from core.metrics import compute_point_metrics
+from core.metrics import compute_point_metrics, point_warnings
 from core.probe import run_probe
 from core.prompts import Tokenizer, load_tokenizer, make_prompts, prompts_digest
 from core.records import RequestRecord, records_to_table
@@ -221,13 +222,18 @@ def _run_point(run: _Run, gen: LoadGenerator, plan: LaunchPlan, model: str, tok:
     if bench.flush_cache and plan.supports_flush_cache:
         with contextlib.suppress(httpx.HTTPError):
             httpx.post(plan.base_url + "/flush_cache", timeout=60.0, headers=run.headers)
-    # Seeded per point, not per run: every arm of a comparison gets the same prompts.
-    prompts = make_prompts(tok, point.num_prompts, point.input_len, point.output_len,
+    # Seeded per point, not per run: every arm of a comparison gets the same prompts (a
+    # point sized by time sends a prefix of the same sequence).
+    low, high = bench.point_requests(point)
+    budget = gen.budget(low, high, point.concurrency, point.request_rate, point.output_len,
+                        bench.min_steady_s)
+    prompts = make_prompts(tok, budget, point.input_len, point.output_len,
                            seed=bench.seed * 1000 + index)
     opts = LoadOptions(base_url=plan.base_url, model=model, concurrency=point.concurrency,
                        request_rate=point.request_rate, seed=bench.seed + index,
                        exact_length_body=exact_body, request_timeout_s=bench.request_timeout_s,
-                       point_timeout_s=bench.point_timeout_s, should_stop=run.should_stop)
+                       point_timeout_s=bench.point_timeout_s, should_stop=run.should_stop,
+                       min_requests=low, min_steady_s=bench.min_steady_s)
     sampler.point = index
 
     def on_done(done: int, total: int) -> None:
@@ -237,16 +243,20 @@ def _run_point(run: _Run, gen: LoadGenerator, plan: LaunchPlan, model: str, tok:
     started_at = utc_now()
     records, health = gen.run(opts, prompts, on_done)
     _retokenize(tok, records)
-    metrics = compute_point_metrics(records, "server")
-    metrics_retok = compute_point_metrics(records, "retokenized")
+    # The slots a steady state fills: the cap, or every request sent at once.
+    target = point.concurrency or (len(records) if math.isinf(point.request_rate) else None)
+    metrics = compute_point_metrics(records, "server", target)
+    metrics_retok = compute_point_metrics(records, "retokenized", target)
     server_counts = any(r.output_tokens_server is not None for r in records)
+    warnings = point_warnings(metrics, point.concurrency, bench.min_steady_s)
     run.folder.write_table(f"points/{index:03d}/records.parquet", records_to_table(records))
     run.folder.write(f"points/{index:03d}/summary.json", {
         "index": index, "label": point.label, "point": point.model_dump(mode="json"),
-        "started_at": started_at, "prompts_digest": prompts_digest(prompts),
+        "started_at": started_at, "prompts_digest": prompts_digest(prompts[:len(records)]),
+        "requests_planned": {"at_least": low, "at_most": high, "prepared": budget},
         "token_source": "server" if server_counts else "requested (server sent no usage)",
         "metrics": metrics, "metrics_retokenized": metrics_retok,
-        "client": health.as_dict(),
+        "client": health.as_dict(), "warnings": warnings,
     })
     if run.should_stop():
         raise RunCancelled(f"cancelled during point {index}")
@@ -388,7 +398,8 @@ def execute_run(folder: RunFolder, settings: Settings, progress: ProgressFn | No
                 summary = folder.read(f"points/{i:03d}/summary.json")
                 m = summary["metrics"]
                 rec["detail"] = (f"{point.label}: {m['completed']}/{m['num_requests']} ok, "
-                                 f"{(m['output_throughput'] or 0):.1f} out tok/s")
+                                 f"{(m['output_throughput'] or 0):.1f} out tok/s"
+                                 + "".join(f"; WARNING: {w}" for w in summary["warnings"]))
                 if not m["completed"]:
                     # Kept (records and summary), but a point with nothing completed
                     # measured nothing: the run did not succeed.

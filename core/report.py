@@ -67,12 +67,14 @@ def format_run(folder: RunFolder) -> str:
     for p in d["points"]:
         m = p["metrics"]
         rows.append([p["label"], f"{_f(m.get('completed'))}/{_f(m.get('num_requests'))}",
-                     _f(m["output_throughput"]), _f(m["median_ttft_ms"]), _f(m["p99_ttft_ms"]),
+                     _f(m["output_throughput"]), _f(m.get("steady_output_throughput")),
+                     _f(m["median_ttft_ms"]), _f(m["p99_ttft_ms"]),
                      _f(m["median_itl_ms"]), _f(m["median_tpot_ms"]), _f(m["median_e2e_ms"]),
                      _f(p["client"].get("loop_lag_ms_p99"))])
     if rows:
         out.append("")
-        out.append(_table(["point", "ok", "out tok/s", "TTFT p50 ms", "TTFT p99 ms",
+        out.append(_table(["point", "ok", "out tok/s", "steady out tok/s", "TTFT p50 ms",
+                           "TTFT p99 ms",
                            "ITL p50 ms", "TPOT p50 ms", "E2E p50 ms", "client lag p99 ms"],
                           rows))
         src = d["points"][0].get("token_source", "server")
@@ -84,6 +86,9 @@ def format_run(folder: RunFolder) -> str:
                 out.append(f"WARNING: point {p.get('label', p.get('index'))}: the load "
                            f"generator was saturated ({why}): the client, not the server, "
                            "may have limited these numbers")
+        for p in d["points"]:
+            for warning in p.get("warnings") or ():  # steady state (docs/METRICS.md)
+                out.append(f"WARNING: point {p.get('label', p.get('index'))}: {warning}")
     return "\n".join(out)
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from core.loadgen import (
     CPU_SHARE_WARN,
+    MIN_LAG_SAMPLES,
     ClientHealth,
     Clock,
     LoadOptions,
@@ -31,7 +32,8 @@ def test_busy_client_with_a_punctual_loop_is_saturated() -> None:
     h = ClientHealth(loop_lag_ms_p99=1.0, cpu_s=0.95, wall_s=1.0)
     assert h.saturated and "CPU 95%" in h.saturated_why
     assert h.as_dict()["client_saturated_why"] == h.saturated_why
-    lagging = ClientHealth(loop_lag_ms_p99=12.0, cpu_s=0.3, wall_s=1.0)
+    lagging = ClientHealth(loop_lag_ms_p99=12.0, cpu_s=0.3, wall_s=1.0,
+                           lag_samples=MIN_LAG_SAMPLES)
     assert lagging.saturated and "lag p99 12.0 ms" in lagging.saturated_why
     idle = ClientHealth(loop_lag_ms_p99=1.0, cpu_s=(CPU_SHARE_WARN - 0.1), wall_s=1.0)
     assert not idle.saturated and idle.saturated_why == ""
