@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# GPU side of the real-SGLang recipe (docs/BENCHMARKS.md §5), run from the repository root
+# on the lent machine. Each step is one short verb so that consecutive device calls (the
+# machine stays warm 30 s) can chain them:
+#
+#   bash bench/gpu/device.sh unpack .gpu/part1         # call 1: SGLang's site folder
+#   bash bench/gpu/device.sh unpack .gpu/part2 check   # call 2: duckdb + model files
+#   bash bench/gpu/device.sh start bench/gpu/plan_2x2.json
+#   bash bench/gpu/device.sh wait 540                  # progress + data so far in $OUT
+#
+# Everything it makes lives under /tmp/gpu (kept while the machine is warm). The experiment
+# runs from a copy of the repository, in its own session, so it outlives one call and a
+# later call's fresh copy of the working tree cannot change code under a running process.
+set -uo pipefail
+G=/tmp/gpu
+export PYTHONPATH=$G/site:$G/extra HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
+export SERVELAB_DATA_DIR=$G/data SERVELAB_SGLANG_PYTHON=python3 SERVELAB_MODEL_ROOTS=$G/models
+# Several-GPU kinds: NVLink multicast stays off in NCCL, PyTorch and NVSHMEM (KINDS.md).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+model=$G/models/smollm2-135m-random
+mkdir -p $G/data
+
+unpack() {  # PART_DIR: every *.tar.xz (or its .partNN pieces) into $G/site or $G/extra
+  local t=$SECONDS
+  for f in "$1"/*.tar.xz "$1"/*.tar.xz.part00; do
+    [[ -e $f ]] || continue
+    local base; base=$(basename "${f%.part00}" .tar.xz)
+    local dest=$G/extra; [[ $base == sglang ]] && dest=$G/site
+    mkdir -p "$dest"
+    if [[ $f == *.part00 ]]; then cat "${f%00}"*; else cat "$f"; fi | xz -dc -T0 | tar -C "$dest" -xf -
+  done
+  if [[ -d $1/model-src && ! -d $model ]]; then
+    python3 bench/gpu_make_model.py "$1/model-src" "$model"
+  fi
+  echo "unpacked $1 in $((SECONDS - t)) s"
+}
+
+check() {
+  nvidia-smi --query-gpu=index,name,memory.total,memory.used,driver_version --format=csv
+  python3 - <<'PY'
+import importlib.metadata as m
+for name in ("sglang", "sglang-kernel", "flashinfer-python", "transformers", "tokenizers",
+             "torch", "duckdb", "pydantic", "fastapi"):
+    try:
+        print(name, m.version(name))
+    except m.PackageNotFoundError:
+        print(name, "MISSING")
+PY
+}
+
+start() {  # PLAN_JSON: the experiment, then the seed's one-restart pair as two plain runs
+  rm -rf $G/repo && mkdir -p $G/repo
+  tar --exclude=./.gpu --exclude=./data/models --exclude=./.venv -cf - . | tar -C $G/repo -xf -
+  python3 - "$1" "$model" $G <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+plan["base"]["server"]["model"] = sys.argv[2]
+json.dump(plan, open(sys.argv[3] + "/plan.json", "w"))
+# The seed team's change, made as they made it: two plain runs (no declared knob) that
+# differ in both CUDA graphs and mem-fraction-static; the Compare page must flag it.
+base = {k: v for k, v in plan["base"].items() if k in ("server", "plan")}
+base["tags"] = ["gpu", "h200", "sglang", "seed-pair"]
+json.dump(base, open(sys.argv[3] + "/pair.json", "w"))
+PY
+  cat > $G/all.sh <<SH
+cd $G/repo
+python3 -m core experiment $G/plan.json
+python3 -m core run --plan $G/pair.json --no-cuda-graphs --mem-fraction-static 0.85 --tag seed:before --quiet
+python3 -m core run --plan $G/pair.json --cuda-graphs --mem-fraction-static 0.92 --tag seed:after --quiet
+echo "ALL DONE"
+SH
+  (exec setsid nohup bash $G/all.sh > $G/experiment.log 2>&1) &
+  sleep 5; echo "experiment started: $(head -c 300 $G/experiment.log)"
+}
+
+collect() {  # the data folder so far (no models) into $OUT, plus the experiment's console
+  cp $G/experiment.log "$OUT/" 2>/dev/null
+  tar -C $G -czf "$OUT/gpu-data.tar.gz" data
+  ls -la "$OUT"
+}
+
+wait_for() {  # SECONDS: until the experiment's console says it is done, or time is up
+  local end=$((SECONDS + $1))
+  while (( SECONDS < end )); do
+    if grep -q "^ALL DONE" $G/experiment.log 2>/dev/null; then break; fi
+    pgrep -f "bash $G/all.sh" > /dev/null || { echo "experiment script gone"; break; }
+    sleep 10
+  done
+  tr '\r' '\n' < $G/experiment.log | tail -3
+  ls $G/data/runs 2>/dev/null | while read -r r; do
+    printf '%s %s\n' "$r" "$(grep -o '"state": *"[a-z]*"' $G/data/runs/$r/status.json)"
+  done
+  for r in $(ls -t $G/data/runs 2>/dev/null | head -1); do
+    echo "--- newest run $r: server log tail"; tail -5 $G/data/runs/$r/server.log 2>/dev/null
+  done
+  collect
+}
+
+while (( $# )); do
+  case $1 in
+    unpack) unpack "$2"; shift 2 ;;
+    check) check; shift ;;
+    start) start "$2"; shift 2 ;;
+    wait) wait_for "$2"; shift 2 ;;
+    collect) collect; shift ;;
+    *) echo "unknown step $1"; exit 2 ;;
+  esac
+done

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Development side of the real-SGLang recipe (docs/BENCHMARKS.md §5): download the exact
+# wheels in wheels-sglang.txt / wheels-servelab.txt for the lent machine (python 3.12,
+# x86-64), install them with --target, trim what a Llama server never imports, and pack
+# xz parts of at most 60 MiB that travel to the device one call each (a call carries 64 MiB).
+#
+#   bash bench/gpu/prepare.sh            # -> .gpu/part1 (SGLang), .gpu/part2 (duckdb + model files)
+#
+# Everything lands under .gpu/ (git-ignored); only this script and the lists are in git.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=.gpu
+model_src=${MODEL_SRC:-data/models/SmolLM2-135M-Instruct}
+max_part_bytes=$((60 * 1024 * 1024))
+platforms=()
+for p in manylinux_2_34 manylinux_2_31 manylinux_2_28 manylinux_2_27 manylinux_2_26 \
+         manylinux_2_24 manylinux_2_17 manylinux2014 manylinux_2_5 manylinux1; do
+  platforms+=(--platform "${p}_x86_64")
+done
+platforms+=(--platform any)
+target_opts=(--no-deps --only-binary=:all: --python-version 3.12 --implementation cp "${platforms[@]}")
+
+pins() { grep -v '^#' "$1" | sed '/^$/d'; }
+
+fetch_and_install() {  # LIST DEST
+  local list=$1 dest=$2
+  mapfile -t want < <(pins "$list")
+  python3 -m pip download -q "${target_opts[@]}" -d "$root/wheels" "${want[@]}"
+  local files=()
+  for pin in "${want[@]}"; do
+    local name=${pin%%==*} version=${pin#*==}
+    local norm; norm=$(echo "$name" | tr '-' '_' | tr 'A-Z' 'a-z')
+    files+=("$(ls "$root/wheels/${norm}-${version}-"*.whl)")
+  done
+  rm -rf "$dest"
+  python3 -m pip install -q --no-index --no-compile "${target_opts[@]}" --target "$dest" "${files[@]}"
+  rm -rf "$dest/bin"
+  find "$dest" -name __pycache__ -type d -prune -exec rm -rf {} +
+}
+
+pack() {  # SRC_DIR OUT_DIR NAME
+  local src=$1 out=$2 name=$3
+  rm -rf "$out" && mkdir -p "$out"
+  tar -C "$src" -cf - . | xz "${XZ_LEVEL:--6}" -T2 > "$out/$name.tar.xz"
+  local size; size=$(stat -c %s "$out/$name.tar.xz")
+  if (( size > max_part_bytes )); then  # device.sh unpack joins the pieces again
+    split -b "$max_part_bytes" -d "$out/$name.tar.xz" "$out/$name.tar.xz.part"
+    rm "$out/$name.tar.xz"
+  fi
+  echo "$out: $(du -sm "$out" | cut -f1) MiB"
+}
+
+mkdir -p "$root/wheels"
+fetch_and_install bench/gpu/wheels-sglang.txt "$root/site"
+# FlashAttention 3 (1.12 GB) is imported only by sgl_kernel/flash_attn.py, i.e. only by the
+# fa3 attention backend; runs here use --attention-backend triton. Blackwell (sm100),
+# infllm and FlashMLA kernels are never loaded on a Hopper GPU with a Llama model.
+rm -rf "$root/site/sgl_kernel/flash_ops.abi3.so" "$root/site/sgl_kernel/sm100" \
+       "$root/site/sgl_kernel/infllm_ops"* "$root/site/sgl_kernel/flashmla_ops.abi3.so" \
+       "$root/site/xgrammar/lib/libxgrammar.a"
+echo "site: $(du -sm "$root/site" | cut -f1) MiB unpacked"
+fetch_and_install bench/gpu/wheels-servelab.txt "$root/extra"
+
+pack "$root/site" "$root/part1" sglang
+pack "$root/extra" "$root/part2" servelab-extra
+mkdir -p "$root/part2/model-src"
+for f in config.json generation_config.json tokenizer.json tokenizer_config.json \
+         chat_template.jinja special_tokens_map.json; do
+  [[ -f "$model_src/$f" ]] && cp "$model_src/$f" "$root/part2/model-src/"
+done
+du -sm "$root"/part*
