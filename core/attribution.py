@@ -46,6 +46,8 @@ __all__ = [
     "decompose",
     "design_of",
     "effects_table",
+    "experiment_attribution",
+    "format_attribution",
     "verdict_sentence",
 ]
 
@@ -448,3 +450,33 @@ def verdict_sentence(attr: Attribution, metric: str = "output_throughput",
     if raw is not None and abs(raw - total.log) > 5e-4:
         check += f"; the arms' raw geometric means differ by {raw:+.3f} (unbalanced runs)"
     return head + ", ".join(texts) + additive + floor + ". " + check + "."
+
+
+def experiment_attribution(settings: Any, record: dict[str, Any]) -> Attribution | None:
+    """The attribution of a grid experiment (experiment.json ``record``); None for an
+    experiment without a grid (its A/B verdict says it all) or before any run finished."""
+    from core.experiments import experiment_runs
+
+    spec = record.get("spec") or {}
+    design = design_of(spec) if spec.get("grid") else None
+    if design is None:
+        return None
+    runs = experiment_runs(settings, record)
+    if not any(r.view.status.get("state") == "succeeded" for r in runs):
+        return None
+    return attribute(runs, design)
+
+
+def format_attribution(settings: Any, record: dict[str, Any],
+                       noise_floor: dict[str, Any] | None = None) -> list[str]:
+    """Text lines for the CLI: the verdict per metric at the highest concurrency, then the
+    runs left out and why."""
+    attr = experiment_attribution(settings, record)
+    if attr is None:
+        return []
+    out = ["", "Attribution (log-ratio effects, OLS with trial blocks):"]
+    for metric in ("output_throughput", "median_ttft_ms", "median_itl_ms"):
+        if decompose(attr, metric):
+            out.append("  " + verdict_sentence(attr, metric, noise_floor=noise_floor))
+    out += [f"  note: {n}" for n in attr.notes]
+    return out

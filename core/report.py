@@ -104,6 +104,7 @@ def format_runs(rows: list[dict[str, Any]]) -> str:
 
 def format_experiment(settings: Any, record: dict[str, Any]) -> str:
     """The verdict, then per point and arm the mean output throughput with its interval."""
+    from core.attribution import format_attribution
     from core.experiments import experiment_runs, noise_floor
     from core.stats import arm_stats, verdict
 
@@ -121,6 +122,7 @@ def format_experiment(settings: Any, record: dict[str, Any]) -> str:
     table = arm_stats(runs, baseline)
     floor = noise_floor(settings) if spec.get("kind") != "aa" else None
     out.append(verdict(str(spec.get("name")), table, runs, baseline, floor))
+    out += format_attribution(settings, record)  # a grid's split of the difference into knobs
     rows = []
     for _, r in table[table["metric"] == "output_throughput"].iterrows():
         ci = ("-" if r["ci_low"] is None or r["ci_low"] != r["ci_low"]
