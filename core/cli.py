@@ -7,6 +7,7 @@ in its own session, so a run never shares a process with the UI.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import math
@@ -17,6 +18,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from core.config import parse_request_rate
 from core.errors import ConfigError, ServeLabError
 from core.transfer import HANDLERS as TRANSFER_HANDLERS
 from core.transfer import add_parsers as add_transfer_parsers
@@ -32,12 +36,10 @@ def _csv_ints(text: str) -> list[int]:
 
 
 def _rate(text: str) -> float:
-    if text.lower() in ("inf", "infinity", "unbounded"):
-        return math.inf
     try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give requests/s or inf") from None
+        return parse_request_rate(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _run_id(text: str) -> str:
@@ -156,9 +158,22 @@ def _load_plan_file(path: Path) -> dict[str, Any]:
     return data
 
 
-def spec_from_args(args: argparse.Namespace) -> Any:
-    """Merge the plan file (if any) with the flags into a validated RunSpec."""
-    from core.config import parse_spec
+class FieldErrors(ConfigError):
+    """Several bad fields at once: every one is reported, each with its flag and fix."""
+
+    def __init__(self, problems: dict[str, str]) -> None:
+        field, message = next(iter(problems.items()))
+        super().__init__(field, message)
+        self.problems = problems
+
+
+def spec_from_args(args: argparse.Namespace, here: Any = None) -> Any:
+    """Merge the plan file (if any) with the flags into a validated RunSpec; every
+    problem is reported at once (FieldErrors). ``here`` (Settings): the run executes on
+    this host, so its engine and model are checked too (``check_here``), in the same pass."""
+    from core.config import ServerConfig
+    from core.forms import check_spec_data
+    from core.settings import load_settings
 
     data: dict[str, Any] = _load_plan_file(args.plan) if args.plan else {}
     server = dict(data.get("server") or {})
@@ -206,14 +221,36 @@ def spec_from_args(args: argparse.Namespace) -> Any:
         spec_data["placement"] = placement
     if args.tags:
         spec_data["tags"] = args.tags
-    spec = parse_spec(spec_data)
-    from core.safety import server_path_problems
-    from core.settings import load_settings
-
-    roots = load_settings().allowed_model_roots
-    for field, message in server_path_problems(spec.server, roots, must_exist=False).items():
-        raise ConfigError(field, message)
+    spec, problems = check_spec_data(spec_data, load_settings().allowed_model_roots,
+                                     must_exist=False)
+    if here is not None and (spec_data.get("placement") or {}).get("executor", here.executor
+                                                                   ) != "ray":
+        with contextlib.suppress(ValidationError):  # a bad server field is reported above
+            server_cfg = ServerConfig.model_validate(server)
+            problems = {**engine_problems([server_cfg], here), **problems}
+    if problems or spec is None:
+        raise FieldErrors(problems)
     return spec
+
+
+def engine_problems(servers: list[Any], settings: Any) -> dict[str, str]:
+    """What preflight would refuse on this host in these server configurations (the engine,
+    its knobs and flags against its installed option list, model folders), found before
+    anything is queued or launched. Detection is cached per interpreter and version, so
+    this costs a fraction of a second after the first time."""
+    from core.config import RunSpec
+    from core.engines import get_adapter
+    from core.forms import spec_problems
+
+    problems: dict[str, str] = {}
+    infos: dict[str, Any] = {}
+    for server in servers:
+        if server.engine not in infos:
+            infos[server.engine] = get_adapter(server.engine, settings).detect()
+        for field, why in spec_problems(RunSpec(server=server), infos[server.engine],
+                                        settings).items():
+            problems.setdefault(field, why)
+    return problems
 
 
 def _progress_printer(quiet: bool) -> Any:
@@ -263,7 +300,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             raise ConfigError("--run-id", f"run {args.run_id} is {status.get('state')}, not "
                               "queued; only a queued run can be started")
     else:
-        spec = spec_from_args(args)
+        spec = spec_from_args(args, here=settings)
         from core.executors import executor_for
 
         if executor_for(spec, settings) == "ray":
@@ -396,7 +433,15 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
         base = dict(data.get("base") or {})
         base["placement"] = {**(base.get("placement") or {}), "executor": args.executor}
         data["base"] = base
-    exp_id = submit_experiment(settings, parse_experiment(data))
+    exp = parse_experiment(data)
+    from core.executors import executor_for
+    from core.experiments import expand
+
+    local = executor_for(exp.base, settings) != "ray"  # a Ray run is checked on its node
+    if local and (problems := engine_problems(
+            [spec.server for _, trial, spec in expand(exp, "check") if trial == 0], settings)):
+        raise FieldErrors(problems)
+    exp_id = submit_experiment(settings, exp)
     print(f"experiment {exp_id} queued")
     if args.no_wait:
         return 0
@@ -443,6 +488,18 @@ def _cmd_engines(_args: argparse.Namespace) -> int:
     return 0
 
 
+def _flag_of(field: str) -> str:
+    """The flag that sets a spec field: server.extra_args → --extra-arg,
+    plan.points.0.num_prompts → --num-prompts."""
+    if "." not in field:
+        return field
+    name = field.split(".")[-1]
+    if name.isdigit():
+        name = field.split(".")[-2]
+    return {"extra_args": "--extra-arg", "tags": "--tag"}.get(
+        name, "--" + name.replace("_", "-"))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"run": _cmd_run, "runs": _cmd_runs, "show": _cmd_show, "cancel": _cmd_cancel,
@@ -452,8 +509,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(handler(args))
     except ConfigError as exc:
-        flag = "--" + exc.field.split(".")[-1].replace("_", "-") if "." in exc.field else exc.field
-        print(f"error: {exc.field} ({flag}): {exc.message}", file=sys.stderr)
+        problems = exc.problems if isinstance(exc, FieldErrors) else {exc.field: exc.message}
+        for field, message in problems.items():
+            flag = _flag_of(field)
+            print(f"error: {field}{f' ({flag})' if flag != field else ''}: {message}",
+                  file=sys.stderr)
         return 2
     except ServeLabError as exc:
         print(f"error: {exc}", file=sys.stderr)

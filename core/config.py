@@ -20,6 +20,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 
 from core.errors import ConfigError
 
@@ -32,7 +33,9 @@ __all__ = [
     "ProbeSpec",
     "RunSpec",
     "ServerConfig",
+    "parse_request_rate",
     "parse_spec",
+    "plain_error",
     "spec_errors",
 ]
 
@@ -313,6 +316,65 @@ class RunSpec(_Frozen):
         return v
 
 
+def parse_request_rate(text: object) -> float:
+    """A request rate as a person types it (form, CLI, import page): requests per second
+    above 0, or ``inf`` / ``infinity`` / ``unbounded`` (any case) for all requests at once.
+    The one parser every entry point uses; ``ValueError`` says what to type instead."""
+    value = str(text).strip().lower().removesuffix("req/s").removesuffix("/s").strip()
+    if value in ("inf", "infinity", "unbounded"):
+        return math.inf
+    try:
+        rate = float(value)
+    except ValueError:
+        rate = math.nan
+    if not (math.isfinite(rate) and rate > 0):
+        raise ValueError(f"{str(text).strip()[:40]!r} is not a request rate; give requests per "
+                         "second above 0 (e.g. 2.5), or inf to send every request at once")
+    return rate
+
+
+def _fmt(value: object) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def plain_error(err: ErrorDetails) -> str:
+    """One validation problem in plain words with the fix (not pydantic's wording)."""
+    ctx: dict[str, Any] = dict(err.get("ctx") or {})
+    given = err.get("input")
+    shown = f" (you gave {given!r})" if isinstance(given, int | float | str) and not isinstance(
+        given, bool) and len(repr(given)) <= 40 else ""
+    kind = err["type"]
+    if kind == "greater_than_equal":
+        return f"give a number of at least {_fmt(ctx['ge'])}{shown}"
+    if kind == "greater_than":
+        return f"give a number above {_fmt(ctx['gt'])}{shown}"
+    if kind == "less_than_equal":
+        return f"give a number of at most {_fmt(ctx['le'])}{shown}"
+    if kind == "less_than":
+        return f"give a number below {_fmt(ctx['lt'])}{shown}"
+    if kind in ("int_parsing", "int_from_float", "int_type"):
+        return f"give a whole number{shown}"
+    if kind in ("float_parsing", "float_type", "finite_number"):
+        return f"give a number{shown}"
+    if kind in ("bool_parsing", "bool_type"):
+        return "give true or false"
+    if kind == "string_too_short":
+        return "give a value; it may not be empty"
+    if kind == "string_too_long":
+        return f"shorten it to at most {ctx.get('max_length')} characters"
+    if kind == "too_short":
+        return f"give at least {ctx.get('min_length')} item(s)"
+    if kind == "too_long":
+        return f"give at most {ctx.get('max_length')} item(s)"
+    if kind == "literal_error":
+        return f"use one of {ctx.get('expected')}"
+    if kind == "extra_forbidden":
+        return "not a field ServeLab knows; remove it (check its spelling)"
+    if kind == "missing":
+        return "required; give a value"
+    return str(err["msg"]).removeprefix("Value error, ")
+
+
 def spec_errors(data: dict[str, Any]) -> tuple[RunSpec | None, dict[str, str]]:
     """Validate and return every problem at once, keyed by dotted field path (for a
     form that shows each message beside its field)."""
@@ -322,7 +384,7 @@ def spec_errors(data: dict[str, Any]) -> tuple[RunSpec | None, dict[str, str]]:
         errors: dict[str, str] = {}
         for err in exc.errors():
             field = ".".join(str(p) for p in err["loc"]) or "spec"
-            errors.setdefault(field, err["msg"].removeprefix("Value error, "))
+            errors.setdefault(field, plain_error(err))
         return None, errors
 
 
@@ -334,5 +396,4 @@ def parse_spec(data: dict[str, Any]) -> RunSpec:
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "spec"
-        msg = err["msg"].removeprefix("Value error, ")
-        raise ConfigError(field, msg) from exc
+        raise ConfigError(field, plain_error(err)) from exc

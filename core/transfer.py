@@ -20,20 +20,28 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from core.config import parse_request_rate
 from core.errors import ConfigError
 
-__all__ = ["HANDLERS", "add_parsers"]
+__all__ = ["HANDLERS", "add_parsers", "import_rate"]
+
+
+def import_rate(text: str) -> float | str | None:
+    """A request rate typed for an import (CLI or page): None when empty, ``"inf"`` (as
+    imported points store it) or requests/s; ``parse_request_rate`` is the one rule."""
+    if not text.strip():
+        return None
+    value = parse_request_rate(text)
+    return "inf" if math.isinf(value) else value
 
 
 def _rate(text: str) -> float | str:
-    if text.lower() in ("inf", "infinity"):
-        return "inf"
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give requests/s or inf") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a positive rate or inf")
+        value = import_rate(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value is None:
+        raise argparse.ArgumentTypeError("give requests/s or inf")
     return value
 
 

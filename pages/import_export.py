@@ -21,6 +21,7 @@ from core.experiments import list_experiments
 from core.export import figures, select, write_pngs
 from core.importers import Given, ParsedFile, PlannedRun, parse_text, plan_runs, store_runs
 from core.store import Catalog
+from core.transfer import import_rate
 from pages._auth import can_launch
 from pages._export import export_buttons
 from pages._services import bootstrap
@@ -44,19 +45,11 @@ def _whole(label: str, text: str, errors: dict[str, str]) -> int | None:
 
 
 def _rate(text: str, errors: dict[str, str]) -> float | str | None:
-    text = text.strip().lower()
-    if not text:
-        return None
-    if text in ("inf", "infinity"):
-        return "inf"
     try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0 or value == float("inf"):
-        errors["rate"] = "Request rate: give requests/s (a positive number) or inf"
+        return import_rate(text)  # core/transfer.py: the CLI's rule too
+    except ValueError as exc:
+        errors["rate"] = f"Request rate: {exc}"
         return None
-    return value
 
 
 def _show_plan(parsed: ParsedFile, planned: list[PlannedRun], stored: set[str] | None) -> None:

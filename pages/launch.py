@@ -18,7 +18,7 @@ from core.experiments import load_experiment, submit_experiment
 from core.forms import FORM_DEFAULTS, experiment_from_form, launch_from_form
 from core.host import detect_host
 from core.jobs import submit
-from core.presets import PRESETS
+from core.presets import PRESETS, estimate_text, recent_durations_s
 from pages._auth import can_launch
 from pages._services import bootstrap
 
@@ -65,15 +65,34 @@ def err(key: str) -> None:
         st.error(errors[key], icon=":material/error:")
 
 
+def estimate() -> str:
+    """Runs this launch queues and their likely duration, from earlier runs like it."""
+    preset = next((p for p in PRESETS if p.name == st.session_state.get("preset",
+                                                                          default_preset)),
+                  PRESETS[0])
+    try:
+        trials = int(st.session_state.get("trials", D["trials"]))
+    except (TypeError, ValueError):
+        trials = int(D["trials"])
+    engine = st.session_state.get("engine", D["engine"])
+    model = str(st.session_state.get("model", D["model"])).strip()
+    return estimate_text(preset, max(trials, 1), recent_durations_s(settings, engine, model),
+                         what=f"{engine} {model}",
+                         parallel=st.session_state.get("executor") == "ray")
+
+
+# Number fields have no min/max here: a bad value reaches core's check and gets a
+# message beside it (a browser-clamped widget would silently refuse to submit).
 with st.form("launch"):
     st.subheader("Preset")
     st.selectbox("Preset", [p.name for p in PRESETS], key="preset",
-                          index=[p.name for p in PRESETS].index(default_preset),
-                          format_func=_preset_label)
+                 index=[p.name for p in PRESETS].index(default_preset),
+                 format_func=_preset_label)
     err("preset")
     st.number_input("Trials per arm (a preset with two arms runs as an experiment; "
-                    "3 or more give intervals)", 1, 50, 1, key="trials")
+                    "3 or more give intervals)", value=D["trials"], step=1, key="trials")
     err("trials")
+    st.caption("Estimate: " + estimate())
     if ray_address(settings) or settings.executor == "ray":  # core/executors
         st.selectbox("Executor", EXECUTORS, index=EXECUTORS.index(settings.executor)
                      if settings.executor in EXECUTORS else 0, key="executor",
@@ -86,7 +105,7 @@ with st.form("launch"):
         st.selectbox("Engine", ENGINES, key="engine", format_func=_engine_label)
         err("engine")
         st.text_input("Model (folder, hub id, or the bundled default)", D["model"],
-                              key="model")
+                      key="model")
         err("model")
         st.text_input("Tokenizer folder (optional)", "", key="tokenizer")
         err("tokenizer")
@@ -96,55 +115,68 @@ with st.form("launch"):
         st.selectbox("Device", ["auto", "cpu", "cuda"], key="device")
         err("device")
         st.selectbox("dtype", ["auto", "bfloat16", "float16", "float32"], key="dtype")
-        st.selectbox("CUDA graphs (presets override)",
-                                   ["engine default", "on", "off"], key="cuda_graphs",
-                                   help=host.cuda_graphs_reason)
+        err("dtype")
+        st.selectbox("CUDA graphs (presets override)", ["engine default", "on", "off"],
+                     key="cuda_graphs", help=host.cuda_graphs_reason)
         err("cuda_graphs")
-        st.text_input("CUDA graph max batch size", "",
-                                          key="cuda_graph_max_bs")
+        st.text_input("CUDA graph max batch size", "", key="cuda_graph_max_bs")
         err("cuda_graph_max_bs")
     with c3:
-        st.text_input("mem-fraction-static (sglang)", "",
-                                            key="mem_fraction_static")
+        st.text_input("mem-fraction-static (sglang)", "", key="mem_fraction_static")
         err("mem_fraction_static")
-        st.number_input("Tensor parallel size (sglang)", 1, 64, 1, key="tp_size")
+        st.number_input("Tensor parallel size (sglang)", value=1, step=1, key="tp_size")
         err("tp_size")
-        st.text_input("Attention backend (sglang)", "",
-                                          key="attention_backend")
+        st.text_input("Attention backend (sglang)", "", key="attention_backend")
         err("attention_backend")
         st.text_input("KV cache memory fraction (transformers)", "",
-                                              key="cb_max_memory_percent")
+                      key="cb_max_memory_percent")
         err("cb_max_memory_percent")
-    st.text_input("Extra engine flags (checked against the engine's own options)",
-                               "", key="extra_args")
+    st.text_input("Extra engine flags (checked against the engine's own options)", "",
+                  key="extra_args")
     err("extra_args")
     st.subheader("Benchmark plan")
     p1, p2, p3, p4 = st.columns(4)
-    p1.text_input("Concurrency (comma-separated points)", D["concurrency"],
-                                key="concurrency")
-    p2.number_input("Prompts per point", 1, 100_000, D["num_prompts"],
-                                  key="num_prompts")
-    p3.number_input("Input tokens", 1, 1_000_000, D["input_len"], key="input_len")
-    p4.number_input("Output tokens", 1, 1_000_000, D["output_len"],
-                                 key="output_len")
-    for k in ("concurrency", "num_prompts", "input_len", "output_len"):
-        err(k)
+    with p1:
+        st.text_input("Concurrency (comma-separated points)", D["concurrency"],
+                      key="concurrency")
+        err("concurrency")
+    with p2:
+        st.number_input("Prompts per point", value=D["num_prompts"], step=1, key="num_prompts")
+        err("num_prompts")
+    with p3:
+        st.number_input("Input tokens", value=D["input_len"], step=1, key="input_len")
+        err("input_len")
+    with p4:
+        st.number_input("Output tokens", value=D["output_len"], step=1, key="output_len")
+        err("output_len")
     q1, q2, q3, q4 = st.columns(4)
-    q1.text_input("Request rate (req/s or inf)", "inf", key="request_rate")
-    q2.number_input("Seed", 0, 2**32 - 1, 42, key="seed")
-    q3.text_input("Warm-up requests (empty = largest concurrency)", "",
-                           key="warmup_requests")
-    q4.text_input("Tags (space-separated)", "", key="tags")
-    for k in ("request_rate", "seed", "warmup_requests", "tags"):
-        err(k)
+    with q1:
+        st.text_input("Request rate (req/s or inf)", "inf", key="request_rate")
+        err("request_rate")
+    with q2:
+        st.number_input("Seed", value=D["seed"], step=1, key="seed")
+        err("seed")
+    with q3:
+        st.text_input("Warm-up requests (empty = largest concurrency)", "",
+                      key="warmup_requests")
+        err("warmup_requests")
+    with q4:
+        st.text_input("Tags (space-separated)", "", key="tags")
+        err("tags")
     st.checkbox("Sanity probe before the load", True, key="probe")
+    err("probe")
     r1, r2 = st.columns([3, 1])
-    r1.text_input("Probe question", D["probe_prompt"], key="probe_prompt")
-    r2.text_input("Expected answer (regex; empty = any non-empty text)",
-                                 D["probe_expect"], key="probe_expect")
-    err("probe_prompt")
-    err("probe_expect")
-    submitted = st.form_submit_button("Queue runs", type="primary", key="submit_launch",
+    with r1:
+        st.text_input("Probe question", D["probe_prompt"], key="probe_prompt")
+        err("probe_prompt")
+    with r2:
+        st.text_input("Expected answer (regex; empty = any non-empty text)",
+                      D["probe_expect"], key="probe_expect")
+        err("probe_expect")
+    b1, b2 = st.columns(2)
+    checked = b1.form_submit_button("Check and estimate (queues nothing)",
+                                    key="check_launch")
+    submitted = b2.form_submit_button("Queue runs", type="primary", key="submit_launch",
                                       disabled=not can_launch())
 if not can_launch():
     st.info("You are signed in to view: launching runs needs the launch token.",
@@ -153,32 +185,37 @@ if not can_launch():
 if submitted and not can_launch():  # never trust a disabled button alone
     st.session_state["launch_errors"] = {"submit": "this session may view, not launch"}
     st.rerun()
-if submitted:
+if submitted or checked:
     form = {k: st.session_state[k] for k in D if k in st.session_state}
     preset = next(p for p in PRESETS if p.name == form.get("preset"))
     st.session_state["launched"], st.session_state["experiment"] = [], None
     executor = st.session_state.get("executor") or settings.executor
     form_host = launch_host(settings, host, executor)  # Ray: the cluster's, not this host's
+    local = executor != "ray"  # a Ray run's engine and model are checked on its node
     try:
         if len(preset.arms) > 1:
-            exp, errors = experiment_from_form(form, form_host)
-            if exp is not None:
+            exp, errors = experiment_from_form(form, form_host, settings=settings, local=local)
+            if exp is not None and submitted:
                 exp = exp.model_copy(update={"base": with_executor(exp.base, executor)})
                 st.session_state["experiment"] = submit_experiment(settings, exp)
         else:
-            specs, errors = launch_from_form(form, form_host)
-            if not errors:
+            specs, errors = launch_from_form(form, form_host, settings=settings, local=local)
+            if not errors and submitted:
                 specs = [with_executor(s, executor) for s in specs]
                 st.session_state["launched"] = submit(settings, specs)
     except StoreError as exc:  # data folder not writable, disk full
         errors = {"submit": f"could not queue: {exc}"}
     st.session_state["launch_errors"] = errors
+    st.session_state["launch_checked"] = checked and not errors
     st.rerun()
 
 if "submit" in errors:
     st.error(f"Nothing was queued: {errors['submit']}", icon=":material/error:")
 elif errors:
-    st.error(f"Nothing was queued: {len(errors)} field(s) need attention (see above).")
+    st.error(f"Nothing was queued: {len(errors)} field(s) need attention; each message is "
+             "beside its field above.")
+elif st.session_state.pop("launch_checked", False):
+    st.success("Every field is fine; nothing queued yet. " + estimate())
 if exp_id := st.session_state.get("experiment"):
     record = load_experiment(settings, exp_id) or {}
     st.session_state["launched"] = [r["run_id"] for r in record.get("runs", [])

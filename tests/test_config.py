@@ -17,21 +17,22 @@ from core.errors import ConfigError
         ({"server": {"engine": "transformers", "mem_fraction_static": 0.9}},
          "server", "sglang engine only"),
         ({"server": {"engine": "endpoint"}}, "server", "endpoint_url is required"),
-        ({"server": {"port": 80}}, "server.port", "greater than or equal to 1024"),
+        ({"server": {"port": 80}}, "server.port", "at least 1024 (you gave 80)"),
         ({"server": {"device": "gpu0"}}, "server.device", "cuda:N"),
         ({"server": {"extra_args": ["--x", "; rm -rf ~"]}}, "server.extra_args", "not allowed"),
-        ({"plan": {"points": [{"concurrency": 0}]}}, "plan.points.0.concurrency", ">= 1"),
+        ({"plan": {"points": [{"concurrency": 0}]}}, "plan.points.0.concurrency", "at least 1"),
         ({"plan": {"points": []}}, "plan.points", "at least 1"),
         ({"plan": {"probe": {"expect": "(unclosed"}}}, "plan.probe.expect", "regular expression"),
         ({"tags": ["ok", "bad tag!"]}, "tags", "bad tag"),
-        ({"server": {"nonsense": 1}}, "server.nonsense", "Extra inputs"),
+        ({"server": {"nonsense": 1}}, "server.nonsense", "not a field"),
     ],
 )
 def test_bad_input_names_the_field(data: dict, field: str, words: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_spec(data)
     assert info.value.field == field
-    assert words.replace(">= 1", "greater than or equal to 1") in info.value.message
+    assert words in info.value.message
+    assert "Input should" not in info.value.message  # plain words, not pydantic's
 
 
 def test_spec_round_trips_through_json_with_infinite_rate() -> None:

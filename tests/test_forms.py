@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
-from core.engines import EngineInfo
-from core.forms import FORM_DEFAULTS, launch_from_form
-from core.host import HostInfo
+import sys
+from pathlib import Path
 
+import pytest
+
+from core.config import parse_request_rate
+from core.engines import EngineInfo
+from core.engines.transformers_serve import NOTE_CUDA_ABSENT, NOTE_MODEL_POSITIONAL
+from core.forms import FORM_DEFAULTS, experiment_from_form, launch_from_form
+from core.host import HostInfo
+from core.presets import PRESETS, estimate_text
+from core.settings import Settings
+
+# What `transformers serve --help` of an installed 5.24 lists (core.engines.transformers_serve
+# reads it at detection): the form checks extra flags against this list.
+SERVE_OPTIONS = frozenset({"--host", "--port", "--continuous-batching", "--no-continuous-batching",
+                           "--device", "--dtype", "--compile", "--no-compile", "--log-level",
+                           "--cb-max-memory-percent", "--default-seed", "-h", "--help"})
 CPU_HOST = HostInfo(gpus=(), engines={
-    "transformers": EngineInfo("transformers", True, "5.24.0"),
+    "transformers": EngineInfo("transformers", True, "5.24.0", options=SERVE_OPTIONS,
+                               notes=(NOTE_MODEL_POSITIONAL, NOTE_CUDA_ABSENT)),
     "sglang": EngineInfo("sglang", False, reason="No module named sglang"),
     "endpoint": EngineInfo("endpoint", True)})
 GPU_HOST = HostInfo(gpus=("0: NVIDIA H200",), engines={
@@ -16,6 +31,99 @@ GPU_HOST = HostInfo(gpus=("0: NVIDIA H200",), engines={
 
 def form(**changes: object) -> dict[str, object]:
     return {**FORM_DEFAULTS, **changes}
+
+
+@pytest.fixture(autouse=True)
+def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """Model folders may be under tmp_path/models (and data/models) only."""
+    (tmp_path / "models" / "tiny").mkdir(parents=True)
+    monkeypatch.setenv("SERVELAB_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("SERVELAB_MODEL_ROOTS", str(tmp_path / "models"))
+    return Settings(data_dir=tmp_path / "data", sglang_python=sys.executable,
+                    transformers_python=sys.executable, model_roots=(tmp_path / "models",))
+
+
+def test_unknown_flag_negative_number_and_bad_model_path_are_reported_together(
+        tmp_path: Path) -> None:
+    """Issue 12: one pass, each message beside its own field, nothing built."""
+    specs, errors = launch_from_form(form(extra_args="--foo", num_prompts=-3,
+                                          model=str(tmp_path / "elsewhere" / "m")), CPU_HOST)
+    assert specs == []
+    assert set(errors) == {"extra_args", "num_prompts", "model"}
+    assert "--foo is not an option of transformers 5.24.0" in errors["extra_args"]
+    assert "at least 1" in errors["num_prompts"] and "-3" in errors["num_prompts"]
+    assert "outside the allowed model folders" in errors["model"]
+
+
+def test_a_local_model_folder_must_exist_before_queuing(tmp_path: Path) -> None:
+    _, errors = launch_from_form(form(model=str(tmp_path / "models" / "missing")), CPU_HOST)
+    assert "does not exist" in errors["model"]
+    specs, errors = launch_from_form(form(model=str(tmp_path / "models" / "tiny")), CPU_HOST)
+    assert errors == {} and len(specs) == 1
+    # a Ray run's model lives on its node: not checked here
+    _, errors = launch_from_form(form(model=str(tmp_path / "models" / "missing")), CPU_HOST,
+                                 local=False)
+    assert errors == {}
+
+
+def test_a_misspelt_flag_gets_the_near_option_and_a_known_flag_passes() -> None:
+    _, errors = launch_from_form(form(extra_args="--log-levl info"), CPU_HOST)
+    assert "did you mean --log-level?" in errors["extra_args"]
+    specs, errors = launch_from_form(form(extra_args="--log-level info"), CPU_HOST)
+    assert errors == {} and specs[0].server.extra_args == ("--log-level", "info")
+
+
+def test_an_engine_knob_and_a_bad_flag_come_together() -> None:
+    """preflight's own check (plan_launch) runs before queuing, knobs and flags apart."""
+    _, errors = launch_from_form(form(cb_max_memory_percent="0.5", extra_args="--port 1"),
+                                 CPU_HOST)
+    assert "set by ServeLab" in errors["extra_args"]
+    _, errors = launch_from_form(form(preset="Continuous batching A/B",
+                                      cb_max_memory_percent="0.5"), CPU_HOST)
+    assert "batching off" in errors["preset"] and "cb_max_memory_percent" in errors["preset"]
+
+
+@pytest.mark.parametrize("field", ["num_prompts", "input_len", "output_len", "tp_size",
+                                   "seed", "cuda_graph_max_bs", "warmup_requests"])
+def test_negative_numbers_get_plain_words_beside_their_field(field: str) -> None:
+    _, errors = launch_from_form(form(**{field: -2}), CPU_HOST)
+    assert field in errors, errors
+    assert "Input should" not in errors[field] and "-2" in errors[field]
+
+
+def test_request_rate_message_says_what_to_type() -> None:
+    for bad in ("fast", "-1", "0", "nan"):
+        _, errors = launch_from_form(form(request_rate=bad), CPU_HOST)
+        assert "requests per second above 0" in errors["request_rate"]
+        assert "default" not in errors["request_rate"]
+    specs, errors = launch_from_form(form(request_rate="2.5 req/s"), CPU_HOST)
+    assert errors == {} and specs[0].plan.points[0].request_rate == 2.5
+
+
+@pytest.mark.parametrize(("text", "rate"), [("inf", float("inf")), ("Infinity", float("inf")),
+                                            ("unbounded", float("inf")), ("4", 4.0),
+                                            (" 0.5 /s", 0.5)])
+def test_one_request_rate_parser_for_every_entry_point(text: str, rate: float) -> None:
+    from core import cli, transfer
+
+    assert parse_request_rate(text) == rate
+    assert cli._rate(text) == rate
+    assert transfer.import_rate(text) == ("inf" if rate == float("inf") else rate)
+
+
+def test_trials_are_checked_with_the_other_fields_and_default_to_three() -> None:
+    exp, errors = experiment_from_form(form(preset="A/A noise check", trials=0,
+                                            num_prompts=-1), CPU_HOST)
+    assert exp is None and {"trials", "num_prompts"} <= set(errors)
+    exp, errors = experiment_from_form(form(preset="A/A noise check"), CPU_HOST)
+    assert errors == {} and exp is not None and exp.trials == 3
+
+
+def test_estimate_counts_runs_and_uses_earlier_durations() -> None:
+    ab = next(p for p in PRESETS if p.name == "Continuous batching A/B")
+    assert estimate_text(ab, 3, [120.0, 60.0, 90.0]).startswith(
+        "6 runs (2 arms × 3 trials), one after another: about 9 min (median 90 s per run")
+    assert "No finished run" in estimate_text(ab, 3, [])
 
 
 def test_every_bad_field_is_reported_at_once_and_nothing_is_built() -> None:
@@ -29,7 +137,7 @@ def test_every_bad_field_is_reported_at_once_and_nothing_is_built() -> None:
 
 def test_range_errors_map_back_to_their_form_field() -> None:
     _, errors = launch_from_form(form(output_len=0), CPU_HOST)
-    assert "output_len" in errors and "greater than or equal to 1" in errors["output_len"]
+    assert errors["output_len"] == "give a number of at least 1 (you gave 0)"
 
 
 def test_hostile_text_never_reaches_an_argv_unchecked() -> None:
@@ -38,16 +146,17 @@ def test_hostile_text_never_reaches_an_argv_unchecked() -> None:
 
 
 def test_unavailable_engine_and_preset_say_why() -> None:
-    _, errors = launch_from_form(form(engine="sglang", model="/m"), CPU_HOST)
+    _, errors = launch_from_form(form(engine="sglang"), CPU_HOST)
     assert "not installed" in errors["engine"]
     _, errors = launch_from_form(form(preset="CUDA graphs A/B"), CPU_HOST)
     assert "no NVIDIA GPU" in errors["preset"] or "has none" in errors["preset"]
 
 
-def test_cuda_graph_ab_on_a_gpu_host_differs_only_in_the_switch() -> None:
+def test_cuda_graph_ab_on_a_gpu_host_differs_only_in_the_switch(tmp_path: Path) -> None:
     specs, errors = launch_from_form(form(preset="CUDA graphs A/B", engine="sglang",
-                                          model="/models/glm", mem_fraction_static="0.85"),
-                                     GPU_HOST)
+                                          model=str(tmp_path / "models" / "glm"),
+                                          mem_fraction_static="0.85"),
+                                     GPU_HOST, local=False)
     assert errors == {}
     a, b = (s.model_dump() for s in specs)
     assert a["server"]["cuda_graphs"] is True and b["server"]["cuda_graphs"] is False

@@ -14,6 +14,7 @@ import pytest
 
 from core import model_setup
 from core.config import DEFAULT_MODEL, ServerConfig
+from core.engines import transformers_serve
 from core.engines.base import EngineInfo
 from core.engines.transformers_serve import (
     CLI_MODULE,
@@ -274,8 +275,25 @@ def test_exact_length_fields() -> None:
     assert json.loads(fields["generation_config"]) == {"eos_token_id": -1}
 
 
-def test_detect_installed_transformers(tmp_path: Path) -> None:
-    info = TransformersServeAdapter(sys.executable, tmp_path).detect()
+def test_detect_installed_transformers_and_cache_it_per_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The option list comes from `serve --help` once per interpreter and version; later
+    runs (each a new process) read it from the cache with one quick version check."""
+    calls: list[list[str]] = []
+    real_run = transformers_serve._run
+    version_bump: list[str] = []
+
+    def spy(argv: list[str]) -> tuple[int | None, str]:
+        calls.append(argv)
+        rc, out = real_run(argv)
+        if version_bump and '"transformers"' in argv[-1]:  # the version check's code
+            found = json.loads(out.strip().splitlines()[-1])
+            out = json.dumps({**found, "transformers": version_bump[0]})
+        return rc, out
+
+    monkeypatch.setattr(transformers_serve, "_run", spy)
+    cache = tmp_path / "cache"
+    info = TransformersServeAdapter(sys.executable, tmp_path, cache).detect()
     if not info.installed and "transformers is not installed" in info.reason:
         pytest.skip(info.reason)
     assert info.installed, info.reason
@@ -284,3 +302,14 @@ def test_detect_installed_transformers(tmp_path: Path) -> None:
     assert "--no-continuous-batching" in info.options
     assert NOTE_MODEL_POSITIONAL in info.notes
     assert (NOTE_CUDA_AVAILABLE in info.notes) != (NOTE_CUDA_ABSENT in info.notes)
+    assert any("--help" in argv for argv in calls)
+
+    calls.clear()
+    assert TransformersServeAdapter(sys.executable, tmp_path, cache).detect() == info
+    assert len(calls) == 1 and "--help" not in calls[0]  # the version check only
+
+    calls.clear()
+    version_bump.append("99.0.0")  # another transformers installed: detected afresh
+    again = TransformersServeAdapter(sys.executable, tmp_path, cache).detect()
+    assert again.version == "99.0.0" and again.options == info.options
+    assert any("--help" in argv for argv in calls)

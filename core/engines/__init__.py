@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
-from core.config import EngineName
+from pathlib import Path
+
+from core.config import EngineName, ServerConfig
 from core.engines.base import EngineAdapter, EngineInfo, LaunchPlan
+from core.errors import ConfigError, EngineUnavailable
 from core.settings import Settings
 
-__all__ = ["ENGINES", "EngineAdapter", "EngineInfo", "LaunchPlan", "get_adapter"]
+__all__ = ["ENGINES", "EngineAdapter", "EngineInfo", "LaunchPlan", "detect_cache_dir",
+           "get_adapter", "launch_problems"]
 
 ENGINES: tuple[EngineName, ...] = ("transformers", "sglang", "endpoint")
+# A port number for checks that build an argv without starting anything.
+_CHECK_PORT = 65535
+
+
+def detect_cache_dir(settings: Settings) -> Path:
+    """Where adapters keep what detection learned (core/engines/detect_cache.py)."""
+    return settings.data_dir / "cache"
 
 
 def get_adapter(name: EngineName, settings: Settings) -> EngineAdapter:
@@ -16,11 +27,54 @@ def get_adapter(name: EngineName, settings: Settings) -> EngineAdapter:
     if name == "transformers":
         from core.engines.transformers_serve import TransformersServeAdapter
 
-        return TransformersServeAdapter(settings.transformers_python, settings.models_dir)
+        return TransformersServeAdapter(settings.transformers_python, settings.models_dir,
+                                        detect_cache_dir(settings))
     if name == "sglang":
         from core.engines.sglang import SGLangAdapter
 
-        return SGLangAdapter(settings.sglang_python)
+        return SGLangAdapter(settings.sglang_python, detect_cache_dir(settings))
     from core.engines.endpoint import EndpointAdapter
 
     return EndpointAdapter()
+
+
+def _refusal(exc: ConfigError | EngineUnavailable) -> tuple[str, str]:
+    """(field, message) of a plan_launch refusal; EngineUnavailable names its field as a
+    ``server.x: ...`` prefix when it is about one knob."""
+    if isinstance(exc, ConfigError):
+        return exc.field, exc.message
+    text = str(exc)
+    head, sep, rest = text.partition(": ")
+    if sep and head.startswith("server.") and " " not in head:
+        return head, rest
+    return "server.engine", text
+
+
+def launch_problems(config: ServerConfig, info: EngineInfo,
+                    settings: Settings) -> dict[str, str]:
+    """{field: why} for what this engine's preflight (``plan_launch``, the same code) would
+    refuse in ``config``, found before anything is queued and without starting anything.
+    The knobs and the extra flags are checked apart, so a bad flag is reported together
+    with a bad knob instead of after it is fixed. Model locations are core.safety's job:
+    a stand-in is passed so that checking never converts or loads a model."""
+    adapter = get_adapter(config.engine, settings)
+    problems: dict[str, str] = {}
+    stand_in = "/checking/model"
+    try:
+        adapter.plan_launch(config.model_copy(update={"model": stand_in, "extra_args": ()}),
+                            _CHECK_PORT, info)
+    except (ConfigError, EngineUnavailable) as exc:
+        field, message = _refusal(exc)
+        problems[field] = message
+    if config.extra_args:
+        flags_only = ServerConfig.model_construct(
+            **{**ServerConfig().model_dump(), "engine": config.engine, "model": stand_in,
+               "endpoint_url": config.endpoint_url, "device": config.device,
+               "extra_args": config.extra_args})
+        try:
+            adapter.plan_launch(flags_only, _CHECK_PORT, info)
+        except (ConfigError, EngineUnavailable) as exc:
+            field, message = _refusal(exc)
+            if field == "server.extra_args":
+                problems[field] = message
+    return problems

@@ -20,6 +20,7 @@ up in docs/ENGINES.md, section "transformers serve". The parts that shape this m
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -30,6 +31,7 @@ from typing import Any
 import httpx
 
 from core.config import ServerConfig
+from core.engines import detect_cache
 from core.engines.base import EngineInfo, LaunchPlan
 from core.errors import ConfigError, EngineUnavailable
 from core.model_setup import resolve_model
@@ -81,11 +83,23 @@ _RESERVED_FLAGS: dict[str, str] = {
     "-h": "nothing (it only prints help)",
 }
 
-# One subprocess for the cheap host facts: serving dependencies and CUDA visibility.
-_PROBE_CODE = """
-import importlib.util as u, json
-out = {"serve_deps_missing": [n for n in ("fastapi", "uvicorn", "pydantic", "openai")
-                              if u.find_spec(n) is None]}
+# One cheap subprocess on every detect(): versions and serving dependencies (no import of
+# transformers or torch, so well under a second), the key of the detection cache.
+_VERSIONS_CODE = """
+import importlib.metadata as m, importlib.util as u, json
+def v(name):
+    try:
+        return m.version(name)
+    except m.PackageNotFoundError:
+        return None
+print(json.dumps({"transformers": v("transformers"), "torch": v("torch"),
+                  "serve_deps_missing": [n for n in ("fastapi", "uvicorn", "pydantic", "openai")
+                                         if u.find_spec(n) is None]}))
+"""
+# Only when the cache has no answer: CUDA visibility needs torch imported (seconds).
+_CUDA_CODE = """
+import json
+out = {}
 try:
     import torch
     out["torch"] = torch.__version__
@@ -164,9 +178,10 @@ class TransformersServeAdapter:
 
     name = "transformers"
 
-    def __init__(self, python: str, models_dir: Path) -> None:
+    def __init__(self, python: str, models_dir: Path, cache_dir: Path | None = None) -> None:
         self.python = python
         self.models_dir = models_dir
+        self.cache_dir = cache_dir  # detection results per interpreter + versions (None: off)
         self._version: str | None = None  # from the last detect() or plan_launch()
 
     # -- detect ------------------------------------------------------------------------------
@@ -178,19 +193,50 @@ class TransformersServeAdapter:
         return [self.python, "-m", CLI_MODULE]
 
     def detect(self) -> EngineInfo:
-        rc, out = _run([self.python, "-c",
-                        "import importlib.metadata as m; print(m.version('transformers'))"])
+        """What is installed: one quick subprocess for the versions, then the option list and
+        CUDA visibility from the cache (``core.engines.detect_cache``), or, the first time
+        for this interpreter and these versions, from ``serve --help`` and torch."""
+        rc, out = _run([self.python, "-c", _VERSIONS_CODE])
         if rc is None:
             return EngineInfo(self.name, False, reason=f"cannot run {self.python}: {_tail(out)}")
-        if rc != 0:
+        try:
+            versions = json.loads(out.strip().splitlines()[-1]) if rc == 0 else {}
+        except (ValueError, IndexError):
+            versions = {}
+        version = versions.get("transformers") if isinstance(versions, dict) else None
+        if not isinstance(version, str):
             return EngineInfo(self.name, False,
                               reason=f"transformers is not installed for {self.python} "
                                      "(pip install 'transformers[serving]')")
-        version = out.strip().splitlines()[-1].strip()
         self._version = version
-
-        launchers = [[self.python, "-m", CLI_MODULE]]
         script = Path(self.python).parent / "transformers"
+        key = {"python": detect_cache.interpreter(self.python), "transformers": version,
+               "torch": versions.get("torch"), "console_script": script.is_file(),
+               # what torch reports about CUDA depends on which devices it may see
+               "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+        cached = detect_cache.load(self.cache_dir, self.name, key)
+        if cached is not None:
+            options = frozenset(cached.get("options") or ())
+            notes = tuple(cached.get("notes") or ())
+        else:
+            found = self._read_cli(version, script)
+            if isinstance(found, EngineInfo):
+                return found
+            options, notes = found
+            detect_cache.store(self.cache_dir, self.name, key,
+                               {"options": sorted(options), "notes": list(notes)})
+        missing = versions.get("serve_deps_missing") or []
+        if missing:
+            return EngineInfo(self.name, False, version=version, options=options, notes=notes,
+                              reason=f"`transformers serve` needs {', '.join(missing)}: "
+                                     "pip install 'transformers[serving]'")
+        return EngineInfo(self.name, True, version=version, options=options, notes=notes)
+
+    def _read_cli(self, version: str, script: Path
+                  ) -> tuple[frozenset[str], tuple[str, ...]] | EngineInfo:
+        """(options, notes) from ``serve --help`` and torch; an uninstalled EngineInfo
+        saying why when there is no working ``serve``."""
+        launchers = [[self.python, "-m", CLI_MODULE]]
         if script.is_file():
             launchers.append([str(script)])
         options: frozenset[str] = frozenset()
@@ -214,7 +260,7 @@ class TransformersServeAdapter:
         elif "--force-model" in options:
             notes.append(NOTE_MODEL_FLAG)
 
-        rc, probe_out = _run([self.python, "-c", _PROBE_CODE])
+        rc, probe_out = _run([self.python, "-c", _CUDA_CODE])
         probe: dict[str, Any] = {}
         if rc == 0:
             try:
@@ -227,13 +273,7 @@ class TransformersServeAdapter:
         elif probe.get("cuda") is False:
             notes.append(NOTE_CUDA_ABSENT)
             notes.append(f"torch {probe.get('torch')}: no CUDA device")
-        missing = probe.get("serve_deps_missing") or []
-        if missing:
-            return EngineInfo(self.name, False, version=version, options=options,
-                              notes=tuple(notes),
-                              reason=f"`transformers serve` needs {', '.join(missing)}: "
-                                     "pip install 'transformers[serving]'")
-        return EngineInfo(self.name, True, version=version, options=options, notes=tuple(notes))
+        return options, tuple(notes)
 
     # -- plan_launch -------------------------------------------------------------------------
 
@@ -341,10 +381,12 @@ class TransformersServeAdapter:
                 raise ConfigError("server.extra_args",
                                   f"{flag} is set by ServeLab; use {_RESERVED_FLAGS[flag]} instead")
             if flag not in opts:
-                known = ", ".join(sorted(o for o in opts if o.startswith("--")))
+                near = difflib.get_close_matches(flag, sorted(opts), n=2, cutoff=0.75)
+                hint = f"did you mean {' or '.join(near)}? " if near else ""
                 raise ConfigError("server.extra_args",
-                                  f"{flag} is not an option of {version} `serve`; "
-                                  f"it knows: {known}")
+                                  f"{flag} is not an option of {version} `serve`: {hint}"
+                                  "remove it, or pick one that `transformers serve --help` "
+                                  "lists")
         return list(extra)
 
     # -- collect_facts -----------------------------------------------------------------------

@@ -1,0 +1,69 @@
+"""The Launch page through Streamlit's AppTest: one-pass validation beside each field,
+nothing queued while anything is wrong, the estimate before queuing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / ".demo-installed").write_text("")  # an empty data folder: no demo runs
+    (tmp_path / "models").mkdir()
+    monkeypatch.setenv("SERVELAB_DATA_DIR", str(data))
+    monkeypatch.setenv("SERVELAB_MODEL_ROOTS", str(tmp_path / "models"))
+    monkeypatch.setenv("SERVELAB_WORKER", "off")  # queue runs but start none
+    st.cache_resource.clear()
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
+    app.run()
+    app.switch_page("pages/launch.py").run()
+    assert not app.exception, app.exception
+    if any("transformers (unavailable" in o for o in app.selectbox(key="engine").options):
+        pytest.skip("transformers serve is not installed here")
+    return app
+
+
+def _empty(folder: Path) -> bool:
+    return not folder.exists() or not any(folder.iterdir())
+
+
+def test_unknown_flag_negative_number_and_bad_model_path_three_errors_nothing_queued(
+        app: AppTest, tmp_path: Path) -> None:
+    app.text_input(key="extra_args").set_value("--foo")
+    app.number_input(key="num_prompts").set_value(-3)
+    app.text_input(key="model").set_value("/etc/servelab-model")
+    app.button(key="submit_launch").click().run()
+    assert not app.exception, app.exception
+    errors = [e.value for e in app.error]  # in page order
+    field_errors = errors[:-1]
+    assert len(field_errors) == 3, errors
+    assert "outside the allowed model folders" in field_errors[0]  # beside Model (column 1)
+    assert "--foo is not an option of transformers" in field_errors[1]  # beside the flags
+    assert "at least 1 (you gave -3)" in field_errors[2]  # beside Prompts per point
+    assert "3 field(s) need attention" in errors[-1] and "Nothing was queued" in errors[-1]
+    assert not any("Input should" in e for e in errors)
+    assert _empty(tmp_path / "data" / "runs") and _empty(tmp_path / "data" / "experiments")
+
+
+def test_check_shows_the_estimate_and_queues_nothing_then_queue_runs_three_trials(
+        app: AppTest, tmp_path: Path) -> None:
+    assert app.selectbox(key="preset").value == "Continuous batching A/B"
+    assert app.number_input(key="trials").value == 3
+    assert any(c.value.startswith("Estimate: 6 runs (2 arms × 3 trials)") for c in app.caption)
+    app.button(key="check_launch").click().run()
+    assert not app.exception, app.exception
+    assert not app.error, [e.value for e in app.error]
+    assert any("nothing queued yet" in s.value for s in app.success)
+    runs = tmp_path / "data" / "runs"
+    assert _empty(runs)
+    app.button(key="submit_launch").click().run()
+    assert not app.exception, app.exception
+    assert len(list(runs.iterdir())) == 6
