@@ -40,19 +40,28 @@ __all__ = [
     "MatchedPoint",
     "PointKey",
     "RunView",
+    "arm_names",
+    "baseline_index",
     "config_diff",
     "confounders",
+    "control_of",
     "declared_intended",
     "derived_differences",
     "differing_fields",
+    "find_runs",
     "flatten_config",
     "has_records",
+    "headline_point",
+    "is_run_id",
+    "knob_fields",
+    "knob_text",
     "latency_samples",
     "load_run",
     "match_points",
     "memory_headroom",
     "metric_deltas",
     "no_records_note",
+    "peak_gpu_mib_by_point",
     "point_key",
     "prompt_check",
     "run_labels",
@@ -281,9 +290,9 @@ def differing_fields(views: Sequence[RunView]) -> list[str]:
     return sorted(diff, key=_group_rank)
 
 
-def config_diff(views: Sequence[RunView]) -> pd.DataFrame:
-    """One row per differing field: ``field`` then one column per run id."""
-    labels = run_labels(views)
+def config_diff(views: Sequence[RunView], names: Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per differing field: ``field`` then one column per run id (or name)."""
+    labels = list(names) if names is not None else run_labels(views)
     flats = [flatten_config(v) for v in views]
     rows = [{"field": f, **{lab: flat.get(f) for lab, flat in zip(labels, flats, strict=True)}}
             for f in differing_fields(views)]
@@ -485,18 +494,20 @@ def _verdict(base: float, value: float, direction: Direction | None) -> tuple[fl
 
 def metric_deltas(views: Sequence[RunView], baseline: int = 0,
                   metrics: Sequence[str] | None = None,
-                  source: TokenSource = "server") -> pd.DataFrame:
+                  source: TokenSource = "server",
+                  names: Sequence[str] | None = None) -> pd.DataFrame:
     """One row per (matched point, metric): ``point``, ``metric``, ``direction``, one value
     column per run, then per non-baseline run ``delta_<id>`` (absolute), ``rel_<id>``
     (fraction of the baseline; NaN when the baseline is 0) and ``verdict_<id>`` ("better",
     "worse", "same" below 0.5 %, "changed" for a metric without a direction, None when a
     value is missing), and ``same_prompts`` (False: the runs were sent different prompts
-    at this point; None: not checkable). A point one run lacks gives NaN there."""
+    at this point; None: not checkable). A point one run lacks gives NaN there. ``names``
+    (e.g. ``arm_names``) replaces the run ids in the column names."""
     if not views:
         raise ValueError("no runs to compare")
     if not 0 <= baseline < len(views):
         raise ValueError(f"baseline {baseline} is not one of the {len(views)} runs")
-    labels = run_labels(views)
+    labels = list(names) if names is not None else run_labels(views)
     others = [i for i in range(len(views)) if i != baseline]
     columns = ["point", "metric", "direction", *labels]
     for i in others:
@@ -545,6 +556,24 @@ def _peak_gpu_used_mib(path: Path | None) -> float | None:
     return None if peak is None else float(peak)
 
 
+def peak_gpu_mib_by_point(path: Path | None) -> dict[int, float]:
+    """Per point index: the peak GPU memory used while it ran (NVML, MiB, the busiest GPU);
+    empty on a CPU host or without samples."""
+    if path is None or not (path / "samples.parquet").exists():
+        return {}
+    table = RunFolder(path).read_table("samples.parquet")
+    if table is None or table.num_rows == 0 or not {"name", "point"} <= set(
+            table.column_names):
+        return {}
+    gpu = table.filter(pc.equal(table["name"], "gpu_used_mib"))
+    out: dict[int, float] = {}
+    for point, value in zip(gpu["point"].to_pylist(), gpu["value"].to_pylist(), strict=True):
+        if point is None or value is None or int(point) < 0:
+            continue
+        out[int(point)] = max(out.get(int(point), 0.0), float(value))
+    return out
+
+
 def _gpu_total_gb(gpus: Any) -> float | None:
     if not isinstance(gpus, list):
         return None
@@ -553,25 +582,38 @@ def _gpu_total_gb(gpus: Any) -> float | None:
     return max(known) / 1024 if known else None
 
 
-def memory_headroom(views: Sequence[RunView]) -> pd.DataFrame:
+def memory_headroom(views: Sequence[RunView], names: Sequence[str] | None = None
+                    ) -> pd.DataFrame:
     """Per run: the server's memory facts (GB as SGLang reports them, i.e. GiB, per GPU)
     and the peak GPU memory used while points ran (NVML, MiB, the busiest GPU). None where
-    unknown (not SGLang, facts missing, CPU host), never 0."""
+    unknown (not SGLang, facts missing, CPU host), never 0. ``headroom_gb``: the server's
+    free memory after start-up, else (no memory facts) the GPU's total minus the NVML
+    peak. ``names`` replaces the run ids in ``run_id``."""
     rows = []
-    for lab, v in zip(run_labels(views), views, strict=True):
+    labels = list(names) if names is not None else run_labels(views)
+    for lab, v in zip(labels, views, strict=True):
         f = v.facts
+        free = _num(f.get("available_gpu_mem_gb"))
+        total = _gpu_total_gb(f.get("gpus"))
+        peak = _peak_gpu_used_mib(v.path)
+        headroom = free if free is not None else (
+            total - peak / 1024 if total is not None and peak is not None else None)
         rows.append({
             "run_id": lab,
             "kv_cache_tokens": _num(f.get("kv_cache_tokens")),
             "weight_mem_gb": _num(f.get("weight_mem_gb")),
             "kv_cache_gb": _num(f.get("kv_cache_gb")),
             "graph_mem_gb": _num(f.get("graph_mem_gb")),
-            "available_gpu_mem_gb": _num(f.get("available_gpu_mem_gb")),
-            "gpu_total_gb": _gpu_total_gb(f.get("gpus")),
-            "peak_gpu_used_mib": _peak_gpu_used_mib(v.path),
+            "available_gpu_mem_gb": free,
+            "gpu_total_gb": total,
+            "peak_gpu_used_mib": peak,
+            "headroom_gb": headroom,
+            "headroom_from": ("server facts" if free is not None else
+                              "NVML peak" if headroom is not None else None),
         })
     columns = ["run_id", "kv_cache_tokens", "weight_mem_gb", "kv_cache_gb", "graph_mem_gb",
-               "available_gpu_mem_gb", "gpu_total_gb", "peak_gpu_used_mib"]
+               "available_gpu_mem_gb", "gpu_total_gb", "peak_gpu_used_mib", "headroom_gb",
+               "headroom_from"]
     return pd.DataFrame(rows, columns=columns, dtype=object)
 
 
@@ -623,3 +665,147 @@ def latency_samples(folder: RunFolder, point_index: int, metric: str,
                                                    if c in pq.read_schema(path).names])
     values: list[float] = (latency_arrays(table, source)[family] * 1000.0).tolist()
     return values
+
+
+# --- who is who: run ids, arm names, the baseline, the headline point ---------------------------
+
+_RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def is_run_id(text: str) -> bool:
+    """A run or experiment id as ServeLab writes them (no path separator, no ``..``): the
+    one check every page and export applies to an id it was given."""
+    return bool(_RUN_ID_RE.fullmatch(text)) and ".." not in text
+
+
+def find_runs(runs_dir: Path, ids: Iterable[str]) -> tuple[list[RunFolder], list[str]]:
+    """The run folders named by ``ids`` (in order, duplicates once) and the ids that name
+    no run (malformed, or no such folder)."""
+    found: list[RunFolder] = []
+    unknown: list[str] = []
+    for rid in dict.fromkeys(i.strip() for i in ids if i.strip()):
+        if is_run_id(rid) and (runs_dir / rid / "spec.json").is_file():
+            found.append(RunFolder(runs_dir / rid))
+        else:
+            unknown.append(rid)
+    return found, unknown
+
+
+def knob_text(value: Any) -> str:
+    """A knob value as a reader says it: on / off / default / the value."""
+    if value is True:
+        return "on"
+    if value is False:
+        return "off"
+    if value is None:
+        return "default"
+    if isinstance(value, str) and "/" in value.rstrip("/"):
+        return Path(value.rstrip("/")).name  # a model path: its last part says enough
+    return str(value)
+
+
+def _arm_tag(view: RunView) -> str | None:
+    """The experiment arm a run belongs to (tag ``arm:<label>``, spaces written as -)."""
+    for tag in view.spec.get("tags") or []:
+        if isinstance(tag, str) and tag.startswith("arm:") and len(tag) > 4:
+            return tag[4:].replace("-", " ")
+    return None
+
+
+def knob_fields(views: Sequence[RunView]) -> list[str]:
+    """The knobs under test: the declared intended fields that differ, else every
+    ``server.*``/``plan.*`` field that differs (a port never counts)."""
+    if len(views) < 2:
+        return []
+    flats = [flatten_config(v) for v in views]
+    spec_diff = [f for f in differing_fields(views)
+                 if _group_rank(f) < 2 and f not in INERT_FIELDS
+                 and _known_difference(f, views, flats)]
+    intended = declared_intended(views)
+    chosen = [f for f in spec_diff if _is_intended(f, intended)] if intended else []
+    return chosen or spec_diff
+
+
+def _short(field: str) -> str:
+    return field.split(".", 1)[1] if _group_rank(field) < 2 else field
+
+
+def arm_names(views: Sequence[RunView]) -> list[str]:
+    """One display name per run, what a reader tells the runs apart by, never an id
+    alone: the experiment arm, else the knob values that differ (``cuda_graphs=on``),
+    else where an imported run came from. A name several runs share (trials of one arm,
+    identical configurations) gets each run's short id appended."""
+    if len(views) == 1:
+        arm = _arm_tag(views[0])
+        return [arm or views[0].run_id]
+    knobs = knob_fields(views)
+    flats = [flatten_config(v) for v in views]
+    mixed = any(v.imported for v in views) and not all(v.imported for v in views)
+    names = []
+    for v, flat in zip(views, flats, strict=True):
+        arm = _arm_tag(v)
+        if arm is not None and all(_arm_tag(o) is not None for o in views):
+            names.append(arm)
+        elif v.imported and (mixed or len(knobs) > 2):
+            origin = v.spec.get("import") or {}
+            names.append(f"imported {Path(str(origin.get('source_file') or '?')).name}")
+        elif mixed:  # beside an import, what tells them apart is who measured
+            names.append(f"ServeLab {v.run_id[-6:]}")
+        elif knobs:
+            parts = [f"{_short(f)}={knob_text(flat.get(f))}" for f in knobs[:2]]
+            names.append(", ".join(parts) + (" …" if len(knobs) > 2 else ""))
+        else:
+            names.append(v.run_id)
+    counts = Counter(names)
+    return [n if counts[n] == 1 or n == v.run_id else f"{n} · {v.run_id[-6:]}"
+            for n, v in zip(names, views, strict=True)]
+
+
+def _control_rank(value: Any) -> tuple[int, float, str]:
+    """How much a knob value reads as the control: off/default first, then the lower
+    number, then on; any other text (a model path, a backend name) last."""
+    if value is None or value is False or (isinstance(value, str) and value.lower() in (
+            "off", "false", "none", "default", "disabled", "")):
+        return (0, 0.0, "")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return (1, float(value), "")
+    if value is True or (isinstance(value, str) and value.lower() in ("on", "true",
+                                                                       "enabled")):
+        return (2, 0.0, "")
+    return (3, 0.0, "")
+
+
+def control_of(values: Sequence[Any]) -> int:
+    """THE baseline rule: the index of the control among the knob values of the arms
+    (or runs): the knob's off / default / lower value. Ties, and values none of which
+    reads as a control (two model paths), keep the first: the order the user gave."""
+    if not values:
+        return 0
+    ranks = [_control_rank(v) for v in values]
+    return ranks.index(min(ranks))
+
+
+def baseline_index(views: Sequence[RunView]) -> int:
+    """The baseline run of a comparison: the control (``control_of``) on the first knob
+    under test; the first run when nothing differs."""
+    knobs = knob_fields(views)
+    if not knobs:
+        return 0
+    return control_of([flatten_config(v).get(knobs[0]) for v in views])
+
+
+def headline_point(views: Sequence[RunView]) -> MatchedPoint | None:
+    """THE headline point of a comparison: the heaviest load every run measured (highest
+    concurrency, then request rate; the last such point of the plan on a tie). None when
+    no load is common to all runs."""
+    complete = [mp for mp in match_points(views) if mp.complete]
+    if not complete:
+        return None
+
+    def weight(item: tuple[int, MatchedPoint]) -> tuple[float, float, int]:
+        i, mp = item
+        conc, rate = mp.key[0], mp.key[1]
+        return (math.inf if conc is None else float(conc),
+                math.inf if rate is None else rate, i)
+
+    return max(enumerate(complete), key=weight)[1]

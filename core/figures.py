@@ -21,8 +21,10 @@ import pyarrow.compute as pc
 from core.compare import RunView, point_key, run_labels
 
 __all__ = [
+    "ARM_PALETTE",
     "CDF_MAX_POINTS",
     "arm_bands_figure",
+    "arm_colours",
     "cdf_figure",
     "frontier_figure",
     "gpu_memory_figure",
@@ -31,6 +33,10 @@ __all__ = [
     "metric_vs_concurrency",
 ]
 
+# One colour per arm name on every chart, page and report: the baseline (the control)
+# takes the first, the other arms the next in their order (``arm_colours``).
+ARM_PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#b279a2", "#72b7b2", "#9d755d",
+               "#eeca3b")
 TEMPLATE = "plotly_white"
 HEIGHT = 380
 # A CDF of more values than this is drawn through this many quantiles (ITL can have
@@ -52,6 +58,22 @@ _LABELS = {
     "duration_s": "duration (s)",
     "output_len_ratio": "output length ratio (achieved / requested)",
 }
+
+
+def _arm_of(name: str) -> str:
+    """The arm a display name belongs to (``graphs on · c6a73d`` is arm ``graphs on``)."""
+    return name.rsplit(" · ", 1)[0]
+
+
+def arm_colours(names: Sequence[str], baseline: str | None = None) -> dict[str, str]:
+    """Display name -> colour: the baseline's arm first, then each arm in order; the
+    trials of one arm share its colour."""
+    arms = list(dict.fromkeys(_arm_of(n) for n in names))
+    if baseline is not None and _arm_of(baseline) in arms:
+        arms.remove(_arm_of(baseline))
+        arms.insert(0, _arm_of(baseline))
+    colour = {a: ARM_PALETTE[i % len(ARM_PALETTE)] for i, a in enumerate(arms)}
+    return {n: colour[_arm_of(n)] for n in names}
 
 
 def metric_label(metric: str) -> str:
@@ -95,9 +117,11 @@ def _ecdf(values: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def cdf_figure(series: dict[str, list[float]], metric_label: str) -> go.Figure:
-    """One empirical CDF per run (``series``: run label -> values in ms). A run with no
-    values gets no line and is named in the title."""
+def cdf_figure(series: dict[str, list[float]], metric_label: str,
+               colours: dict[str, str] | None = None) -> go.Figure:
+    """One empirical CDF per run (``series``: run name -> values in ms; ``colours``: name
+    -> colour, ``arm_colours``). A run with no values gets no line and is named in the
+    title."""
     fig = go.Figure()
     empty = [name for name, values in series.items() if not values]
     for name, values in series.items():
@@ -105,7 +129,8 @@ def cdf_figure(series: dict[str, list[float]], metric_label: str) -> go.Figure:
             continue
         x, y = _ecdf(values)
         fig.add_trace(go.Scatter(
-            x=x, y=y, mode="lines", name=name, line={"shape": "hv", "width": 2},
+            x=x, y=y, mode="lines", name=name,
+            line={"shape": "hv", "width": 2, "color": (colours or {}).get(name)},
             hovertemplate=f"{name}<br>%{{x:.2f}} ms<br>fraction ≤: %{{y:.3f}}<extra></extra>"))
     unit = "" if "(ms)" in metric_label else " (ms)"
     title = f"{metric_label} CDF"
@@ -136,13 +161,15 @@ def _shape_text(shape: tuple[float | None, int | None, int | None]) -> str:
     return f"rate={rate_s} in={inp} out={out}"
 
 
-def metric_vs_concurrency(views: Sequence[RunView], metric: str) -> go.Figure:
+def metric_vs_concurrency(views: Sequence[RunView], metric: str,
+                          names: Sequence[str] | None = None,
+                          colours: dict[str, str] | None = None) -> go.Figure:
     """``metric`` against concurrency (log2 axis), one line per run. When the runs hold
     points of more than one (rate, input, output) shape, one line per run and shape, so a
     line never joins different loads. Unbounded-concurrency points are left out (named
-    in the title)."""
+    in the title). ``names`` (``arm_names``) label the lines, coloured by ``colours``."""
     fig = go.Figure()
-    labels = run_labels(views)
+    labels = list(names) if names is not None else run_labels(views)
     shapes = sorted({point_key(s)[1:] for v in views for s in v.points},
                     key=lambda k: tuple(-1.0 if x is None else float(x) for x in k))
     several = len(shapes) > 1
@@ -166,7 +193,7 @@ def metric_vs_concurrency(views: Sequence[RunView], metric: str) -> go.Figure:
             name = f"{lab} · {_shape_text(shape)}" if several else lab
             fig.add_trace(go.Scatter(
                 x=[p[0] for p in pts], y=[p[1] for p in pts], customdata=[p[2] for p in pts],
-                mode="lines+markers", name=name,
+                mode="lines+markers", name=name, line={"color": (colours or {}).get(lab)},
                 hovertemplate=(f"{name}<br>%{{customdata}}<br>{metric_label(metric)}: "
                                "%{y:.4g}<extra></extra>")))
     label = metric_label(metric)
@@ -260,11 +287,23 @@ def memory_headroom_figure(df: pd.DataFrame) -> go.Figure:
         fig.add_trace(go.Bar(
             x=runs, y=values, name=name,
             hovertemplate=f"%{{x}}<br>{name}: %{{y:.2f}} GB<extra></extra>"))
+    if not fig.data and runs and "peak_gpu_used_mib" in df.columns:
+        # No memory facts from the server: what NVML saw (peak used, and the rest).
+        peaks = [_known(v) for v in df["peak_gpu_used_mib"]]
+        heads = [_known(v) for v in df.get("headroom_gb", [None] * len(runs))]
+        if any(p is not None for p in peaks):
+            title = "GPU memory at the peak while points ran (NVML, GB per GPU)"
+            fig.add_trace(go.Bar(x=runs, y=[None if p is None else p / 1024 for p in peaks],
+                                 name="peak used (NVML)", hovertemplate=(
+                                     "%{x}<br>peak used: %{y:.2f} GB<extra></extra>")))
+            fig.add_trace(go.Bar(x=runs, y=heads, name="headroom (total − peak)",
+                                 hovertemplate="%{x}<br>headroom: %{y:.2f} GB<extra></extra>"))
+            missing = []
     fig.update_layout(barmode="stack")
     _layout(fig, title, "run", "GB")
     if not fig.data:
-        return _note(fig, "no memory facts (the server reported none: not SGLang, "
-                          "or facts missing)")
+        return _note(fig, "no memory facts (the server reported none and no GPU was "
+                          "sampled: a CPU host, or facts missing)")
     if missing:
         text = "not reported: " + ", ".join(missing)
         if len(text) > 160:
@@ -277,20 +316,25 @@ def memory_headroom_figure(df: pd.DataFrame) -> go.Figure:
 
 # --- experiments ------------------------------------------------------------------------------
 
-_BAND_COLOURS = ("31,119,180", "255,127,14", "44,160,44", "214,39,40", "148,103,189")
+
+def _rgb(hex_colour: str) -> str:
+    h = hex_colour.lstrip("#")
+    return ",".join(str(int(h[i:i + 2], 16)) for i in (0, 2, 4))
 
 
-def arm_bands_figure(table: pd.DataFrame, metric: str) -> go.Figure:
+def arm_bands_figure(table: pd.DataFrame, metric: str,
+                     colours: dict[str, str] | None = None) -> go.Figure:
     """One line per arm against concurrency, with its 95% interval as a band
     (``core.stats.arm_stats`` output); points without an interval have no band."""
-    rows = table[table["metric"] == metric].dropna(subset=["concurrency", "mean"])
+    rows = table[table["metric"] == metric].dropna(subset=["concurrency", "mean"]) \
+        if "metric" in table else table
     fig = go.Figure()
     if rows.empty:
         return _note(_layout(fig, metric_label(metric), "concurrency", metric_label(metric)),
                      "no results for this metric yet")
     for i, (arm, group) in enumerate(rows.groupby("arm", sort=False)):
         g = group.sort_values("concurrency")
-        colour = _BAND_COLOURS[i % len(_BAND_COLOURS)]
+        colour = _rgb((colours or {}).get(str(arm)) or ARM_PALETTE[i % len(ARM_PALETTE)])
         have_ci = g.dropna(subset=["ci_low", "ci_high"])
         if not have_ci.empty:
             fig.add_trace(go.Scatter(
@@ -306,7 +350,8 @@ def arm_bands_figure(table: pd.DataFrame, metric: str) -> go.Figure:
                    "concurrency (log2)", metric_label(metric))
 
 
-def frontier_figure(points: pd.DataFrame, gpus_per_run: int) -> go.Figure:
+def frontier_figure(points: pd.DataFrame, gpus_per_run: int,
+                    colours: dict[str, str] | None = None) -> go.Figure:
     """Throughput per GPU against per-user speed, each arm's Pareto frontier drawn."""
     fig = go.Figure()
     title = ("Throughput per GPU vs per-user speed — x = 1000 / median TPOT (ms), "
@@ -315,7 +360,7 @@ def frontier_figure(points: pd.DataFrame, gpus_per_run: int) -> go.Figure:
         return _note(_layout(fig, title, "tok/s per user", "output tok/s per GPU"),
                      "needs median TPOT and output throughput")
     for i, (arm, g) in enumerate(points.groupby("arm", sort=False)):
-        colour = f"rgb({_BAND_COLOURS[i % len(_BAND_COLOURS)]})"
+        colour = (colours or {}).get(str(arm)) or ARM_PALETTE[i % len(ARM_PALETTE)]
         fig.add_trace(go.Scatter(x=g["user_tok_s"], y=g["tok_s_per_gpu"], mode="markers",
                                  name=str(arm), marker={"color": colour, "size": 9},
                                  text=[f"c={c}" for c in g["concurrency"]],

@@ -105,8 +105,9 @@ def format_runs(rows: list[dict[str, Any]]) -> str:
 def format_experiment(settings: Any, record: dict[str, Any]) -> str:
     """The verdict, then per point and arm the mean output throughput with its interval."""
     from core.attribution import format_attribution
-    from core.experiments import experiment_runs, noise_floor
-    from core.stats import arm_stats, verdict
+    from core.experiments import experiment_runs
+    from core.stats import arm_stats
+    from core.summary import experiment_story
 
     spec = record.get("spec") or {}
     arms = [a["label"] for a in spec.get("arms", [])]
@@ -118,10 +119,11 @@ def format_experiment(settings: Any, record: dict[str, Any]) -> str:
            + ", ".join(f"{s}={states.count(s)}" for s in sorted(set(map(str, states))))]
     if not runs or not arms:
         return "\n".join(out)
-    baseline = spec.get("baseline") or arms[-1]
+    story = experiment_story(settings, record, runs)  # the same story as the pages
+    baseline = story.baseline
     table = arm_stats(runs, baseline)
-    floor = noise_floor(settings) if spec.get("kind") != "aa" else None
-    out.append(verdict(str(spec.get("name")), table, runs, baseline, floor))
+    out += story.verdict
+    out.append(story.noise)
     out += format_attribution(settings, record)  # a grid's split of the difference into knobs
     rows = []
     for _, r in table[table["metric"] == "output_throughput"].iterrows():

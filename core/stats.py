@@ -4,9 +4,11 @@ sentence generated from the numbers.
 
 Intervals are Student-t over trials (each trial is one fresh server, so trials, not
 requests, are the independent samples). With fewer than 3 trials an interval would be
-mostly guesswork, so it is reported as unknown. The relative difference's interval is
-Welch's interval on the difference of means divided by the baseline mean (the baseline
-mean's own uncertainty is not propagated; docs/METRICS.md says so).
+mostly guesswork, so it is reported as unknown. A mean's interval never goes below 0 when
+every value is non-negative (a latency or a throughput cannot). The relative difference is
+the ratio of the means minus 1; its interval is built on the log scale (delta method,
+Welch degrees of freedom) and mapped back, so it can never cross -100% and a ratio of 2
+and of 1/2 are equally far from "no change" (docs/METRICS.md).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from core.compare import (
     METRIC_DIRECTIONS,
     RunView,
     confounders,
+    control_of,
     derived_differences,
     point_key,
 )
@@ -30,9 +33,12 @@ from core.metrics import latency_values
 from core.records import records_from_table
 
 __all__ = [
+    "ARM_STATS_COLUMNS",
     "EXPERIMENT_METRICS",
     "MIN_TRIALS_FOR_CI",
     "arm_stats",
+    "baseline_arm",
+    "first_per_arm",
     "frontier",
     "mean_ci",
     "relative_diff",
@@ -41,6 +47,8 @@ __all__ = [
 ]
 
 MIN_TRIALS_FOR_CI = 3
+ARM_STATS_COLUMNS = ("point", "concurrency", "metric", "arm", "n", "mean", "ci_low", "ci_high",
+                     "rel", "rel_low", "rel_high", "label")
 # Effective-configuration facts that no knob can explain: a difference is a confounder.
 ENVIRONMENT_FIELDS = ("facts.engine_version", "facts.gpu")
 EXPERIMENT_METRICS = ("output_throughput", "median_ttft_ms", "p99_ttft_ms", "median_itl_ms",
@@ -59,6 +67,8 @@ def mean_ci(values: list[float]) -> tuple[float | None, float | None, float | No
     if sem == 0:
         return mean, mean, mean
     low, high = sps.t.interval(0.95, len(vals) - 1, loc=mean, scale=sem)
+    if min(vals) >= 0:  # a latency or a rate is never negative; nor is its interval
+        low = max(float(low), 0.0)
     return mean, float(low), float(high)
 
 
@@ -75,19 +85,22 @@ def relative_diff(arm: list[float], base: list[float]
             return None, None, None  # no relative change from zero
         enough = len(a) >= MIN_TRIALS_FOR_CI and len(b) >= MIN_TRIALS_FOR_CI
         return (0.0, 0.0, 0.0) if enough else (0.0, None, None)
-    mb = float(np.mean(b))
-    rel = float(np.mean(a)) / mb - 1
+    ma, mb = float(np.mean(a)), float(np.mean(b))
+    rel = ma / mb - 1
     if len(a) < MIN_TRIALS_FOR_CI or len(b) < MIN_TRIALS_FOR_CI:
         return rel, None, None
-    va, vb = np.var(a, ddof=1) / len(a), np.var(b, ddof=1) / len(b)
+    if ma <= 0 or mb < 0:
+        return rel, None, None  # no log-scale interval for a zero or negative mean
+    # log(ma / mb) with the delta-method variance of each log mean, Welch's df.
+    va = float(np.var(a, ddof=1)) / len(a) / ma**2
+    vb = float(np.var(b, ddof=1)) / len(b) / mb**2
     se = math.sqrt(va + vb)
     if se == 0:
         return rel, rel, rel
-    # Welch-Satterthwaite degrees of freedom
-    df = (va + vb) ** 2 / ((va**2) / (len(a) - 1) + (vb**2) / (len(b) - 1)) if va + vb else 1
+    df = (va + vb) ** 2 / ((va**2) / (len(a) - 1) + (vb**2) / (len(b) - 1))
     t = float(sps.t.ppf(0.975, df))
-    diff = float(np.mean(a)) - mb
-    return rel, (diff - t * se) / mb, (diff + t * se) / mb
+    log_ratio = math.log(ma / mb)
+    return rel, math.exp(log_ratio - t * se) - 1, math.exp(log_ratio + t * se) - 1
 
 
 def _label(metric: str, low: float | None, high: float | None, rel: float | None) -> str:
@@ -126,7 +139,7 @@ def arm_stats(runs: list[RunOfArm], baseline_arm: str,
                 if isinstance(v, int | float):
                     values.setdefault((key, m, r.arm), []).append(float(v))
     arms = list(dict.fromkeys(r.arm for r in runs))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for key, label in labels.items():
         for m in metrics:
             if not any(values.get((key, m, arm)) for arm in arms):
@@ -143,7 +156,38 @@ def arm_stats(runs: list[RunOfArm], baseline_arm: str,
                     row.update(rel=rel, rel_low=rlow, rel_high=rhigh,
                                label=_label(m, rlow, rhigh, rel))
                 rows.append(row)
-    return pd.DataFrame(rows)
+    # The columns exist with no row too: a queued or all-failed experiment has no results.
+    return pd.DataFrame(rows, columns=list(ARM_STATS_COLUMNS))
+
+
+def baseline_arm(spec: dict[str, Any]) -> str:
+    """THE baseline of an experiment: its declared ``baseline`` arm, else the control
+    (``core.compare.control_of``) on the first knob the arms vary, the base's value where
+    an arm leaves it alone. Pages, exports and the CLI all ask here."""
+    arms = [a for a in spec.get("arms") or [] if isinstance(a, dict)]
+    labels = [str(a.get("label")) for a in arms]
+    if not labels:
+        return ""
+    declared = spec.get("baseline")
+    if declared in labels:
+        return str(declared)
+    knobs = list(dict.fromkeys(k for a in arms for k in (a.get("changes") or {})))
+    if not knobs:
+        return labels[0]
+    group, _, name = knobs[0].partition(".")
+    default = ((spec.get("base") or {}).get(group) or {}).get(name)
+    return labels[control_of([(a.get("changes") or {}).get(knobs[0], default) for a in arms])]
+
+
+def first_per_arm(runs: list[RunOfArm]) -> dict[str, RunView]:
+    """Per arm (in order), its first succeeded run, else its first run: the one shown
+    where a figure or table has room for one run per arm."""
+    out: dict[str, RunView] = {}
+    for r in runs:
+        if r.arm not in out or (out[r.arm].status.get("state") != "succeeded"
+                                and r.view.status.get("state") == "succeeded"):
+            out[r.arm] = r.view
+    return out
 
 
 def _pct(x: float) -> str:
@@ -234,6 +278,8 @@ def frontier(table: pd.DataFrame, gpus_per_run: int) -> pd.DataFrame:
     """Per arm and point: per-user speed = 1000 / median TPOT (tok/s per user) and
     throughput per GPU = output throughput / GPUs, plus whether the point is on the arm's
     Pareto frontier (no other point of the arm is better on both axes)."""
+    if table.empty:
+        return pd.DataFrame()
     means = table.pivot_table(index=["arm", "point", "concurrency"], columns="metric",
                               values="mean").reset_index()
     if "median_tpot_ms" not in means or "output_throughput" not in means:

@@ -13,7 +13,7 @@ from core.compare import RunView
 from core.export import Selection, bundle, html_report, selection_of
 
 
-def export_buttons(views: Sequence[RunView], baseline: int = 0, key: str = "export",
+def export_buttons(views: Sequence[RunView], baseline: int | None = None, key: str = "export",
                    sel: Selection | None = None) -> None:
     """Three buttons: tables as CSV (zip), tables as Parquet (zip), the HTML report."""
     sel = sel or selection_of(views, baseline)

@@ -1,81 +1,121 @@
-"""Experiment: arms × trials with intervals, a verdict and SLO views (?experiment=ID)."""
+"""Experiment: arms × trials with intervals, a verdict and SLO views (?experiment=ID).
+
+Thin: the baseline, the card and the verdict come from core/summary.py (the same story as
+the Compare page and every export). While runs are queued or running, a fragment follows
+them and redraws the whole page whenever one finishes, so results appear without reload.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 
-from core.compare import confounders, memory_headroom
-from core.experiments import experiment_runs, list_experiments, load_experiment, noise_floor
-from core.figures import arm_bands_figure, frontier_figure, memory_headroom_figure
+from core.compare import confounders, is_run_id, memory_headroom
+from core.experiments import experiment_runs, list_experiments, load_experiment
+from core.figures import arm_bands_figure, arm_colours, frontier_figure, memory_headroom_figure
 from core.metrics import DEFINITION
-from core.stats import EXPERIMENT_METRICS, arm_stats, frontier, slo_table, verdict
+from core.stats import EXPERIMENT_METRICS, RunOfArm, arm_stats, first_per_arm, frontier, slo_table
+from core.summary import experiment_story
+from pages import _story
 from pages._services import bootstrap
+
+ACTIVE = ("queued", "running")
 
 settings, _worker = bootstrap()
 exp_id = st.query_params.get("experiment", "")
-record = load_experiment(settings, exp_id) if exp_id else None
+record = load_experiment(settings, exp_id) if exp_id and is_run_id(exp_id) else None
 if record is None:
     st.title("Experiments")
-    rows = [{"experiment": e["experiment_id"], "name": e["spec"]["name"],
-             "kind": e["spec"].get("kind"), "arms": len(e["spec"]["arms"]),
-             "trials": e["spec"]["trials"], "created": e.get("created_at")}
-            for e in list_experiments(settings)]
+    if exp_id:
+        st.warning(f"No experiment {exp_id[:80]!r}: pick one below.")
+    rows = list_experiments(settings)
     if not rows:
         st.info("No experiments yet: choose a preset with two arms on the Launch page, or run "
                 "`python -m core experiment PLAN.yaml`.")
-    for row in rows:
-        st.page_link("pages/experiment.py", label=f"{row['experiment']} · {row['name']} "
-                     f"({row['arms']} arms × {row['trials']} trials)",
-                     query_params={"experiment": row["experiment"]})
+    for e in rows:
+        s = e.get("spec") or {}
+        st.page_link("pages/experiment.py", label=f"{e['experiment_id']} · {s.get('name')} "
+                     f"({len(s.get('arms') or [])} arms × {s.get('trials')} trials)",
+                     query_params={"experiment": e["experiment_id"]})
     st.stop()
 assert record is not None
 
-spec = record["spec"]
-arms = [a["label"] for a in spec["arms"]]
-baseline = spec.get("baseline") or arms[-1]
-st.title(spec["name"])
-st.caption(f"{exp_id} · {len(arms)} arms × {spec['trials']} trials · arm order shuffled per "
-           f"trial with seed {spec['order_seed']} · fresh server per run · same prompts for "
-           f"every arm · host {record.get('host')}")
+spec: dict[str, Any] = record.get("spec") or {}
+st.title(spec.get("name") or exp_id)
+st.caption(f"{exp_id} · {len(spec.get('arms') or [])} arms × {spec.get('trials')} trials · arm "
+           f"order shuffled per trial with seed {spec.get('order_seed')} · fresh server per "
+           f"run · same prompts for every arm · host {record.get('host')}")
 
 
-@st.fragment(run_every="3s")
+def _states(runs: list[RunOfArm]) -> tuple[str, ...]:
+    return tuple(str(r.view.status.get("state")) for r in runs)
+
+
+runs = experiment_runs(settings, record)
+drawn = _states(runs)
+
+
+@st.fragment(run_every="3s" if any(s in ACTIVE for s in drawn) else None)
 def progress() -> None:
-    runs = experiment_runs(settings, record)
-    states = [r.view.status.get("state") for r in runs]
-    done = sum(s not in ("queued", "running") for s in states)
-    if done < len(states):
-        st.progress(done / max(len(states), 1), text=f"{done}/{len(states)} runs finished")
-    table = pd.DataFrame([{"trial": r.trial, "arm": r.arm, "run": r.view.run_id,
-                           "state": r.view.status.get("state"),
-                           "reason": r.view.status.get("reason")} for r in runs])
-    with st.expander(f"Runs ({done}/{len(states)} finished)", expanded=done < len(states)):
-        st.dataframe(table, hide_index=True)
+    """The runs and their states; redraws the page when a run's state changes."""
+    now = experiment_runs(settings, record)
+    if _states(now) != drawn:
+        st.rerun()  # a run moved on: the whole page (card, verdict, charts) follows
+    done = sum(s not in ACTIVE for s in drawn)
+    if done < len(drawn):
+        st.progress(done / max(len(drawn), 1), text=f"{done}/{len(drawn)} runs finished")
+    table = pd.DataFrame([{"trial": r.trial, "arm": r.arm, "state": r.view.status.get("state"),
+                           "run": f"run?run={r.view.run_id}",
+                           "reason": r.view.status.get("reason")} for r in now])
+    with st.expander(f"Runs ({done}/{len(drawn)} finished)", expanded=done < len(drawn)):
+        st.dataframe(table, hide_index=True, column_config={
+            "run": st.column_config.LinkColumn("run", display_text=r"run\?run=(.*)")})
 
 
 progress()
-runs = experiment_runs(settings, record)
-table = arm_stats(runs, baseline)
-floor = noise_floor(settings) if spec.get("kind") != "aa" else None
-st.subheader("Verdict")
-st.markdown(f"**{verdict(spec['name'], table, runs, baseline, floor)}**")
+
+story = experiment_story(settings, record, runs)
+succeeded = [r for r in runs if r.view.status.get("state") == "succeeded"]
+if not succeeded:
+    active = sum(s in ACTIVE for s in drawn)
+    if active or not runs:
+        st.info(f"No results yet: {active} run(s) queued or running. This page fills in as "
+                "they finish.", icon=":material/hourglass_top:")
+    else:
+        reasons = sorted({str(r.view.status.get("reason") or r.view.status.get("state"))
+                          for r in runs})
+        st.error(f"No run of this experiment succeeded ({len(runs)} run(s): "
+                 f"{', '.join(sorted(set(drawn)))}), so there is nothing to compare. "
+                 "Reasons: " + "; ".join(reasons), icon=":material/error:")
+    st.stop()
+if still := sum(s in ACTIVE for s in drawn):
+    st.info(f"{still} of {len(drawn)} run(s) still queued or running: the results below are "
+            "partial and update as runs finish.", icon=":material/hourglass_top:")
+
+# --- the answer: card, verdict, and the link to the same comparison on Compare -------------
+_story.summary_card(story)
+_story.verdict(story)
+first = first_per_arm(runs)
+if story.baseline in first and len(first) > 1:
+    ids = [v.run_id for v in first.values()]
+    st.page_link("pages/compare.py", label="Compare one run per arm (same baseline)",
+                 query_params={"runs": ",".join(ids),
+                               "baseline": first[story.baseline].run_id},
+                 icon=":material/compare_arrows:")
 conf = confounders([r.view for r in runs]) if len(runs) > 1 else []
 if conf:
     st.warning(f"Confounders: {', '.join(conf)} differ between runs beyond the arms' knobs.")
-if floor:
-    st.caption(f"A/A noise floor on this host (from {floor['experiment_id']}): "
-               + ", ".join(f"{k} ±{v:.1%}" for k, v in floor.items() if k != "experiment_id"))
-elif spec.get("kind") != "aa":
-    st.caption("No A/A experiment on this host yet: run the 'A/A noise check' preset to "
-               "measure the noise floor.")
 st.caption(f"Definitions: {DEFINITION}; intervals: Student-t over trials (unknown below 3 "
-           "trials); relative difference vs the baseline arm with Welch's interval.")
+           "trials); relative difference vs the baseline arm, its interval on the log scale.")
 
+# --- details --------------------------------------------------------------------------------
+colours = arm_colours(story.arms, story.baseline)
+table = arm_stats(runs, story.baseline)
 st.subheader("Per point and metric")
 shown = table.copy()
-if "label" in shown:
-    shown["label"] = shown["label"].where(shown["arm"] != baseline, "baseline")
+shown["label"] = shown["label"].where(shown["arm"] != story.baseline, "baseline")
 pct = st.column_config.NumberColumn(format="percent")
 st.dataframe(shown, hide_index=True, column_config={
     "rel": pct, "rel_low": pct, "rel_high": pct,
@@ -84,17 +124,13 @@ st.dataframe(shown, hide_index=True, column_config={
     "ci_high": st.column_config.NumberColumn(format="%.2f")})
 metric = st.selectbox("Metric against concurrency", list(EXPERIMENT_METRICS),
                       key="exp_metric")
-st.plotly_chart(arm_bands_figure(table, metric))
+st.plotly_chart(arm_bands_figure(table, metric, colours))
 
-gpus = max((r.view.spec.get("server", {}).get("tp_size") or 1) for r in runs) if runs else 1
-st.plotly_chart(frontier_figure(frontier(table, gpus), gpus))
+gpus = max((r.view.spec.get("server", {}).get("tp_size") or 1) for r in runs)
+st.plotly_chart(frontier_figure(frontier(table, gpus), gpus, colours))
 
 st.subheader("Memory headroom per arm")
-first = {}
-for r in runs:
-    first.setdefault(r.arm, r.view)
-head = memory_headroom(list(first.values()))
-head.insert(0, "arm", list(first))
+head = memory_headroom(list(first.values()), list(first))
 st.dataframe(head, hide_index=True)
 st.plotly_chart(memory_headroom_figure(head))
 
@@ -107,7 +143,7 @@ if slo.empty:
     st.info("No per-request records yet.")
 else:
     best = slo[slo["meets_slo"]].groupby("arm")["concurrency"].max()
-    for arm in arms:
+    for arm in story.arms:
         st.write(f"**{arm}**: largest concurrency meeting the SLO: "
                  f"{best.get(arm, 'none') if not best.empty else 'none'}")
     st.dataframe(slo, hide_index=True)

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from core.compare import has_records, latency_samples, load_run, no_records_note
+from core.compare import find_runs, has_records, latency_samples, load_run, no_records_note
 from core.executors import node_line
 from core.figures import cdf_figure, gpu_memory_figure
 from core.jobs import cancel
@@ -20,9 +20,9 @@ from pages._services import bootstrap
 
 settings, _worker = bootstrap()
 run_id = st.query_params.get("run", "")
-folder = RunFolder(settings.runs_dir / run_id) if run_id else None
-if folder is None or not run_id.replace("-", "").isalnum() or not (
-        folder.path / "spec.json").is_file():
+found, _ = find_runs(settings.runs_dir, [run_id])
+folder: RunFolder | None = found[0] if found else None
+if folder is None:
     st.title("Run")
     st.warning("No run selected, or no such run. Open one from the Runs page "
                "(links look like `/run?run=RUN_ID`).")
@@ -30,12 +30,19 @@ if folder is None or not run_id.replace("-", "").isalnum() or not (
 assert folder is not None
 
 st.title(f"Run {run_id}")
+LIVE = ("queued", "running")
+drawn_state = folder.status().get("state", "?")
 
 
-@st.fragment(run_every="1s")
+@st.fragment(run_every="1s" if drawn_state in LIVE else None)
 def live_status() -> None:
+    """State, progress and log tail; when the state changes (queued → running →
+    finished) the whole page is redrawn, so launch command, facts and metrics appear
+    without a reload."""
     status = folder.status()
     state = status.get("state", "?")
+    if state != drawn_state:
+        st.rerun()
     icon = {"succeeded": ":material/check_circle:", "failed": ":material/error:",
             "invalid": ":material/report:", "running": ":material/progress_activity:"}.get(
         state, ":material/info:")
@@ -68,8 +75,15 @@ live_status()
 view = load_run(folder)
 launch = view.launch or {}
 st.markdown("**Launch command**")
-st.code(launch.get("command") or f"(no server launched: {launch.get('base_url', '')})",
-        language="bash")
+if launch.get("command"):
+    st.code(launch["command"], language="bash")
+elif launch.get("base_url"):
+    st.code(f"(no server launched: measured the endpoint {launch['base_url']})",
+            language="bash")
+elif drawn_state in LIVE:
+    st.caption("Not launched yet: the command appears here once preflight has built it.")
+else:
+    st.caption(f"No server was launched ({drawn_state} before launch).")
 for note in launch.get("notes") or []:
     st.caption(f"note: {note}")
 if view.imported:  # core.importers: the tool's summaries only, marked with their origin

@@ -110,8 +110,10 @@ def test_an_imported_run_compares_against_a_launched_one(lab: Lab) -> None:
     conf = confounders(views)
     assert not set(conf) & set(unknown)
     assert "plan.points[1]" not in conf  # same load; n= not stated by the import
-    lines = verdict_lines(select(lab.settings, [lab.launched, lab.imported]))
-    assert lab.imported in lines[0] and "c=4" in lines[0] and "median_ttft_ms" in lines[0]
+    sel = select(lab.settings, [lab.launched, lab.imported])
+    assert sel.names == ["ServeLab " + lab.launched[-6:], "imported h200-sweep.jsonl"]
+    line = verdict_lines(sel)[-1]  # regressions (if any) come first
+    assert "imported h200-sweep.jsonl" in line and "c=4" in line and "median_ttft_ms" in line
     assert "no per-request records" in no_records_note(views[1])
 
 
@@ -122,7 +124,8 @@ def test_csv_and_parquet_exports(lab: Lab, tmp_path: Path) -> None:
         assert out.returncode == 0, out.stderr
         files = {Path(f).name.split("-")[-1]: Path(f) for f in json.loads(out.stdout)["files"]}
         assert set(files) == {f"{n}.{fmt}" for n in ("summaries", "records", "config",
-                                                      "deltas", "config_diff")}
+                                                      "deltas", "config_diff",
+                                                      "summary_card")}
         read = pd.read_csv if fmt == "csv" else (lambda p: pq.read_table(p).to_pandas())
         summ = read(files[f"summaries.{fmt}"])
         assert sorted(set(summ["run_id"])) == sorted([lab.launched, lab.imported])
@@ -254,11 +257,11 @@ def test_compare_page_with_an_imported_run(lab: Lab, app: AppTest,
     app.switch_page("pages/compare.py").run()
     assert not app.exception, app.exception
     infos = " ".join(i.value for i in app.info)
-    assert f"**{lab.imported}** is imported and does not state" in infos
+    assert f"**imported h200-sweep.jsonl** ({lab.imported}) does not state" in infos
     assert "no per-request records" in infos
     assert not any("different prompts" in w.value for w in app.warning)
     tables = " ".join(df.value.to_csv() for df in app.dataframe)
-    assert f"verdict_{lab.imported}" in tables
+    assert "verdict_imported h200-sweep.jsonl" in tables  # named, not by id
     labels = [b.label for b in app.get("download_button")]
     assert "Tables as Parquet (zip)" in labels
 
@@ -302,13 +305,13 @@ def test_png_renderers_in_process(lab: Lab, tmp_path: Path, renderer: str,
                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """In this process, so the autouse no_orphans check sees any browser left behind.
     ``playwright``: kaleido made to fail, the fallback screenshots the chart's HTML."""
-    from core import export
+    from core import export, export_png
 
     if renderer == "playwright":
         def broken(*_a: object, **_k: object) -> list[Path]:
             raise RuntimeError("kaleido cannot start a browser here")
 
-        monkeypatch.setattr(export, "_kaleido_pngs", broken)
+        monkeypatch.setattr(export_png, "_kaleido_pngs", broken)
     figs, _notes = export.figures(select(lab.settings, [lab.launched, lab.imported]))
     small = {k: figs[k] for k in ("output_throughput_vs_concurrency", "memory_headroom")}
     paths, used = export.write_pngs(small, tmp_path)

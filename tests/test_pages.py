@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +16,10 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from core.demo import install_demo
+from core.importers import parse_text, plan_runs, store_runs
 from core.run_folder import RunFolder
+from core.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -119,3 +125,201 @@ def test_compare_warns_when_more_than_the_intended_knob_differs(app: AppTest,
     assert "server.mem_fraction_static" in warnings
     tables = " ".join(df.value.to_csv() for df in app.dataframe)
     assert "server.cuda_graphs" in tables and "rel_" in tables
+
+
+# --- every page in every state, on the shipped demo plus hand-made folders ----------------------
+
+DEMO_EXP = "exp-20261130-045815-42d8"
+
+
+def _copy_run(data: Path, src: str, run_id: str, state: str, results: bool,
+              reason: str | None = None, tags: list[str] | None = None) -> None:
+    """A run folder in ``state``: a copy of a demo run (with or without its results)."""
+    source = data / "runs" / src
+    dst = data / "runs" / run_id
+    if results:
+        shutil.copytree(source, dst)
+    else:
+        dst.mkdir(parents=True)
+        shutil.copy(source / "spec.json", dst / "spec.json")
+    spec = json.loads((dst / "spec.json").read_text())
+    spec["run_id"] = run_id
+    if tags is not None:
+        spec["tags"] = tags
+    (dst / "spec.json").write_text(json.dumps(spec))
+    status = {"run_id": run_id, "state": state, "phase": "point 1" if state == "running"
+              else state, "reason": reason}
+    if state == "running":
+        status["progress"] = {"point": 1, "points_total": 7, "requests_done": 1,
+                              "requests_total": 4}
+    (dst / "status.json").write_text(json.dumps({k: v for k, v in status.items()
+                                                 if v is not None}))
+
+
+def _experiment(data: Path, exp_id: str, runs: list[tuple[str, str, int]]) -> None:
+    record = json.loads((data / "experiments" / DEMO_EXP / "experiment.json").read_text())
+    record["experiment_id"] = exp_id
+    record["runs"] = [{"run_id": r, "arm": arm, "trial": t} for r, arm, t in runs]
+    (data / "experiments" / exp_id).mkdir(parents=True)
+    (data / "experiments" / exp_id / "experiment.json").write_text(json.dumps(record))
+
+
+@pytest.fixture(scope="module")
+def states_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The H200 demo, and beside it a run in each state, a queued, a running and an
+    all-failed experiment, and an imported run."""
+    data = tmp_path_factory.mktemp("states") / "data"
+    settings = Settings(data_dir=data, sglang_python=sys.executable,
+                        transformers_python=sys.executable)
+    install_demo(settings)
+    demo = sorted(p.name for p in (data / "runs").iterdir())
+    off, on = demo[0], demo[1]  # graphs off, graphs on (trial 0)
+    for state, results, reason in (
+            ("queued", False, None), ("running", False, None),
+            ("failed", False, "server exited with code 1 before ready (OOM)"),
+            ("cancelled", True, "cancelled by the user"),
+            ("interrupted", False, "portal restarted: the run process was gone")):
+        _copy_run(data, off, f"20990101-000000-{state[:6]}", state, results, reason)
+    # experiments: queued (no run started), running (one done), all failed
+    for exp, states in (("exp-queued-1", ("queued", "queued")),
+                        ("exp-running-1", ("succeeded", "running")),
+                        ("exp-failed-1", ("failed", "failed"))):
+        runs = []
+        for i, (state, src, arm) in enumerate(zip(states, (off, on), ("graphs off",
+                                                                       "graphs on"),
+                                                  strict=True)):
+            rid = f"20990102-{exp[4:10]}-{i:06d}"
+            _copy_run(data, src, rid, state, state == "succeeded",
+                      "engine flag --foo unknown" if state == "failed" else None,
+                      tags=[f"exp:{exp}", "arm:" + arm.replace(" ", "-"), "trial:0"])
+            runs.append((rid, arm, 0))
+        _experiment(data, exp, runs)
+    text = ('{"backend": "sglang-oai-chat", "max_concurrency": 64, "random_input_len": 64, '
+            '"random_output_len": 64, "request_rate": Infinity, "completed": 64, '
+            '"output_throughput": 2500.0, "median_ttft_ms": 80.0, "p99_ttft_ms": 120.0, '
+            '"median_itl_ms": 5.0, "median_tpot_ms": 5.5, "duration": 2.0}\n')
+    store_runs(plan_runs(parse_text(text, "h200-sweep.jsonl"), settings), settings)
+    return data
+
+
+@pytest.fixture
+def states_app(states_dir: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    monkeypatch.setenv("SERVELAB_DATA_DIR", str(states_dir))
+    monkeypatch.setenv("SERVELAB_WORKER", "off")
+    st.cache_resource.clear()
+    return AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
+
+
+def _open(app: AppTest, page: str, **params: str) -> AppTest:
+    for k, v in params.items():
+        app.query_params[k] = v
+    app.run()
+    app.switch_page(page).run()
+    assert not app.exception, app.exception
+    return app
+
+
+def _text(app: AppTest) -> str:
+    parts = [m.value for m in app.markdown] + [e.value for e in app.error] + [
+        i.value for i in app.info] + [w.value for w in app.warning] + [
+        c.value for c in app.caption] + [s.value for s in app.success]
+    return " ".join(str(p) for p in parts)
+
+
+@pytest.mark.parametrize("state", ["queued", "running", "failed", "cancelled", "interrupted"])
+def test_run_page_renders_every_state(states_app: AppTest, state: str) -> None:
+    app = _open(states_app, "pages/run.py", run=f"20990101-000000-{state[:6]}")
+    assert any(state in h.value for h in app.subheader)
+    text = _text(app)
+    assert "no server launched: )" not in text  # a queued run is not yet launched
+    if state == "queued":
+        assert "Not launched yet" in text
+
+
+def test_run_page_of_an_imported_run(states_app: AppTest, states_dir: Path) -> None:
+    imported = next(p.name for p in (states_dir / "runs").iterdir()
+                    if p.name.startswith("imp-"))
+    app = _open(states_app, "pages/run.py", run=imported)
+    assert "Imported from **h200-sweep.jsonl**" in _text(app)
+
+
+def test_run_page_refuses_a_bad_id(states_app: AppTest) -> None:
+    app = _open(states_app, "pages/run.py", run="../../etc")
+    assert "no such run" in _text(app)
+
+
+@pytest.mark.parametrize("exp_id, expected", [
+    ("exp-queued-1", "No results yet: 2 run(s) queued or running"),
+    ("exp-running-1", "1 of 2 run(s) still queued or running: the results below are partial"),
+    ("exp-failed-1", "No run of this experiment succeeded"),
+])
+def test_experiment_page_without_results_says_why(states_app: AppTest, exp_id: str,
+                                                  expected: str) -> None:
+    app = _open(states_app, "pages/experiment.py", experiment=exp_id)
+    text = _text(app)
+    assert expected in text, text
+    if exp_id == "exp-failed-1":
+        assert "engine flag --foo unknown" in text
+
+
+def test_runs_page_with_every_state(states_app: AppTest) -> None:
+    app = _open(states_app, "pages/runs.py")
+    frame = app.dataframe[0].value
+    assert {"queued", "running", "failed", "cancelled", "interrupted", "succeeded"} <= set(
+        frame["status"])
+
+
+def test_compare_page_with_a_failed_and_an_imported_run(states_app: AppTest,
+                                                        states_dir: Path) -> None:
+    imported = next(p.name for p in (states_dir / "runs").iterdir()
+                    if p.name.startswith("imp-"))
+    app = _open(states_app, "pages/compare.py",
+                runs=f"20990101-000000-failed,{imported}")
+    assert "Not every run succeeded" in _text(app)
+
+
+# --- one story: same baseline, names and sign on Experiment, Compare and the HTML report ------
+
+
+def test_demo_tells_one_story_on_experiment_compare_and_report(states_app: AppTest,
+                                                               states_dir: Path) -> None:
+    exp = _open(states_app, "pages/experiment.py", experiment=DEMO_EXP)
+    text = _text(exp)
+    # the summary card lists the TTFT regression at c=64 and the peak-memory difference
+    regs = " ".join(e.value for e in exp.error)
+    assert "median TTFT at c=64" in regs and "graphs on vs graphs off, worse" in regs
+    assert "peak GPU memory" in regs and "MiB" in regs
+    assert "graphs on** vs **graphs off** (baseline)" in text
+    assert "A/A noise floor: not measured on vm" in text
+    card = next(d.value for d in exp.dataframe if "c=64" in d.value.columns)
+    assert "peak GPU memory (MiB)" in card.index and "c=64" in card.columns
+    assert "▼ worse" in card.loc["median TTFT (ms)", "c=64"]
+    assert card.loc["output throughput (tok/s)", "c=64"].startswith("+241")
+    # the link to Compare carries the same baseline
+    link = next(p for p in exp.get("page_link") if "Compare one run per arm" in p.label)
+    query = dict(urllib.parse.parse_qsl(link.proto.query_string))
+    off_run = json.loads((states_dir / "experiments" / DEMO_EXP / "experiment.json")
+                         .read_text())["runs"][0]
+    assert off_run["arm"] == "graphs off" and query["baseline"] in query["runs"]
+    # Compare chooses the same baseline by the rule alone (no baseline in the link) ...
+    cmp = _open(AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
+                "pages/compare.py", runs=query["runs"])
+    # ... and with the link's baseline
+    linked = _open(AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
+                   "pages/compare.py", **query)
+    for page in (cmp, linked):
+        cmp_text = _text(page)
+        assert "graphs on** vs **graphs off** (baseline)" in cmp_text
+        sign = re.search(r"graphs on vs graphs off at c=64 [^:]*: output_throughput ([+-])",
+                         cmp_text)
+        assert sign is not None and sign[1] == "+", cmp_text
+        # runs are named by their arm, never by id alone
+        assert not any(m.value.startswith("**2026") for m in page.markdown)
+    # the HTML report: same baseline, names and the same regressions
+    from core.export import html_report, select
+
+    settings = Settings(data_dir=states_dir, sglang_python=sys.executable,
+                        transformers_python=sys.executable)
+    report = html_report(select(settings, [DEMO_EXP]))
+    assert "Baseline: graphs off" in report and "graphs on vs graphs off" in report
+    assert "median TTFT at c=64: +43.6%" in report

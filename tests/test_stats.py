@@ -7,9 +7,10 @@ import math
 
 import pandas as pd
 import pytest
+from scipy import stats as sps
 
 from core.compare import RunView
-from core.stats import RunOfArm, arm_stats, mean_ci, relative_diff, verdict
+from core.stats import RunOfArm, arm_stats, baseline_arm, mean_ci, relative_diff, verdict
 
 
 def view(run_id: str, tput: dict[int, float], tpot_ms: float = 20.0, graphs: bool = True,
@@ -37,7 +38,44 @@ def test_mean_ci_needs_three_trials() -> None:
 def test_relative_diff_interval_by_hand() -> None:
     rel, low, high = relative_diff([30.0, 31.0, 29.0], [10.0, 11.0, 9.0])
     assert rel == pytest.approx(2.0)
-    assert low is not None and high is not None and 1.5 < low < 2.0 < high < 2.5
+    # log(30/10) ± t * sqrt(s_a²/(n_a m_a²) + s_b²/(n_b m_b²)), Welch df, mapped back
+    va, vb = 1 / 3 / 30**2, 1 / 3 / 10**2
+    df = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 2)
+    half = float(sps.t.ppf(0.975, df)) * math.sqrt(va + vb)
+    assert low == pytest.approx(3 * math.exp(-half) - 1)
+    assert high == pytest.approx(3 * math.exp(half) - 1)
+
+
+def test_intervals_stay_possible() -> None:
+    """A relative change cannot be below -100% and a latency interval not below 0 ms,
+    however noisy the trials."""
+    rel, low, high = relative_diff([1.0, 50.0, 100.0], [100.0, 101.0, 99.0])
+    assert rel is not None and low is not None and high is not None
+    assert -1.0 < low < rel < high
+    mean, ci_low, _ = mean_ci([1.0, 50.0, 100.0])  # a t interval would reach -72 ms
+    assert mean == pytest.approx(50.333, abs=1e-3) and ci_low == 0.0
+
+
+def test_baseline_is_the_declared_arm_else_the_control() -> None:
+    arms = [{"label": "graphs on", "changes": {"server.cuda_graphs": True}},
+            {"label": "graphs off", "changes": {"server.cuda_graphs": False}}]
+    assert baseline_arm({"arms": arms}) == "graphs off"
+    assert baseline_arm({"arms": arms, "baseline": "graphs on"}) == "graphs on"
+    sizes = [{"label": "big", "changes": {"server.mem_fraction_static": 0.9}},
+             {"label": "small", "changes": {"server.mem_fraction_static": 0.7}}]
+    assert baseline_arm({"arms": sizes}) == "small"  # the lower value
+    # an arm that leaves the knob alone runs the base's value (here: default, None)
+    batching = [{"label": "batching on", "changes": {"server.continuous_batching": True}},
+                {"label": "default", "changes": {}}]
+    assert baseline_arm({"arms": batching, "base": {"server": {}}}) == "default"
+
+
+def test_arm_stats_of_an_experiment_without_results_has_its_columns() -> None:
+    queued = RunView("q", {"server": {}}, {"state": "queued"}, {}, None, {}, [])
+    table = arm_stats([RunOfArm("a", 0, queued), RunOfArm("b", 0, queued)], "a")
+    assert table.empty and "metric" in table.columns
+    assert verdict("x", table, [RunOfArm("a", 0, queued)], "a") == \
+        "x: no comparable results yet."
 
 
 def test_known_difference_is_found_and_aa_is_noise() -> None:

@@ -1,0 +1,415 @@
+"""The answer at a glance: the summary card at the top of the Compare and Experiment pages
+and of the HTML report.
+
+For each arm against the baseline, at each concurrency: output throughput, TTFT (median,
+p99), ITL and TPOT (median), the peak GPU memory and the memory headroom, plus the KV pool
+(a start-up fact, one value per run). Each cell holds the change, its 95% interval
+(``core.stats.relative_diff``: log scale, never below -100%) and better / worse / within
+noise. Regressions come first, in words (``regressions``), and the verdicts quote them.
+
+An arm is a list of runs: the trials of an experiment arm, or one run of a comparison.
+With fewer than 3 runs per arm there is no interval; a change then counts as noise when
+the A/A noise floor measured on the same host covers it, and as unconfirmed otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from core.compare import (
+    METRIC_DIRECTIONS,
+    SAME_THRESHOLD,
+    RunView,
+    memory_headroom,
+    peak_gpu_mib_by_point,
+    point_key,
+)
+from core.stats import MIN_TRIALS_FOR_CI, relative_diff
+
+__all__ = [
+    "CARD_METRICS",
+    "CardRow",
+    "Story",
+    "card_frame",
+    "card_grid",
+    "comparison_story",
+    "experiment_story",
+    "noise_note",
+    "regression_lines",
+    "regressions",
+    "runs_host",
+    "summary_card",
+]
+
+CardVerdict = Literal["better", "worse", "within noise", "unknown"]
+
+# metric -> (name in words, unit, higher is better)
+CARD_METRICS: dict[str, tuple[str, str, bool]] = {
+    "output_throughput": ("output throughput", "tok/s", True),
+    "median_ttft_ms": ("median TTFT", "ms", False),
+    "p99_ttft_ms": ("p99 TTFT", "ms", False),
+    "median_itl_ms": ("median ITL", "ms", False),
+    "median_tpot_ms": ("median TPOT", "ms", False),
+    "peak_gpu_mib": ("peak GPU memory", "MiB", False),
+    "headroom_gb": ("memory headroom", "GB", True),
+    "kv_cache_tokens": ("KV pool", "tokens", True),
+}
+_MEMORY = ("peak_gpu_mib", "headroom_gb", "kv_cache_tokens")
+
+
+@dataclass(frozen=True)
+class CardRow:
+    """One metric at one concurrency (None: a whole-run fact such as the KV pool) for one
+    arm against the baseline."""
+
+    metric: str
+    concurrency: int | None
+    point: str
+    arm: str
+    baseline: str
+    base_mean: float | None
+    mean: float | None
+    change: float | None  # relative: mean / base_mean - 1
+    low: float | None
+    high: float | None
+    n: int
+    n_base: int
+    verdict: CardVerdict
+    confirmed: bool  # an interval (or the A/A floor) backs the verdict
+
+    @property
+    def name(self) -> str:
+        return CARD_METRICS[self.metric][0]
+
+    @property
+    def unit(self) -> str:
+        return CARD_METRICS[self.metric][1]
+
+    @property
+    def where(self) -> str:
+        return "at start-up" if self.concurrency is None else f"at c={self.concurrency}"
+
+    def change_text(self) -> str:
+        """``+44% (95% CI +3…+84%)``; memory also in its own unit (``+306 MiB``)."""
+        if self.change is None:
+            return "n/a"
+        text = f"{self.change * 100:+.1f}%"
+        if self.metric in _MEMORY and self.mean is not None and self.base_mean is not None:
+            diff = self.mean - self.base_mean
+            text = (f"{diff:+,.0f} {self.unit} ({text})" if abs(diff) >= 10
+                    else f"{diff:+.2f} {self.unit} ({text})")
+        if self.low is not None and self.high is not None:
+            text += f" (95% CI {self.low * 100:+.1f}…{self.high * 100:+.1f}%)"
+        elif self.n < MIN_TRIALS_FOR_CI or self.n_base < MIN_TRIALS_FOR_CI:
+            text += f" (no interval: {min(self.n, self.n_base)} run(s) per arm)"
+        return text
+
+    def sentence(self) -> str:
+        """A regression or gain in words, e.g. ``median TTFT at c=64 is 44% worse with
+        graphs on than graphs off (95% CI +3.5…+84%)``."""
+        if self.change is None:
+            return f"{self.name} {self.where}: unknown"
+        return (f"{self.name} {self.where}: {self.change_text()} with {self.arm} vs "
+                f"{self.baseline}, {self.verdict}" + ("" if self.confirmed or self.verdict
+                                                      in ("within noise", "unknown")
+                                                      else " (unconfirmed)"))
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return None if math.isnan(value) else float(value)
+
+
+def _verdict(metric: str, change: float | None, low: float | None, high: float | None,
+             floor: Mapping[str, Any] | None) -> tuple[CardVerdict, bool]:
+    if change is None:
+        return "unknown", False
+    higher = CARD_METRICS[metric][2] if metric in CARD_METRICS else (
+        METRIC_DIRECTIONS.get(metric, "higher") == "higher")
+    direction: CardVerdict = "better" if (change > 0) == higher else "worse"
+    noise = _num((floor or {}).get(metric))
+    if low is not None and high is not None:
+        if low <= 0 <= high or (noise is not None and abs(change) <= noise):
+            return "within noise", True
+        return direction, True
+    if noise is not None:
+        return ("within noise", True) if abs(change) <= noise else (direction, True)
+    if abs(change) < SAME_THRESHOLD:
+        return "within noise", False
+    return direction, False
+
+
+def _point_values(views: Sequence[RunView]) -> dict[tuple[Any, ...], dict[str, list[float]]]:
+    """Per point key: per card metric, one value per run (its first point at that key)."""
+    out: dict[tuple[Any, ...], dict[str, list[float]]] = {}
+    for v in views:
+        peaks = peak_gpu_mib_by_point(v.path)
+        total = [_num(g.get("total_mib")) for g in v.facts.get("gpus") or []
+                 if isinstance(g, dict)]
+        total_mib = max((t for t in total if t is not None), default=None)
+        free_gb = _num(v.facts.get("available_gpu_mem_gb"))
+        seen: set[tuple[Any, ...]] = set()
+        for s in v.points:
+            key = point_key(s)
+            if key in seen:
+                continue
+            seen.add(key)
+            cell = out.setdefault(key, {})
+            metrics = s.get("metrics") or {}
+            for m in CARD_METRICS:
+                value = _num(metrics.get(m)) if m not in _MEMORY else None
+                if m == "peak_gpu_mib":
+                    value = peaks.get(int(s.get("index", -1)))
+                elif m == "headroom_gb" and free_gb is None:
+                    # no memory facts from the server: the GPU's total minus the NVML peak
+                    peak = peaks.get(int(s.get("index", -1)))
+                    value = (total_mib - peak) / 1024 if total_mib and peak else None
+                if value is not None:
+                    cell.setdefault(m, []).append(value)
+    return out
+
+
+def summary_card(arms: Mapping[str, Sequence[RunView]], baseline: str,
+                 floor: Mapping[str, Any] | None = None) -> list[CardRow]:
+    """The card's rows for every arm other than ``baseline`` (arms in order; the views of
+    an arm are its succeeded runs). ``floor``: the A/A noise floor of the host the runs ran
+    on (``core.experiments.noise_floor``), or None."""
+    if baseline not in arms:
+        return []
+    per_arm = {arm: _point_values(views) for arm, views in arms.items()}
+    keys = sorted({k for values in per_arm.values() for k in values},
+                  key=lambda k: tuple(math.inf if x is None else float(x) for x in k))
+    shapes = {k[1:] for k in keys}
+    rows: list[CardRow] = []
+    for arm, views in arms.items():
+        if arm == baseline:
+            continue
+        for metric in CARD_METRICS:
+            if metric == "kv_cache_tokens":
+                rows.append(_row(metric, None, "start-up", arm, baseline,
+                                 _facts(views, metric), _facts(arms[baseline], metric), floor))
+                continue
+            for key in keys:
+                a = per_arm[arm].get(key, {}).get(metric, [])
+                b = per_arm[baseline].get(key, {}).get(metric, [])
+                if not a and not b:
+                    continue
+                conc = key[0]
+                label = f"c={conc}" if len(shapes) == 1 else f"c={conc} {key[1:]}"
+                rows.append(_row(metric, conc, label, arm, baseline, a, b, floor))
+    # the KV pool and the headroom from server facts are whole-run: drop empty ones
+    return [r for r in rows if r.mean is not None or r.base_mean is not None]
+
+
+def _facts(views: Sequence[RunView], metric: str) -> list[float]:
+    if metric == "kv_cache_tokens":
+        return [x for v in views if (x := _num(v.facts.get(metric))) is not None]
+    head = memory_headroom(list(views))
+    return [x for x in (_num(v) for v in head[metric]) if x is not None]
+
+
+def _row(metric: str, conc: int | None, point: str, arm: str, baseline: str,
+         a: list[float], b: list[float], floor: Mapping[str, Any] | None) -> CardRow:
+    change, low, high = relative_diff(a, b)
+    verdict, confirmed = _verdict(metric, change, low, high, floor)
+    return CardRow(metric=metric, concurrency=conc, point=point, arm=arm, baseline=baseline,
+                   base_mean=float(np.mean(b)) if b else None,
+                   mean=float(np.mean(a)) if a else None, change=change, low=low, high=high,
+                   n=len(a), n_base=len(b), verdict=verdict, confirmed=confirmed)
+
+
+def regressions(rows: Sequence[CardRow], confirmed_only: bool = False) -> list[CardRow]:
+    """The rows that read worse, confirmed ones first, then by the size of the change."""
+    worse = [r for r in rows if r.verdict == "worse" and (r.confirmed or not confirmed_only)]
+    return sorted(worse, key=lambda r: (not r.confirmed, list(CARD_METRICS).index(r.metric),
+                                        -abs(r.change or 0.0)))
+
+
+def card_frame(rows: Sequence[CardRow]) -> pd.DataFrame:
+    """The card as a long table (exports): one row per metric, concurrency and arm."""
+    return pd.DataFrame([{
+        "arm": r.arm, "baseline": r.baseline, "metric": r.metric, "name": r.name,
+        "unit": r.unit, "concurrency": r.concurrency, "baseline_mean": r.base_mean,
+        "mean": r.mean, "change": r.change, "change_low": r.low, "change_high": r.high,
+        "n": r.n, "n_baseline": r.n_base, "verdict": r.verdict, "confirmed": r.confirmed,
+    } for r in rows], columns=["arm", "baseline", "metric", "name", "unit", "concurrency",
+                               "baseline_mean", "mean", "change", "change_low", "change_high",
+                               "n", "n_baseline", "verdict", "confirmed"])
+
+
+_MARK = {"better": "▲ better", "worse": "▼ worse", "within noise": "≈ within noise",
+         "unknown": "?"}
+
+
+def card_grid(rows: Sequence[CardRow], arm: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One arm's card as a grid: a row per metric, a column per concurrency, each cell
+    ``change (interval) mark``; and the same grid of verdicts (for colouring)."""
+    mine = [r for r in rows if r.arm == arm]
+    columns = list(dict.fromkeys(r.point for r in sorted(
+        mine, key=lambda r: (r.concurrency is None, r.concurrency or 0))))
+    text: dict[str, dict[str, str]] = {}
+    verdicts: dict[str, dict[str, str]] = {}
+    for r in mine:
+        label = f"{r.name} ({r.unit})"
+        text.setdefault(label, {})[r.point] = f"{r.change_text()} {_MARK[r.verdict]}" + (
+            "" if r.confirmed or r.verdict in ("unknown", "within noise") else "?")
+        verdicts.setdefault(label, {})[r.point] = r.verdict
+    index = list(text)
+    return (pd.DataFrame.from_dict(text, orient="index").reindex(index=index, columns=columns),
+            pd.DataFrame.from_dict(verdicts, orient="index").reindex(index=index,
+                                                                     columns=columns))
+
+
+def noise_note(floor: Mapping[str, Any] | None, host: str | None) -> str:
+    """Where the A/A noise floor comes from, or that it was not measured on that host."""
+    where = host or "the host these runs ran on (not recorded)"
+    if not floor:
+        return (f"A/A noise floor: not measured on {where} (run the 'A/A noise check' "
+                "preset there).")
+    parts = ", ".join(f"{CARD_METRICS[k][0] if k in CARD_METRICS else k} ±{v:.1%}"
+                      for k, v in floor.items() if k != "experiment_id" and _num(v) is not None)
+    return f"A/A noise floor on {where} (from {floor.get('experiment_id')}): {parts}."
+
+
+def regression_lines(rows: Sequence[CardRow]) -> list[str]:
+    """The regressions in words, confirmed first; one line per arm and metric (a metric
+    worse at several concurrencies is one line naming them)."""
+    groups: dict[tuple[str, str], list[CardRow]] = {}
+    for r in regressions(rows):
+        groups.setdefault((r.arm, r.metric), []).append(r)
+    lines = []
+    for (_, _), group in groups.items():
+        if len(group) == 1:
+            lines.append(group[0].sentence())
+            continue
+        first = group[0]
+        group = sorted(group, key=lambda r: (r.concurrency is None, r.concurrency or 0))
+        changes = sorted(r.change or 0.0 for r in group)
+        span = (f"{changes[0] * 100:+.1f}%" if f"{changes[0]:.3f}" == f"{changes[-1]:.3f}"
+                else f"{changes[0] * 100:+.1f}% to {changes[-1] * 100:+.1f}%")
+        if first.metric in _MEMORY:
+            diffs = sorted((r.mean or 0.0) - (r.base_mean or 0.0) for r in group)
+            digits = 0 if max(abs(d) for d in diffs) >= 10 else 2
+            span = (f"{diffs[0]:+,.{digits}f} to {diffs[-1]:+,.{digits}f} {first.unit} "
+                    f"({span})")
+        where = ", ".join(str(r.concurrency) for r in group)
+        lines.append(f"{first.name} at c={where}: {span} with {first.arm} vs "
+                     f"{first.baseline}, worse" + ("" if first.confirmed else " (unconfirmed)"))
+    return lines
+
+
+@dataclass(frozen=True)
+class Story:
+    """Everything a page or an export says about one comparison or experiment: who is the
+    baseline, what each arm is called, the card and the verdict, so they never disagree."""
+
+    baseline: str
+    arms: list[str]
+    card: list[CardRow]
+    verdict: list[str]
+    floor: dict[str, Any] | None
+    host: str | None
+
+    @property
+    def noise(self) -> str:
+        return noise_note(self.floor, self.host)
+
+
+def experiment_story(settings: Any, record: Mapping[str, Any],
+                     runs: Sequence[Any] | None = None) -> Story:
+    """The story of an experiment (``experiment.json`` as loaded): its baseline
+    (``core.stats.baseline_arm``), the card over its succeeded runs, and the verdict with
+    the regressions first. ``runs``: ``experiment_runs`` already read, if at hand."""
+    from core.experiments import experiment_runs, noise_floor
+    from core.stats import arm_stats, baseline_arm, verdict
+
+    spec = record.get("spec") or {}
+    runs = list(runs) if runs is not None else experiment_runs(settings, dict(record))
+    base = baseline_arm(dict(spec))
+    arms = [str(a.get("label")) for a in spec.get("arms") or []]
+    host = record.get("host")
+    floor = noise_floor(settings, str(host)) if spec.get("kind") != "aa" and host else None
+    by_arm: dict[str, list[RunView]] = {a: [] for a in arms}
+    for r in runs:
+        if r.view.status.get("state") == "succeeded":
+            by_arm.setdefault(r.arm, []).append(r.view)
+    card = summary_card(by_arm, base, floor) if base else []
+    table = arm_stats(list(runs), base)
+    text = verdict(str(spec.get("name")), table, list(runs), base, floor)
+    lines = regression_lines(card)
+    if lines:
+        text = "Regressions: " + "; ".join(lines) + ". " + text
+    return Story(baseline=base, arms=arms, card=card, verdict=[text], floor=floor,
+                 host=str(host) if host else None)
+
+
+def comparison_story(views: Sequence[RunView], baseline: int, names: Sequence[str],
+                     floor: Mapping[str, Any] | None = None,
+                     host: str | None = None) -> Story:
+    """The story of plain runs side by side (each run its own arm, named by ``names``)."""
+    from core.compare import confounders, headline_point, metric_deltas
+
+    arms = list(names)
+    card = summary_card({n: [v] for n, v in zip(arms, views, strict=True)}, arms[baseline],
+                        floor)
+    lines: list[str] = []
+    head = headline_point(views)
+    if head is None:
+        lines.append("No load point is common to all runs, so no point-by-point verdict: the "
+                     "runs were measured at different loads (an imported run may not state "
+                     "its load; give it at import with --concurrency/--input-len/"
+                     "--output-len).")
+    else:
+        deltas = metric_deltas(views, baseline=baseline, metrics=_VERDICT_METRICS,
+                               names=arms)
+        rows = deltas[deltas["point"] == head.label]
+        conf = confounders(views)
+        for i, name in enumerate(arms):
+            if i == baseline:
+                continue
+            parts = []
+            for _, r in rows.iterrows():
+                rel, word = r[f"rel_{name}"], r[f"verdict_{name}"]
+                if word is None or pd.isna(r[name]):
+                    parts.append(f"{r['metric']} unknown")
+                elif pd.isna(rel):
+                    parts.append(f"{r['metric']} {r[name]:,.4g} ({word})")
+                else:
+                    parts.append(f"{r['metric']} {rel:+.1%} ({word})")
+            line = f"{name} vs {arms[baseline]} at {head.label}: " + ", ".join(parts) + "."
+            if conf:
+                line = ("Inconclusive: more than the intended knob differs ("
+                        + ", ".join(conf[:6]) + ("…" if len(conf) > 6 else "") + "). " + line)
+            lines.append(line)
+    regs = regression_lines(card)
+    if regs:
+        lines.insert(0, "Regressions: " + "; ".join(regs) + ".")
+    return Story(baseline=arms[baseline], arms=arms, card=card, verdict=lines,
+                 floor=dict(floor) if floor else None, host=host)
+
+
+_VERDICT_METRICS = ("output_throughput", "median_ttft_ms", "median_itl_ms")
+
+
+def runs_host(settings: Any, views: Sequence[RunView]) -> str | None:
+    """The host the runs ran on, where it is recorded: the experiment (tag ``exp:<id>``)
+    they all belong to. None otherwise (a run folder does not name its host)."""
+    ids = set()
+    for v in views:
+        tags = [t for t in v.spec.get("tags") or [] if isinstance(t, str)
+                and t.startswith("exp:")]
+        ids.add(tags[0][4:] if tags else None)
+    if settings is None or len(ids) != 1 or None in ids:
+        return None
+    from core.experiments import load_experiment
+
+    record = load_experiment(settings, str(ids.pop()))
+    host = (record or {}).get("host")
+    return str(host) if host else None

@@ -1,0 +1,45 @@
+"""The summary card and verdict shared by the Compare and Experiment pages: the story is
+computed in core (core/summary.py); this only draws it, the same way on both pages."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from core.summary import Story, card_grid, regression_lines
+
+_CELL = {"better": "background-color: #d4edda", "worse": "background-color: #f8d7da",
+         "within noise": "color: #555"}
+
+
+def summary_card(story: Story) -> None:
+    """Regressions first (in words), then per arm a grid: metric × concurrency, each cell
+    the change, its interval and better / worse / within noise."""
+    st.subheader("Summary")
+    if not any(r.change is not None for r in story.card):
+        st.info("No comparable results yet: the card fills in as the arms' runs succeed.")
+        return
+    regs = regression_lines(story.card)
+    if regs:
+        st.error("**Regressions**\n\n" + "\n".join(f"- {r}" for r in regs),
+                 icon=":material/trending_down:")
+    else:
+        st.success("No regression: no metric reads worse at any concurrency.",
+                   icon=":material/check_circle:")
+    for arm in dict.fromkeys(r.arm for r in story.card):
+        text, verdicts = card_grid(story.card, arm)
+        st.markdown(f"**{arm}** vs **{story.baseline}** (baseline)")
+
+        def colour(col: pd.Series, verdicts: pd.DataFrame = verdicts) -> list[str]:
+            return [_CELL.get(str(verdicts.loc[i, col.name]), "") for i in col.index]
+
+        st.dataframe(text.style.apply(colour, axis=0), key=f"card-{arm}")
+    st.caption("Change vs the baseline; 95% interval over trials (ratio of means on the log "
+               "scale, so never below −100%); ▲ better / ▼ worse / ≈ within noise by each "
+               "metric's direction; '?' = one run per arm, no interval. " + story.noise)
+
+
+def verdict(story: Story) -> None:
+    st.subheader("Verdict")
+    for line in story.verdict:
+        st.markdown(f"**{line}**")
