@@ -22,6 +22,8 @@ from pydantic import ValidationError
 
 from core.config import parse_request_rate
 from core.errors import ConfigError, ServeLabError
+from core.explain import add_parser as add_explain_parser
+from core.explain import handle as explain_handler
 from core.transfer import HANDLERS as TRANSFER_HANDLERS
 from core.transfer import add_parsers as add_transfer_parsers
 
@@ -135,6 +137,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("reindex", help="rebuild the catalog from the run folders")
     sub.add_parser("engines", help="which engines are installed here, and their versions")
     add_transfer_parsers(sub)  # import, export (core/transfer.py)
+    add_explain_parser(sub)  # explain RUN_A RUN_B (core/explain.py)
     return p
 
 
@@ -505,7 +508,8 @@ def main(argv: list[str] | None = None) -> int:
     handler = {"run": _cmd_run, "runs": _cmd_runs, "show": _cmd_show, "cancel": _cmd_cancel,
                "parse-log": _cmd_parse_log, "reindex": _cmd_reindex,
                "experiment": _cmd_experiment,
-               "engines": _cmd_engines, **TRANSFER_HANDLERS}[args.command]
+               "engines": _cmd_engines, "explain": explain_handler,
+               **TRANSFER_HANDLERS}[args.command]
     try:
         return int(handler(args))
     except ConfigError as exc:

@@ -216,8 +216,13 @@ def grid_experiment(name: str, base: RunSpec, grid: KnobGrid, trials: int = 3,
                 raise ConfigError(f"grid.knobs.{knob}[{i}]",
                                   f"{knob_text(value)}: {plain_error(err)}{hint}") from exc
     arms, baseline = grid_arms(grid)
-    return ExperimentSpec(name=name, base=base, arms=arms, trials=trials, grid=grid,
-                          baseline=baseline, **extra)
+    try:
+        return ExperimentSpec(name=name, base=base, arms=arms, trials=trials, grid=grid,
+                              baseline=baseline, **extra)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ConfigError(".".join(str(p) for p in err["loc"]) or "experiment",
+                          plain_error(err)) from exc
 
 
 class ExperimentSpec(BaseModel):

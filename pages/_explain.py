@@ -1,0 +1,53 @@
+"""The Compare page's "Explain this difference" block (core/explain.py does the work)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import streamlit as st
+
+from core.compare import RunView
+from core.errors import ConfigError
+from core.experiments import knob_text
+from core.explain import explain_plan, submit_explanation
+from core.settings import Settings
+from pages._auth import can_launch
+
+
+def explain_block(settings: Settings, views: Sequence[RunView], baseline: int) -> None:
+    """Per run that differs from the baseline in two or more knobs: what the factorial would
+    vary, and a button that queues it and links to the experiment."""
+    base = views[baseline]
+    for other in (v for i, v in enumerate(views) if i != baseline):
+        plan = explain_plan(base, other)
+        if len(plan.knobs) < 2:
+            continue
+        st.subheader("Explain this difference")
+        st.write(f"**{other.run_id}** differs from **{base.run_id}** in "
+                 f"{len(plan.knobs)} knobs: "
+                 + ", ".join(f"`{k}` {knob_text(a)}→{knob_text(b)}"
+                             for k, (a, b) in plan.knobs.items())
+                 + ". A factorial experiment over exactly these knobs (every other field at "
+                   f"{base.run_id}'s value) splits the difference into each knob's effect "
+                   "and their interactions.")
+        for field, why in plan.not_explainable.items():
+            st.caption(f"Not explainable: {field} ({why}).")
+        key = f"explain-{base.run_id}-{other.run_id}"
+        c1, c2 = st.columns(2)
+        trials = int(c1.number_input("Trials", 1, 50, 3, key=f"{key}-trials"))
+        arms = 2 ** len(plan.knobs)
+        c2.caption(f"{arms} arms × {trials} trials = {arms * trials} runs, each a fresh "
+                   "server on the same prompts.")
+        if st.button("Explain this difference", key=key, disabled=not can_launch()) \
+                and can_launch():  # never trust a disabled button alone
+            try:
+                exp_id, _ = submit_explanation(settings, base.run_id, other.run_id, trials)
+            except ConfigError as exc:
+                st.error(f"{exc.field}: {exc.message}")
+            else:
+                st.session_state[key + "-queued"] = exp_id
+        queued = st.session_state.get(key + "-queued")
+        if queued:
+            st.success(f"Queued experiment {queued}.")
+            st.page_link("pages/experiment.py", label=f"Open {queued}",
+                         query_params={"experiment": queued})

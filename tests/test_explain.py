@@ -1,0 +1,126 @@
+"""Explain a difference: the factorial over exactly the knobs two runs differ in, from the
+CLI and from the Compare page's button."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from core import cli
+from core.compare import load_run
+from core.errors import ConfigError
+from core.experiments import list_experiments
+from core.explain import explain_plan, explanation_experiment
+from core.run_folder import RunFolder
+from core.settings import Settings
+from tests.test_compare import _facts, make_run
+
+REPO = Path(__file__).resolve().parent.parent
+GRAPHS, MEM = "server.cuda_graphs", "server.mem_fraction_static"
+
+
+def _pair(runs: Path, gpu_b: str = "NVIDIA H200", **b: object) -> tuple[RunFolder, RunFolder]:
+    common = {"engine": "sglang", "model": "/models/qwen", "attention_backend": "fa3"}
+    a = make_run(runs, "20990101-000000-aaaa", server={**common, "cuda_graphs": False,
+                                                      "mem_fraction_static": 0.85})
+    gpus = [{"index": 0, "name": gpu_b, "total_mib": 143771}]
+    other = make_run(runs, "20990101-000000-bbbb", facts=_facts(gpus=gpus),
+                     server={**common, "cuda_graphs": True, "mem_fraction_static": 0.92, **b})
+    return a, other
+
+
+def _cells(spec: dict[str, object]) -> set[tuple[object, ...]]:
+    return {tuple(arm["changes"][k] for k in (GRAPHS, MEM))
+            for arm in spec["arms"]}  # type: ignore[index, union-attr]
+
+
+def test_the_grid_is_exactly_the_differing_knobs_with_everything_else_from_a(
+        tmp_path: Path) -> None:
+    a, b = _pair(tmp_path, gpu_b="NVIDIA A100")
+    exp, plan = explanation_experiment(load_run(a), load_run(b), trials=2)
+    assert plan.knobs == {GRAPHS: (False, True), MEM: (0.85, 0.92)}
+    assert "facts.gpu" in plan.not_explainable  # the host differs: no knob explains it
+    assert len(exp.arms) == 4 and exp.trials == 2 and exp.kind == "explain"
+    spec = exp.model_dump(mode="json")
+    assert _cells(spec) == {(False, 0.85), (False, 0.92), (True, 0.85), (True, 0.92)}
+    base_arm = next(arm for arm in exp.arms if arm.label == exp.baseline_arm)
+    assert base_arm.changes == {GRAPHS: False, MEM: 0.85}
+    assert exp.grid is not None and exp.grid.after_config == {GRAPHS: True, MEM: 0.92}
+    assert exp.base.server.model == "/models/qwen" and exp.base.server.attention_backend == "fa3"
+    one, _ = explanation_experiment(load_run(a), load_run(b), design="one-at-a-time")
+    assert len(one.arms) == 4  # baseline, each knob alone, and B's configuration
+
+
+def test_nothing_or_too_much_to_explain_is_refused_naming_the_run(tmp_path: Path) -> None:
+    a = make_run(tmp_path, "20990101-000000-aaaa", server={"engine": "sglang"})
+    same = make_run(tmp_path, "20990101-000000-cccc", server={"engine": "sglang"},
+                    facts=_facts(gpus=[{"index": 0, "name": "NVIDIA A100"}]))
+    with pytest.raises(ConfigError) as info:
+        explanation_experiment(load_run(a), load_run(same))
+    assert info.value.field == "RUN_B" and "facts.gpu" in info.value.message
+    many = make_run(tmp_path, "20990101-000000-dddd", server={
+        "engine": "sglang", "cuda_graphs": True, "mem_fraction_static": 0.9, "tp_size": 2,
+        "cuda_graph_max_bs": 8, "dtype": "float16"})
+    with pytest.raises(ConfigError) as info:
+        explanation_experiment(load_run(a), load_run(many))
+    assert "5 knobs differ" in info.value.message
+    assert not explain_plan(load_run(a), load_run(same)).explainable
+
+
+def test_cli_explain_queues_the_factorial(tmp_path: Path, settings: Settings,
+                                          monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("SERVELAB_DATA_DIR", str(settings.data_dir))
+    a, b = _pair(settings.runs_dir)
+    assert cli.main(["explain", a.run_id, b.run_id, "--trials", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "queued: factorial over server.cuda_graphs False→True" in out
+    (record,) = list_experiments(settings)
+    assert _cells(record["spec"]) == {(False, 0.85), (False, 0.92), (True, 0.85), (True, 0.92)}
+    assert len(record["runs"]) == 8
+    for r in record["runs"]:
+        assert RunFolder(settings.runs_dir / r["run_id"]).status()["state"] == "queued"
+    assert cli.main(["explain", a.run_id, "20990101-000000-nope"]) == 2
+    assert "RUN_B" in capsys.readouterr().err
+
+
+def test_compare_page_button_queues_exactly_that_grid(settings: Settings,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = _pair(settings.runs_dir)
+    (settings.data_dir / ".demo-installed").write_text("")
+    monkeypatch.setenv("SERVELAB_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("SERVELAB_WORKER", "off")  # queue, start nothing
+    st.cache_resource.clear()
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
+    app.query_params["runs"] = f"{a.run_id},{b.run_id}"
+    app.run()
+    app.switch_page("pages/compare.py").run()
+    assert not app.exception, app.exception
+    key = f"explain-{a.run_id}-{b.run_id}"
+    app.button(key=key).click().run()
+    assert not app.exception, app.exception
+    (record,) = list_experiments(settings)
+    assert _cells(record["spec"]) == {(False, 0.85), (False, 0.92), (True, 0.85), (True, 0.92)}
+    assert len(record["runs"]) == 12  # 4 arms x 3 trials
+    assert any(record["experiment_id"] in s.value for s in app.success)
+
+
+def test_compare_page_offers_no_button_for_a_one_knob_difference(
+        settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    a = make_run(settings.runs_dir, "20990101-000000-aaaa",
+                 server={"engine": "sglang", "cuda_graphs": False})
+    b = make_run(settings.runs_dir, "20990101-000000-bbbb",
+                 server={"engine": "sglang", "cuda_graphs": True})
+    (settings.data_dir / ".demo-installed").write_text("")
+    monkeypatch.setenv("SERVELAB_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("SERVELAB_WORKER", "off")
+    st.cache_resource.clear()
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
+    app.query_params["runs"] = f"{a.run_id},{b.run_id}"
+    app.run()
+    app.switch_page("pages/compare.py").run()
+    assert not app.exception, app.exception
+    assert not [x for x in app.button if str(x.key).startswith("explain-")]
