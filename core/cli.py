@@ -98,6 +98,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="each point runs on until all its slots were busy this long (s)")
     b.add_argument("--max-point-requests", type=int,
                    help="most requests a point sized by --min-steady-s may send")
+    b.add_argument("--client-workers",
+                   help="load-generator processes per point: a number, or auto (default 1)")
     b.add_argument("--tag", action="append", dest="tags")
     r.add_argument("--executor", choices=["local", "ray"],
                    help="where to run it: here (local) or on the Ray cluster at "
@@ -202,7 +204,7 @@ def spec_from_args(args: argparse.Namespace, here: Any = None) -> Any:
             for c, i, o in combos
         ]
     for name in ("seed", "warmup_requests", "request_timeout_s", "point_timeout_s",
-                 "min_waves", "min_steady_s", "max_point_requests"):
+                 "min_waves", "min_steady_s", "max_point_requests", "client_workers"):
         if getattr(args, name) is not None:
             plan[name] = getattr(args, name)
     if args.no_probe:

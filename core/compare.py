@@ -757,8 +757,11 @@ def arm_names(views: Sequence[RunView]) -> list[str]:
         else:
             names.append(v.run_id)
     counts = Counter(names)
-    return [n if counts[n] == 1 or n == v.run_id else f"{n} · {v.run_id[-6:]}"
-            for n, v in zip(names, views, strict=True)]
+    out = [n if counts[n] == 1 or n == v.run_id else f"{n} · {v.run_id[-6:]}"
+           for n, v in zip(names, views, strict=True)]
+    again = Counter(out)  # short ids that collide: the whole id
+    return [n if again[n] == 1 else f"{n.rsplit(' · ', 1)[0]} · {v.run_id}"
+            for n, v in zip(out, views, strict=True)]
 
 
 def _control_rank(value: Any) -> tuple[int, float, str]:

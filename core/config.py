@@ -229,6 +229,20 @@ class BenchmarkPlan(_Frozen):
     min_steady_s: float | None = Field(None, gt=0, le=3600,
                                        description="each point keeps sending until all its "
                                                    "slots have been busy this many seconds")
+    client_workers: int | Literal["auto"] = Field(
+        1, description="load-generator processes per point (core/shards.py); auto = enough "
+                       "cores for the offered chunk rate")
+
+    @field_validator("client_workers", mode="before")
+    @classmethod
+    def _workers(cls, v: object) -> int | str:
+        text = str(v).strip().lower()
+        if text == "auto":
+            return "auto"
+        if isinstance(v, bool) or not text.isdigit() or not 1 <= int(text) <= 256:
+            raise ValueError(f"{str(v)[:20]!r} is not a number of processes; give 1 to 256, "
+                             "or auto for as many as the load needs")
+        return int(text)
 
     @field_validator("min_waves")
     @classmethod

@@ -13,15 +13,22 @@ import pytest
 
 from core.compare import (
     METRIC_DIRECTIONS,
+    arm_names,
+    baseline_index,
     config_diff,
     confounders,
+    control_of,
     derived_differences,
+    find_runs,
     flatten_config,
+    headline_point,
+    is_run_id,
     latency_samples,
     load_run,
     match_points,
     memory_headroom,
     metric_deltas,
+    peak_gpu_mib_by_point,
     prompt_check,
 )
 from core.config import BenchmarkPlan, Point, RunSpec, ServerConfig
@@ -348,3 +355,81 @@ def test_latency_samples_edge_cases(tmp_path: Path) -> None:
     assert latency_samples(folder, 0, "ttft") == pytest.approx([50.0, 80.0, 30.0])
     with pytest.raises(ValueError, match="unknown latency metric"):
         latency_samples(folder, 0, "output_throughput")
+
+
+# --- who is who: run ids, names, the baseline, the headline point -------------------------------
+
+
+def test_run_id_check_and_find_runs(tmp_path: Path) -> None:
+    make_run(tmp_path, "20260101-000000-abcdef")
+    assert is_run_id("20260101-000000-abcdef") and is_run_id("imp-93c3574437d9")
+    for bad in ("../etc", "a/b", "", "-x", "a..b", "x" * 101):
+        assert not is_run_id(bad), bad
+    found, unknown = find_runs(tmp_path, ["20260101-000000-abcdef", "nope", "../etc", " ",
+                                          "20260101-000000-abcdef"])
+    assert [f.run_id for f in found] == ["20260101-000000-abcdef"]
+    assert unknown == ["nope", "../etc"]
+
+
+def test_runs_are_named_by_what_differs_and_the_control_is_the_baseline(tmp_path: Path
+                                                                         ) -> None:
+    on = make_run(tmp_path, "on", server={"engine": "sglang", "cuda_graphs": True},
+                  intended=["server.cuda_graphs"])
+    off = make_run(tmp_path, "off", server={"engine": "sglang", "cuda_graphs": False},
+                   intended=["server.cuda_graphs"])
+    views = [load_run(on), load_run(off)]
+    assert arm_names(views) == ["cuda_graphs=on", "cuda_graphs=off"]
+    assert baseline_index(views) == 1  # off is the control, whatever the order
+    assert baseline_index(views[::-1]) == 0
+    # numbers: the lower value; no intended_diff: the one differing knob
+    hi = make_run(tmp_path, "hi", server={"engine": "sglang", "mem_fraction_static": 0.9})
+    lo = make_run(tmp_path, "lo", server={"engine": "sglang", "mem_fraction_static": 0.7})
+    dflt = make_run(tmp_path, "dflt", server={"engine": "sglang"})
+    assert arm_names([load_run(hi), load_run(lo)]) == ["mem_fraction_static=0.9",
+                                                       "mem_fraction_static=0.7"]
+    assert baseline_index([load_run(hi), load_run(lo)]) == 1
+    assert baseline_index([load_run(hi), load_run(dflt), load_run(lo)]) == 1  # default first
+    # identical configurations keep the first, and each name says which run it is
+    same = [load_run(make_run(tmp_path, f"run-{i}00000")) for i in range(2)]
+    assert baseline_index(same) == 0
+    assert arm_names(same) == ["run-000000", "run-100000"]
+    assert control_of([None, False, 0]) == 0 and control_of(["fa3", "triton"]) == 0
+
+
+def test_trials_of_one_arm_share_its_name_with_their_short_id(tmp_path: Path) -> None:
+    views = []
+    for i, arm in enumerate(("graphs-on", "graphs-off", "graphs-on")):
+        folder = make_run(tmp_path, f"2026-{i}abcdef")
+        spec = folder.read("spec.json")
+        spec["tags"] = ["exp:exp-x", f"arm:{arm}", f"trial:{i}"]
+        folder.write("spec.json", spec)
+        views.append(load_run(folder))
+    names = arm_names(views)
+    assert names[1] == "graphs off" and names[0].startswith("graphs on · ")
+    assert names[0] != names[2]
+
+
+def test_headline_point_is_the_heaviest_load_all_runs_share(tmp_path: Path) -> None:
+    a = make_run(tmp_path, "a", points=[(P8, {}, "d"), (P1, {}, "d"), (P4, {}, "d")])
+    b = make_run(tmp_path, "b", points=[(P1, {}, "d"), (P4, {}, "d")])
+    head = headline_point([load_run(a), load_run(b)])
+    assert head is not None and head.key[0] == 4  # c=8 is not common, c=4 is the heaviest
+    c = make_run(tmp_path, "c", points=[(P8, {}, "d")])
+    assert headline_point([load_run(b), load_run(c)]) is None
+
+
+def test_memory_headroom_falls_back_to_the_nvml_peak(tmp_path: Path) -> None:
+    """No memory facts from the server (transformers): headroom = GPU total - NVML peak."""
+    facts = {"engine_version": "5.17.0", "gpus": [{"gpu": 0, "total_mib": 143_771.0,
+                                                   "name": "NVIDIA H200"}]}
+    run = make_run(tmp_path, "t", facts=facts,
+                   samples=[{"t_s": float(t), "point": 0, "source": "nvml",
+                             "name": "gpu_used_mib", "labels": "gpu=0",
+                             "value": 127_000.0 + 300 * t} for t in range(3)])
+    row = memory_headroom([load_run(run)]).iloc[0]
+    assert row["peak_gpu_used_mib"] == 127_600.0
+    assert row["headroom_gb"] == pytest.approx((143_771.0 - 127_600.0) / 1024)
+    assert row["headroom_from"] == "NVML peak"
+    assert peak_gpu_mib_by_point(run.path) == {0: 127_600.0}
+    server = memory_headroom([load_run(make_run(tmp_path, "s"))]).iloc[0]
+    assert server["headroom_gb"] == 12.0 and server["headroom_from"] == "server facts"

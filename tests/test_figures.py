@@ -179,3 +179,14 @@ def test_metric_labels_carry_units() -> None:
     assert metric_label("request_throughput") == "request throughput (req/s)"
     assert metric_label("error_rate") == "error rate (fraction)"
     assert not math.isnan(len(metric_label("something_new")))
+
+
+def test_one_colour_per_arm_with_the_baseline_first() -> None:
+    from core.figures import ARM_PALETTE, arm_colours
+
+    page = arm_colours(["graphs on", "graphs off"], "graphs off")
+    trials = arm_colours(["graphs off · a1", "graphs on · b2", "graphs on · c3"],
+                         "graphs off · a1")
+    assert page["graphs off"] == ARM_PALETTE[0] == trials["graphs off · a1"]
+    assert page["graphs on"] == trials["graphs on · b2"] == trials["graphs on · c3"]
+    assert page["graphs on"] != page["graphs off"]
