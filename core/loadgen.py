@@ -15,13 +15,16 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from core.prompts import Prompt
 from core.records import RequestRecord
 from core.sse_client import ProtocolError, SSEConnectionPool
+
+if TYPE_CHECKING:
+    from core.shards import ShardPool
 
 __all__ = ["ClientHealth", "Clock", "LoadGenerator", "LoadOptions", "SteadyGate", "arrival_times",
            "run_load", "send_on_schedule"]
@@ -55,6 +58,7 @@ class LoadOptions:
     # ``min_steady_s``; the prompts not sent are not part of the point.
     min_requests: int | None = None
     min_steady_s: float | None = None
+    workers: int = 1  # processes sending the point (core/shards.py); 1 = this event loop
 
 
 @dataclass
@@ -67,6 +71,17 @@ class ClientHealth:
     wall_s: float = 0.0
     lag_samples_ms: list[float] = field(default_factory=list)
     lag_samples: int = 0  # how many lag samples the p99 is over
+    workers: list[ClientHealth] = field(default_factory=list)  # per process (core/shards.py)
+
+    @classmethod
+    def merged(cls, workers: list[ClientHealth]) -> ClientHealth:
+        """The client of a sharded point: worst lag, CPU seconds summed (so the share is in
+        cores), and each worker kept: one saturated worker flags the point."""
+        return cls(loop_lag_ms_max=max(w.loop_lag_ms_max for w in workers),
+                   loop_lag_ms_p99=max(w.loop_lag_ms_p99 for w in workers),
+                   cpu_s=sum(w.cpu_s for w in workers),
+                   wall_s=max(w.wall_s for w in workers),
+                   lag_samples=sum(w.lag_samples for w in workers), workers=list(workers))
 
     @property
     def saturated(self) -> bool:
@@ -75,6 +90,9 @@ class ClientHealth:
     @property
     def saturated_why(self) -> str:
         """Why the client may have limited the numbers, in words; "" when it did not."""
+        if self.workers:
+            return "; ".join(f"worker {k}: {w.saturated_why}"
+                             for k, w in enumerate(self.workers) if w.saturated)
         why = []
         if self.loop_lag_ms_p99 > LOOP_LAG_WARN_MS and self.lag_samples >= MIN_LAG_SAMPLES:
             why.append(f"event-loop lag p99 {self.loop_lag_ms_p99:.1f} ms > "
@@ -85,7 +103,10 @@ class ClientHealth:
         return "; ".join(why)
 
     def as_dict(self) -> dict[str, Any]:
+        per_worker = {"client_workers": len(self.workers),
+                      "workers": [w.as_dict() for w in self.workers]} if self.workers else {}
         return {
+            **per_worker,
             "loop_lag_ms_max": self.loop_lag_ms_max,
             "loop_lag_ms_p99": self.loop_lag_ms_p99,
             "loop_lag_samples": self.lag_samples,
@@ -337,6 +358,16 @@ async def _lag_monitor(health: ClientHealth, stop: asyncio.Event,
             return
 
 
+def finish_health(health: ClientHealth) -> None:
+    """Reduce the lag samples of a point to their p99, maximum and count."""
+    if health.lag_samples_ms:
+        lags = sorted(health.lag_samples_ms)
+        health.loop_lag_ms_max = lags[-1]
+        health.loop_lag_ms_p99 = lags[min(len(lags) - 1, int(0.99 * len(lags)))]
+        health.lag_samples = len(lags)
+    health.lag_samples_ms = []
+
+
 async def _run(client: httpx.AsyncClient | SSEConnectionPool, opts: LoadOptions,
                prompts: list[Prompt],
                on_done: Callable[[int, int], None] | None) -> tuple[list[RequestRecord],
@@ -407,12 +438,7 @@ async def _run(client: httpx.AsyncClient | SSEConnectionPool, opts: LoadOptions,
         await monitor
     health.wall_s = time.perf_counter() - t0
     health.cpu_s = time.process_time() - cpu0
-    if health.lag_samples_ms:
-        lags = sorted(health.lag_samples_ms)
-        health.loop_lag_ms_max = lags[-1]
-        health.loop_lag_ms_p99 = lags[min(len(lags) - 1, int(0.99 * len(lags)))]
-        health.lag_samples = len(lags)
-    health.lag_samples_ms = []
+    finish_health(health)
     # A point sized by time leaves its unsent prompts out; what was sent is a prefix of
     # them (the semaphore is FIFO and the gate never reopens).
     return [r for r, no in zip(records, refused, strict=True) if not no], health
@@ -425,6 +451,16 @@ async def _run(client: httpx.AsyncClient | SSEConnectionPool, opts: LoadOptions,
 BUDGET_MARGIN = 4.0
 
 
+def _fast_speed(seen: list[RequestRecord]) -> tuple[float, float] | None:
+    """(TTFT, seconds per chunk) at the fast end (10th percentile) of the requests seen."""
+    ttfts = sorted(r.chunk_s[0] - r.send_s for r in seen if r.ok and r.chunk_s)
+    per_token = sorted((r.chunk_s[-1] - r.chunk_s[0]) / (len(r.chunk_s) - 1)
+                       for r in seen if r.ok and len(r.chunk_s) > 1)
+    if not ttfts or not per_token:
+        return None
+    return ttfts[len(ttfts) // 10], per_token[len(per_token) // 10]
+
+
 def point_budget(low: int, high: int, concurrency: int | None, request_rate: float,
                  output_len: int, min_steady_s: float | None,
                  seen: list[RequestRecord]) -> int:
@@ -433,13 +469,11 @@ def point_budget(low: int, high: int, concurrency: int | None, request_rate: flo
     ``min_steady_s`` at the fastest speed in ``seen`` (``high`` when nothing was seen)."""
     if min_steady_s is None or high <= low:
         return low
-    ttfts = sorted(r.chunk_s[0] - r.send_s for r in seen if r.ok and r.chunk_s)
-    per_token = sorted((r.chunk_s[-1] - r.chunk_s[0]) / (len(r.chunk_s) - 1)
-                       for r in seen if r.ok and len(r.chunk_s) > 1)
-    if not ttfts or not per_token:
+    speed = _fast_speed(seen)
+    if speed is None:
         return high
-    latency_s = max(1e-4, ttfts[len(ttfts) // 10] + (output_len - 1) * per_token[
-        len(per_token) // 10])
+    ttft_s, per_token_s = speed
+    latency_s = max(1e-4, ttft_s + (output_len - 1) * per_token_s)
     slots = concurrency if concurrency is not None else (low if math.isinf(request_rate)
                                                          else None)
     rate = request_rate if slots is None else min(request_rate, slots / latency_s)
@@ -464,6 +498,20 @@ class LoadGenerator:
         self._pool = (SSEConnectionPool(base_url, headers)
                       if http == "auto" and base_url.startswith("http://") else None)
         self.seen: list[RequestRecord] = []  # the latest completed requests: the speed seen
+        self._shards: ShardPool | None = None  # worker processes, started when a point asks
+        self._shard_args = (base_url, headers, http, max_connections, request_timeout_s)
+
+    def workers_for(self, setting: int | str, concurrency: int | None, n: int) -> int:
+        """The processes for a point: ``setting`` as given, or for "auto" enough for the
+        chunk rate the fastest speed seen here would offer (core.shards.auto_workers)."""
+        if setting != "auto":
+            return int(setting)
+        from core.shards import auto_workers
+
+        speed = _fast_speed(self.seen)
+        slots = concurrency or n
+        rate = None if speed is None else slots / max(speed[1], 1e-6)
+        return auto_workers(concurrency, n, rate)
 
     def budget(self, low: int, high: int, concurrency: int | None, request_rate: float,
                output_len: int, min_steady_s: float | None) -> int:
@@ -476,12 +524,23 @@ class LoadGenerator:
             ) -> tuple[list[RequestRecord], ClientHealth]:
         """Send the prompts under the point's concurrency cap and arrival process (all of
         them, or as many as ``opts.min_requests``/``min_steady_s`` need)."""
-        records, health = self._runner.run(_run(self._pool or self._client, opts, prompts,
-                                                on_done))
+        if opts.workers > 1 and (opts.concurrency or len(prompts)) > 1:
+            if self._shards is None or self._shards.size < opts.workers:
+                from core.shards import ShardPool
+
+                if self._shards is not None:
+                    self._shards.close()
+                self._shards = ShardPool(opts.workers, *self._shard_args)
+            records, health = self._shards.run(opts, prompts, opts.workers, on_done)
+        else:
+            records, health = self._runner.run(_run(self._pool or self._client, opts,
+                                                    prompts, on_done))
         self.seen = [*self.seen, *(r for r in records if r.ok)][-2000:]
         return records, health
 
     def close(self) -> None:
+        if self._shards is not None:
+            self._shards.close()
         if self._pool is not None:
             self._pool.close()
         self._runner.run(self._client.aclose())

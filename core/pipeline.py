@@ -63,7 +63,12 @@ __all__ = ["ProgressFn", "execute_run", "prepare_run"]
 
 ProgressFn = Callable[[dict[str, Any]], None]
 MIN_FREE_DISK_MB = 200
-WARMUP_MAX_OUTPUT = 32  # as bench_serving: warm-up requests ask for min(output_len, 32)
+# Warm-up is sized from the plan: as many requests as its largest concurrency (every batch
+# size the points will use has then been run once: lazy allocation, per-shape graphs and
+# kernels), each with the first point's prompt length but only a few output tokens. The
+# decode path is warm after its first steps; more tokens only cost time (on a CPU engine,
+# seconds per token) and measure nothing, since warm-up records are not metrics.
+WARMUP_MAX_OUTPUT = 4
 
 
 class _Failed(Exception):
@@ -233,7 +238,8 @@ def _run_point(run: _Run, gen: LoadGenerator, plan: LaunchPlan, model: str, tok:
                        request_rate=point.request_rate, seed=bench.seed + index,
                        exact_length_body=exact_body, request_timeout_s=bench.request_timeout_s,
                        point_timeout_s=bench.point_timeout_s, should_stop=run.should_stop,
-                       min_requests=low, min_steady_s=bench.min_steady_s)
+                       min_requests=low, min_steady_s=bench.min_steady_s,
+                       workers=gen.workers_for(bench.client_workers, point.concurrency, budget))
     sampler.point = index
 
     def on_done(done: int, total: int) -> None:
@@ -383,7 +389,8 @@ def execute_run(folder: RunFolder, settings: Settings, progress: ProgressFn | No
                 folder.write_table("warmup.parquet", records_to_table(wrecs))
                 run.check_cancel()  # cancelled requests are not a failed warm-up
                 bad = [r.error for r in wrecs if not r.ok]
-                rec["detail"] = f"{n_warm} requests, {len(bad)} failed"
+                rec["detail"] = (f"{n_warm} requests of {min(first.output_len, WARMUP_MAX_OUTPUT)}"
+                                 f" output tokens, {len(bad)} failed")
                 if len(bad) == len(wrecs):
                     raise _Failed("failed", f"every warm-up request failed: {bad[0]}")
             else:

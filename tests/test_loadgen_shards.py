@@ -1,0 +1,177 @@
+"""The sharded load generator (core/shards.py) against the fake SGLang: one point over several
+worker processes keeps the plan's arrival schedule and concurrency cap exactly, merges its
+records into one table, and fails cleanly when a worker dies."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import signal
+from dataclasses import replace
+from pathlib import Path
+
+import psutil
+import pytest
+
+from core.loadgen import (
+    ClientHealth,
+    Clock,
+    LoadGenerator,
+    LoadOptions,
+    arrival_times,
+    send_on_schedule,
+)
+from core.records import RequestRecord, records_from_table, records_to_table
+from core.shards import ClientWorkerDied, auto_workers, slot_shares
+from tests.test_loadgen import fake_server, opts, prompts
+
+
+def max_in_flight(records: list[RequestRecord]) -> int:
+    """Most requests between send and end at once, from the records alone (an end at the
+    same instant as a send frees its slot first)."""
+    events = sorted([(r.send_s, 1) for r in records]
+                    + [(r.end_s, -1) for r in records if r.end_s is not None])
+    level = peak = 0
+    for _, step in events:
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+def test_slots_split_evenly_and_sum_to_the_cap() -> None:
+    assert slot_shares(5, 2) == [3, 2]
+    assert slot_shares(64, 8) == [8] * 8
+    assert slot_shares(3, 8) == [1, 1, 1]  # never a worker without a slot
+    assert all(sum(slot_shares(c, w)) == c for c in range(1, 70) for w in range(1, 10))
+
+
+def test_auto_workers_follow_the_offered_chunk_rate_within_the_cores() -> None:
+    # 25 us per chunk at half a core each: 20,000 chunks/s per worker
+    assert auto_workers(64, 64, 100_000.0, cpus=16) == 5
+    assert auto_workers(64, 64, 1_000_000.0, cpus=16) == 15  # one core left over
+    assert auto_workers(4, 4, 1_000_000.0, cpus=16) == 4  # no more workers than slots
+    assert auto_workers(256, 256, None, cpus=16) == 4  # nothing seen: one per 64 slots
+    assert auto_workers(64, 64, 100_000.0, cpus=2) == 1
+
+
+def test_one_schedule_whatever_the_number_of_workers() -> None:
+    """The one-process dispatcher sends at exactly ``arrival_times``; the workers read the
+    same list by index, so the merged schedule is the one-process schedule."""
+    class Virtual:
+        t = 0.0
+
+        def now(self) -> float:
+            return self.t
+
+        async def sleep(self, s: float) -> None:
+            self.t += s
+
+    clock = Virtual()
+    starts: list[float] = []
+    asyncio.run(send_on_schedule(40, 25.0, 7, lambda _i: starts.append(clock.t),
+                                 Clock(now=clock.now, sleep=clock.sleep)))
+    assert starts == pytest.approx(arrival_times(40, 25.0, 7), abs=1e-12)
+    assert arrival_times(40, 25.0, 7) == arrival_times(40, 25.0, 7)  # seeded
+    assert arrival_times(5, math.inf, 7) == [0.0] * 5
+
+
+def test_sharded_point_keeps_schedule_and_cap(fake_sglang: Path, tmp_path: Path) -> None:
+    n, cap, rate = 60, 5, 80.0
+    with fake_server(tmp_path / "server.log") as base, LoadGenerator(base, cap, 30.0) as gen:
+        o = replace(opts(base, cap, rate), workers=2)
+        records, health = gen.run(o, prompts(n, out=8))
+        pids = gen._shards.pids if gen._shards else []
+    due = arrival_times(n, rate, o.seed)
+    assert sorted(r.index for r in records) == list(range(n))  # each request once
+    assert all(r.ok for r in records)
+    # never sent before its arrival in the one schedule (all stamps on the point's clock)
+    assert all(r.dispatch_s is not None and r.dispatch_s >= due[r.index] for r in records)
+    assert [r.send_s for r in records] == sorted(r.send_s for r in records)
+    assert max_in_flight(records) <= cap
+    assert len(health.workers) == 2 and health.as_dict()["client_workers"] == 2
+    # merged records are the usual table
+    assert records_from_table(records_to_table(records)) == records
+    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+                   for p in pids)
+
+
+def test_closed_loop_fills_the_global_cap_and_never_exceeds_it(fake_sglang: Path,
+                                                               tmp_path: Path) -> None:
+    """Five slots over two workers (3 + 2), every request sent at once: the records show
+    five in flight at the peak (a worker with a free slot took the next request) and never
+    six. A time-sized point sends the first k prompts in order."""
+    with fake_server(tmp_path / "server.log") as base, LoadGenerator(base, 5, 30.0) as gen:
+        closed = replace(opts(base, 5), workers=2)
+        records, _ = gen.run(closed, prompts(40, out=10))
+        assert max_in_flight(records) == 5
+        timed = replace(closed, min_requests=10, min_steady_s=0.3)
+        records, _ = gen.run(timed, prompts(400, out=5))
+    assert 10 <= len(records) < 400
+    assert sorted(r.index for r in records) == list(range(len(records)))
+    assert max_in_flight(records) <= 5
+
+
+def test_a_dying_worker_fails_the_point_and_leaves_no_process(fake_sglang: Path,
+                                                             tmp_path: Path) -> None:
+    with fake_server(tmp_path / "server.log") as base, LoadGenerator(base, 4, 30.0) as gen:
+        o: LoadOptions = replace(opts(base, 4), workers=2)
+        gen.run(o, prompts(4, out=2))  # workers started and warm
+        assert gen._shards is not None
+        pids = gen._shards.pids
+        victim = pids[1]
+
+        def kill_one(done: int, _total: int) -> None:
+            if psutil.pid_exists(victim):
+                os.kill(victim, signal.SIGKILL)
+
+        with pytest.raises(ClientWorkerDied, match=r"worker 1 .*killed by SIGKILL"):
+            gen.run(o, prompts(200, out=20), on_done=kill_one)
+        for pid in pids:
+            assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == \
+                psutil.STATUS_ZOMBIE
+        # the generator can still run the next point (on fresh workers)
+        records, _ = gen.run(o, prompts(8, out=2))
+        assert all(r.ok for r in records)
+
+
+def test_one_saturated_worker_flags_the_point_and_is_named() -> None:
+    calm = ClientHealth(cpu_s=0.2, wall_s=1.0)
+    busy = ClientHealth(cpu_s=0.95, wall_s=1.0)
+    merged = ClientHealth.merged([calm, busy])
+    assert merged.saturated and merged.saturated_why.startswith("worker 1: client CPU 95%")
+    assert merged.cpu_s == pytest.approx(1.15)  # in cores: 1.15 cores over the point
+    assert not ClientHealth.merged([calm, calm]).saturated
+
+
+def test_a_cancelled_sharded_point_stops_every_worker_and_says_so(fake_sglang: Path,
+                                                                 tmp_path: Path) -> None:
+    stop = [False]
+
+    def on_done(done: int, _total: int) -> None:
+        stop[0] = done >= 4  # the user presses Cancel after a few requests
+
+    with fake_server(tmp_path / "server.log") as base, LoadGenerator(base, 4, 30.0) as gen:
+        o = replace(opts(base, 4), workers=2, should_stop=lambda: stop[0])
+        records, _ = gen.run(o, prompts(400, out=20), on_done=on_done)
+    assert len(records) < 400  # the rest were never sent
+    assert any(r.error == "cancelled" for r in records)
+    assert sum(r.ok for r in records) >= 4
+
+
+@pytest.mark.parametrize(("given", "kept"), [(1, 1), ("4", 4), ("auto", "auto"), ("AUTO", "auto")])
+def test_client_workers_is_a_count_or_auto(given: object, kept: object) -> None:
+    from core.config import parse_spec
+
+    assert parse_spec({"plan": {"client_workers": given}}).plan.client_workers == kept
+    assert parse_spec({}).plan.client_workers == 1  # old plans: one process, as before
+
+
+@pytest.mark.parametrize("bad", [0, 257, 2.5, "many", True])
+def test_bad_client_workers_names_the_field_and_the_fix(bad: object) -> None:
+    from core.config import parse_spec
+    from core.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        parse_spec({"plan": {"client_workers": bad}})
+    assert err.value.field == "plan.client_workers" and "or auto" in str(err.value)
