@@ -323,3 +323,23 @@ def test_demo_tells_one_story_on_experiment_compare_and_report(states_app: AppTe
     report = html_report(select(settings, [DEMO_EXP]))
     assert "Baseline: graphs off" in report and "graphs on vs graphs off" in report
     assert "median TTFT at c=64: +43.6%" in report
+
+
+def test_the_private_streamlit_switch_still_exists() -> None:
+    """pages/_services.py turns Streamlit's legacy pages/ mode off through
+    PagesManager.uses_pages_directory (no public switch exists: Streamlit's advice is to not
+    name the folder pages/, which this project's layout fixes). If a release renames it,
+    every page opened cold would run without app.py, i.e. without the sign-in gate: fail
+    here, loudly, instead."""
+    import inspect
+
+    import streamlit.runtime.scriptrunner.script_runner as script_runner
+    from streamlit.runtime.pages_manager import PagesManager
+
+    assert hasattr(PagesManager, "uses_pages_directory"), (
+        "Streamlit no longer has PagesManager.uses_pages_directory: update "
+        "pages/_services.py bootstrap() and the streamlit range in requirements.txt")
+    # ... and it is still what selects the legacy mode when a script runs
+    assert "PagesManager.uses_pages_directory" in inspect.getsource(script_runner), (
+        "Streamlit's script runner no longer reads uses_pages_directory: check how it "
+        "chooses the legacy pages/ mode and update pages/_services.py")
