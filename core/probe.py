@@ -3,6 +3,7 @@ weights, NaN logits, a chat template gone wrong) is caught before it is measured
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -48,21 +49,60 @@ def judge_answer(answer: str, expect: str | None) -> tuple[bool, str]:
     return False, f"answer {text[:80]!r} does not match /{expect}/"
 
 
+_MAX_ANSWER_CHARS = 4000  # a probe answer is a few words; more is not read
+
+
+def _content(message: Any) -> str:
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, str) else ""
+
+
+def _read_stream(resp: httpx.Response, expect: str | None) -> tuple[str, bool]:
+    """(answer, stopped early): the streamed text, read until the expected pattern shows
+    (nothing after it can change the verdict) or the stream ends."""
+    answer = ""
+    for line in resp.iter_lines():
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            break
+        try:
+            choices = json.loads(data).get("choices") or [{}]
+            answer += _content(choices[0].get("delta"))
+        except (ValueError, AttributeError, TypeError, LookupError, RecursionError):
+            continue  # one odd event does not end the answer
+        if expect is not None and re.search(expect, answer):
+            return answer, True
+        if len(answer) > _MAX_ANSWER_CHARS:
+            break
+    return answer, False
+
+
 def _ask(base_url: str, model: str, spec: ProbeSpec, timeout_s: float,
          headers: dict[str, str] | None) -> ProbeResult:
+    """One streamed question. The answer is bounded by ``max_tokens`` and read only until
+    it matches ``expect``: on a slow engine (a CPU decodes a token in tenths of a second
+    to seconds) the probe costs the tokens up to the answer, not the whole reply."""
     body = {"model": model, "messages": [{"role": "user", "content": spec.prompt}],
-            "max_tokens": spec.max_tokens, "temperature": 0.0, "stream": False}
+            "max_tokens": spec.max_tokens, "temperature": 0.0, "stream": True}
     t = time.perf_counter()
     try:
-        resp = httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=timeout_s,
-                          headers=headers)
-        latency_s = time.perf_counter() - t
-        if resp.status_code != 200:
-            return ProbeResult(spec.prompt, spec.expect, "", False,
-                               f"HTTP {resp.status_code}: {resp.text[:200]}", latency_s)
-        choices = resp.json().get("choices") or [{}]
-        content = (choices[0].get("message") or {}).get("content")
-        answer = content if isinstance(content, str) else ""
+        with httpx.stream("POST", f"{base_url}/v1/chat/completions", json=body,
+                          timeout=timeout_s, headers=headers) as resp:
+            if resp.status_code != 200:
+                resp.read()
+                return ProbeResult(spec.prompt, spec.expect, "", False,
+                                   f"HTTP {resp.status_code}: {resp.text[:200]}",
+                                   time.perf_counter() - t)
+            if "text/event-stream" in resp.headers.get("content-type", ""):
+                answer, _early = _read_stream(resp, spec.expect)
+                latency_s = time.perf_counter() - t
+            else:  # a server that answers in one piece although asked to stream
+                resp.read()
+                latency_s = time.perf_counter() - t
+                choices = resp.json().get("choices") or [{}]
+                answer = _content(choices[0].get("message"))
     except (httpx.HTTPError, ValueError) as exc:
         return ProbeResult(spec.prompt, spec.expect, "", False,
                            f"no answer: {type(exc).__name__}: {exc}"[:300],

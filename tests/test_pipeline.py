@@ -109,11 +109,28 @@ def test_bad_input_names_the_flag_and_stores_nothing(settings: Settings) -> None
     assert not settings.runs_dir.exists() or not any(settings.runs_dir.iterdir())
 
 
-def test_unknown_extra_flag_fails_preflight(fake_sglang: Path, settings: Settings,
-                                            tiny_tokenizer_dir: Path) -> None:
+def test_unknown_extra_flag_is_refused_before_anything_is_stored(
+        fake_sglang: Path, settings: Settings, tiny_tokenizer_dir: Path) -> None:
     out = run_cli(settings, "run", "--engine", "sglang", "--model", str(tiny_tokenizer_dir),
                   "--extra-arg=--no-such-flag")
+    assert out.returncode == 2
+    assert "server.extra_args (--extra-arg): --no-such-flag is unknown to SGLang" in out.stderr
+    assert not settings.runs_dir.exists() or not any(settings.runs_dir.iterdir())
+
+
+def test_unknown_extra_flag_in_a_queued_run_fails_preflight(
+        fake_sglang: Path, settings: Settings, tiny_tokenizer_dir: Path) -> None:
+    """A run queued before the check existed (or by hand) still stops at preflight."""
+    from core.config import RunSpec, ServerConfig
+    from core.pipeline import prepare_run
+
+    spec = RunSpec(server=ServerConfig(engine="sglang", model=str(tiny_tokenizer_dir),
+                                       extra_args=("--no-such-flag",)))
+    folder = prepare_run(spec, settings)
+    out = run_cli(settings, "run", "--run-id", folder.run_id)
     assert out.returncode == 1
     st = only_run(settings).status()
     assert st["state"] == "failed" and "extra_args" in st["reason"]
     assert st["steps"][0] == {**st["steps"][0], "step": "preflight", "outcome": "failed"}
+
+

@@ -274,10 +274,16 @@ def test_sse_parser_turns_anything_into_a_record(lines: list[str], status: int) 
 @given(body=st.one_of(json_values.map(json.dumps), hostile),
        expect=st.sampled_from([None, "(?i)paris", "x+"]))
 @example(body="[" * 5000, expect=None)  # a JSON bomb
+@example(body='data: {"choices": [{"delta": {"content": "Paris"}}]}\n\ndata: [DONE]\n\n',
+         expect="(?i)paris")
+@example(body="data: " + "[" * 5000 + "\n\n", expect=None)  # a bomb in a stream
+@example(body='data: {"choices": 7}\n\ndata: {"choices": [{"delta": "x"}]}\n\n',
+         expect="x+")
 def test_probe_judges_any_answer(body: str, expect: str | None,
                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(probe.httpx, "post",
-                        lambda *_a, **_k: httpx.Response(200, text=body))
+    kind = "text/event-stream" if body.startswith("data:") else "application/json"
+    monkeypatch.setattr(probe.httpx, "stream", lambda *_a, **_k: contextlib.nullcontext(
+        httpx.Response(200, text=body, headers={"content-type": kind})))
     result = probe.run_probe("http://test", "m", ProbeSpec(expect=expect))
     assert isinstance(result.passed, bool) and result.reason
     if result.passed:

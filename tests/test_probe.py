@@ -1,0 +1,80 @@
+"""The sanity probe against a real HTTP server on loopback: the answer is read only as far
+as it needs to be, and a server that ignores ``stream`` still gets judged."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from core.config import ProbeSpec
+from core.probe import run_probe
+
+TOKENS = ["The", " capital", " of", " France", " is", " Paris", ".", " It", " is", " lovely"]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    stream = True  # False: answer in one JSON piece although asked to stream
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if not type(self).stream:
+            answer = "".join(TOKENS)
+            data = json.dumps({"choices": [{"message": {"content": answer}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        assert body["stream"] is True and body["max_tokens"] == 16
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        try:
+            for token in TOKENS:
+                event = {"choices": [{"delta": {"content": token}}]}
+                self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                self.wfile.flush()
+                threading.Event().wait(0.05)  # a slow engine: one token at a time
+            self.wfile.write(b"data: [DONE]\n\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    _Handler.stream = True
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_probe_stops_reading_once_the_answer_matches(server: str) -> None:
+    result = run_probe(server, "m", ProbeSpec(expect="(?i)paris"))
+    assert result.passed and result.answer == "The capital of France is Paris"
+
+
+def test_probe_without_pattern_reads_the_whole_bounded_answer(server: str) -> None:
+    result = run_probe(server, "m", ProbeSpec(expect=None))
+    assert result.passed and result.answer == "".join(TOKENS)
+
+
+def test_probe_that_does_not_match_says_what_it_got(server: str) -> None:
+    result = run_probe(server, "m", ProbeSpec(expect="(?i)berlin"))
+    assert not result.passed and "Paris" in result.reason
+
+
+def test_a_server_that_ignores_stream_is_judged_on_its_whole_answer(server: str) -> None:
+    _Handler.stream = False
+    result = run_probe(server, "m", ProbeSpec(expect="(?i)paris"))
+    assert result.passed and result.answer == "".join(TOKENS)
