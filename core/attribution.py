@@ -47,7 +47,9 @@ __all__ = [
     "design_of",
     "effects_table",
     "experiment_attribution",
+    "experiment_effects",
     "format_attribution",
+    "higher_is_better",
     "verdict_sentence",
 ]
 
@@ -337,13 +339,16 @@ def _row(point: str, conc: Any, metric: str, term: str, kind: str, est: float,
             "label": _label(metric, est, low, high), "n_runs": n, "df_resid": fit.df_resid}
 
 
+def higher_is_better(metric: str) -> bool:
+    return _DIRECTIONS.get(metric, "higher") == "higher"
+
+
 def _label(metric: str, est: float, low: float | None, high: float | None) -> str:
     if low is None or high is None:
         return "interval unknown"
     if low <= 0 <= high:
         return "within noise"
-    return "better" if (est > 0) == (_DIRECTIONS.get(metric, "higher") == "higher") \
-        else "worse"
+    return "better" if (est > 0) == higher_is_better(metric) else "worse"
 
 
 def _decompose_fit(fit: _Fit, design: Design) -> list[Part] | None:
@@ -480,3 +485,15 @@ def format_attribution(settings: Any, record: dict[str, Any],
             out.append("  " + verdict_sentence(attr, metric, noise_floor=noise_floor))
     out += [f"  note: {n}" for n in attr.notes]
     return out
+
+
+def experiment_effects(settings: Any, record: dict[str, Any]
+                       ) -> tuple[list[str], pd.DataFrame] | None:
+    """For exports: the verdict sentences (output throughput, then TTFT) and every effect;
+    None for an experiment without a grid or results."""
+    attr = experiment_attribution(settings, record)
+    if attr is None:
+        return None
+    sentences = [verdict_sentence(attr, m) for m in ("output_throughput", "median_ttft_ms")
+                 if decompose(attr, m)]
+    return sentences + [f"note: {n}" for n in attr.notes], effects_table(attr)

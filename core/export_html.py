@@ -17,7 +17,7 @@ import pandas as pd
 
 from core.compare import HEADLINE_METRICS, config_diff, confounders, metric_deltas, unknown_fields
 from core.export_charts import figures
-from core.export_tables import arm_stats_frame, config_frame, summaries_frame
+from core.export_tables import arm_stats_frame, config_frame, effects_of, summaries_frame
 from core.metrics import DEFINITION
 from core.selection import Selection, origin_of, origin_text, verdict_lines
 from core.summary import card_grid, regression_lines
@@ -224,6 +224,10 @@ def html_report(sel: Selection) -> str:
     stats = arm_stats_frame(sel)
     if stats is not None:
         parts.append("<h3>Per arm (mean over trials, interval)</h3>" + _frame_html(stats))
+    if (effects := effects_of(sel)) is not None:  # a knob grid: which knob did it
+        parts.append("<h3>Attribution (log-ratio effects, OLS with trial blocks)</h3>"
+                     + "".join(f"<p>{_e(line)}</p>" for line in effects[0])
+                     + _frame_html(effects[1]))
 
     parts.append("<h2>Charts</h2>")
     figs, notes = figures(sel)

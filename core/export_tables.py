@@ -25,8 +25,8 @@ from core.run_folder import RunFolder
 from core.selection import Selection, origin_of
 from core.summary import card_frame
 
-__all__ = ["arm_stats_frame", "bundle", "config_frame", "records_table", "summaries_frame",
-           "table_files"]
+__all__ = ["arm_stats_frame", "bundle", "config_frame", "effects_of", "records_table",
+           "summaries_frame", "table_files"]
 
 
 def _cell(value: Any) -> Any:
@@ -144,6 +144,15 @@ def arm_stats_frame(sel: Selection) -> pd.DataFrame | None:
     return arm_stats(runs, sel.story.baseline)
 
 
+def effects_of(sel: Selection) -> tuple[list[str], pd.DataFrame] | None:
+    """A grid experiment's attribution: verdict sentences and every effect (core/attribution)."""
+    if sel.experiment is None or sel.settings is None:
+        return None
+    from core.attribution import experiment_effects
+
+    return experiment_effects(sel.settings, sel.experiment)
+
+
 def _frames(sel: Selection) -> dict[str, Any]:
     frames: dict[str, Any] = {"summaries": summaries_frame(sel), "records": records_table(sel),
                               "config": config_frame(sel)}
@@ -155,6 +164,8 @@ def _frames(sel: Selection) -> dict[str, Any]:
     stats = arm_stats_frame(sel)
     if stats is not None:
         frames["arm_stats"] = stats
+    if (effects := effects_of(sel)) is not None:
+        frames["effects"] = effects[1]
     return frames
 
 

@@ -19,6 +19,7 @@ from core.metrics import DEFINITION
 from core.stats import EXPERIMENT_METRICS, RunOfArm, arm_stats, first_per_arm, frontier, slo_table
 from core.summary import experiment_story
 from pages import _story
+from pages._attribution import attribution_section
 from pages._services import bootstrap
 
 ACTIVE = ("queued", "running")
@@ -113,6 +114,7 @@ st.caption(f"Definitions: {DEFINITION}; intervals: Student-t over trials (unknow
 # --- details --------------------------------------------------------------------------------
 colours = arm_colours(story.arms, story.baseline)
 table = arm_stats(runs, story.baseline)
+attribution_section(settings, record, runs, table)  # a knob grid: which knob did it
 st.subheader("Per point and metric")
 shown = table.copy()
 shown["label"] = shown["label"].where(shown["arm"] != story.baseline, "baseline")

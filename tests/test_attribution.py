@@ -4,6 +4,7 @@ one-knob A/B numbers of core/stats."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from typing import Any
@@ -211,3 +212,42 @@ def test_one_knob_ab_reports_the_same_relative_difference_as_the_ab_verdict() ->
         row = table[(table["metric"] == "output_throughput") & (table["arm"] == "on")
                     & (table["concurrency"] == conc)].iloc[0]
         assert total.rel == pytest.approx(row["rel"], abs=5e-3)
+
+
+# --- figures ----------------------------------------------------------------------------------
+
+
+def test_waterfall_bars_step_from_the_baseline_to_the_total() -> None:
+    from core.figures_attribution import attribution_waterfall
+
+    spec = _grid_spec(trials=3)
+    attr = attribute(_runs(spec, _known, 3, noise=0.01, seed=1), design_of(spec))
+    parts = decompose(attr, "output_throughput", 64)
+    fig = attribution_waterfall(parts, "output_throughput", "at concurrency 64", 0.03)
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert len(bars) == len(parts)  # mains, interaction, total
+    assert bars[0].base[0] == 0
+    for prev, cur in itertools.pairwise(bars[:-1]):  # each part starts where the last ended
+        assert cur.base[0] == pytest.approx(prev.base[0] + prev.y[0])
+    last = bars[-2]
+    assert last.base[0] + last.y[0] == pytest.approx(parts[-1].rel)
+    assert bars[-1].y[0] == pytest.approx(parts[-1].rel)
+    assert all(b.error_y.array is not None for b in bars)  # every part has its interval
+    notes = " ".join(str(a.text) for a in fig.layout.annotations)
+    assert "A/A noise floor ±3%" in notes and "(the parts add up)" in notes
+    assert len(fig.layout.shapes) == 1  # the ±3 % band
+
+
+def test_sweep_figure_plots_each_value_with_its_band() -> None:
+    from core.figures_attribution import sweep_figure
+
+    spec = _grid_spec(trials=3, knobs={MEM: [0.80, 0.85, 0.88, 0.92]})
+    runs = _runs(spec, lambda ch, c: 2 * (ch[MEM] - 0.8), 3, noise=0.01)
+    design = design_of(spec)
+    assert design is not None
+    table = arm_stats(runs, design.baseline_arm)
+    fig = sweep_figure(table, design, MEM, "output_throughput")
+    lines = [t for t in fig.data if t.mode == "lines+markers"]
+    assert [t.name for t in lines] == ["concurrency 1", "concurrency 64"]
+    assert list(lines[1].x) == [0.80, 0.85, 0.88, 0.92]
+    assert len([t for t in fig.data if t.fill == "toself"]) == 2

@@ -3,18 +3,25 @@ CLI and from the Compare page's button."""
 
 from __future__ import annotations
 
+import io
+import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from core import cli
 from core.compare import load_run
+from core.config import RunSpec
 from core.errors import ConfigError
-from core.experiments import list_experiments
+from core.experiments import KnobGrid, grid_experiment, list_experiments, save_experiment
 from core.explain import explain_plan, explanation_experiment
+from core.export_html import html_report
+from core.export_tables import table_files
 from core.run_folder import RunFolder
+from core.selection import select
 from core.settings import Settings
 from tests.test_compare import _facts, make_run
 
@@ -124,3 +131,64 @@ def test_compare_page_offers_no_button_for_a_one_knob_difference(
     app.switch_page("pages/compare.py").run()
     assert not app.exception, app.exception
     assert not [x for x in app.button if str(x.key).startswith("explain-")]
+
+
+EXP_ID = "exp-20990101-000000-abcd"
+
+
+def _finished_grid(settings: Settings) -> str:
+    """A finished 2x2 x 3 trials (synthetic folders): graphs +9 %, memory fraction -21 %."""
+    exp = grid_experiment("explain", RunSpec.model_validate(
+        {"server": {"engine": "sglang", "model": "/m"}}), KnobGrid(
+        knobs={GRAPHS: [False, True], MEM: [0.85, 0.92]}), trials=3, order_seed=3)
+    point = {"concurrency": 4, "request_rate": "inf", "input_len": 32, "output_len": 32,
+             "num_prompts": 8}
+    runs = []
+    for trial in range(3):
+        for i, arm in enumerate(exp.arms):
+            ch = arm.changes
+            tput = 200 * math.exp(math.log(1.09) * ch[GRAPHS] + math.log(0.79) * (
+                ch[MEM] == 0.92) + 0.004 * ((trial + i) % 3))
+            rid = f"20990101-00000{trial}-{i:04d}"
+            make_run(settings.runs_dir, rid,
+                     server={"engine": "sglang", "cuda_graphs": ch[GRAPHS],
+                             "mem_fraction_static": ch[MEM]},
+                     points=[(point, {"output_throughput": tput, "median_ttft_ms": 50.0}, "d")])
+            runs.append((arm.label, trial, rid))
+    save_experiment(settings, exp, runs, EXP_ID)
+    return EXP_ID
+
+
+def test_experiment_page_shows_the_attribution_of_a_grid(settings: Settings,
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    exp_id = _finished_grid(settings)
+    (settings.data_dir / ".demo-installed").write_text("")
+    monkeypatch.setenv("SERVELAB_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("SERVELAB_WORKER", "off")
+    st.cache_resource.clear()
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
+    app.query_params["experiment"] = exp_id
+    app.run()
+    app.switch_page("pages/experiment.py").run()
+    assert not app.exception, app.exception
+    text = " ".join(m.value for m in app.markdown)
+    assert "Of the " in text and "output throughput at concurrency 4" in text
+    assert "cuda_graphs false→true +9" in text
+    assert "mem_fraction_static 0.85→0.92 -21" in text
+    assert "the parts add up" in text
+    assert any("Attribution" in h.value for h in app.subheader)
+
+
+def test_exports_carry_the_effects_table_and_the_verdict(settings: Settings) -> None:
+    exp_id = _finished_grid(settings)
+    sel = select(settings, [exp_id])
+    files = table_files(sel, "csv")
+    effects = pd.read_csv(io.BytesIO(files["effects.csv"]))
+    graphs = effects[(effects["kind"] == "main") & effects["term"].str.startswith("cuda_graphs")
+                     & (effects["metric"] == "output_throughput")]
+    assert graphs["rel"].round(2).tolist() == [0.09]
+    assert {"main", "interaction", "total"} <= set(effects["kind"])
+    assert "effects.parquet" in table_files(sel, "parquet")
+    html = html_report(sel)
+    assert "Attribution (log-ratio effects" in html and "the parts add up" in html

@@ -1,0 +1,64 @@
+"""The Experiment page's attribution section for a knob grid: the verdict split into each
+knob's effect, the waterfall, every effect, and the sweep charts (core does the numbers)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from core.attribution import (
+    ATTRIBUTION_METRICS,
+    attribute,
+    decompose,
+    design_of,
+    effects_table,
+    verdict_sentence,
+)
+from core.experiments import noise_floor
+from core.figures import metric_label
+from core.figures_attribution import attribution_waterfall, sweep_figure
+from core.settings import Settings
+from core.stats import RunOfArm
+
+
+def attribution_section(settings: Settings, record: dict[str, Any], runs: list[RunOfArm],
+                        table: pd.DataFrame) -> None:
+    spec = record.get("spec") or {}
+    design = design_of(spec) if spec.get("grid") else None
+    if design is None:
+        return
+    attr = attribute(runs, design)
+    floor = noise_floor(settings) or {}
+    st.subheader("Attribution: which knob did it")
+    metrics = [m for m in ATTRIBUTION_METRICS if any(k[1] == m for k in attr.decompositions)]
+    for note in attr.notes:
+        st.warning(note, icon=":material/warning:")
+    if not metrics:
+        st.info("No attribution yet: it needs finished runs of the baseline and the "
+                "after-configuration.")
+        return
+    c1, c2 = st.columns(2)
+    metric = c1.selectbox("Metric", metrics, format_func=metric_label, key="attr_metric")
+    concs = [k[0] for k in attr.decompositions if k[1] == metric]
+    known = sorted(c for c in concs if c is not None)
+    conc = c2.selectbox("Concurrency", known, index=len(known) - 1, key="attr_conc") \
+        if known else None
+    st.markdown(f"**{verdict_sentence(attr, metric, conc, floor)}**")
+    where = "over all points" if conc is None else f"at concurrency {conc}"
+    floor_value = floor.get(metric)
+    st.plotly_chart(attribution_waterfall(
+        decompose(attr, metric, conc), metric, where,
+        float(floor_value) if isinstance(floor_value, int | float) else None))
+    st.caption("Effects are log-ratios from OLS on log(metric) with one block per trial; "
+               "a part's bar shows its own 95% interval; faded = within noise.")
+    with st.expander("Every effect, per point and metric"):
+        pct = st.column_config.NumberColumn(format="percent")
+        st.dataframe(effects_table(attr), hide_index=True,
+                     column_config={"rel": pct, "rel_low": pct, "rel_high": pct})
+    swept = [k for k in design.knobs if len(design.levels[k]) > 2 or len(design.knobs) == 1]
+    if swept and metric in set(table.get("metric", [])):
+        st.subheader("Sweep")
+        for knob in swept:
+            st.plotly_chart(sweep_figure(table, design, knob, metric))
