@@ -110,6 +110,24 @@ class CardRow:
             text += f" (no interval: {min(self.n, self.n_base)} run(s) per arm)"
         return text
 
+    def cell_text(self) -> str:
+        """The change for a grid cell, short: ``+44% [+1, +105] ▼``."""
+        if self.change is None:
+            return "n/a"
+
+        def pct(x: float) -> str:
+            return f"{x * 100:+.0f}" if abs(x) >= 0.095 else f"{x * 100:+.1f}"
+
+        text = pct(self.change) + "%"
+        if self.metric in _MEMORY and self.mean is not None and self.base_mean is not None:
+            diff = self.mean - self.base_mean
+            text = (f"{diff:+,.0f}" if abs(diff) >= 10 else f"{diff:+.2f}") + \
+                f" {self.unit} ({text})"
+        if self.low is not None and self.high is not None:
+            text += f" [{pct(self.low)}, {pct(self.high)}]"
+        return f"{text} {_MARK[self.verdict]}" + (
+            "" if self.confirmed or self.verdict in ("unknown", "within noise") else "?")
+
     def sentence(self) -> str:
         """A regression or gain in words, e.g. ``median TTFT at c=64 is 44% worse with
         graphs on than graphs off (95% CI +3.5…+84%)``."""
@@ -244,8 +262,7 @@ def card_frame(rows: Sequence[CardRow]) -> pd.DataFrame:
                                "n", "n_baseline", "verdict", "confirmed"])
 
 
-_MARK = {"better": "▲ better", "worse": "▼ worse", "within noise": "≈ within noise",
-         "unknown": "?"}
+_MARK = {"better": "▲", "worse": "▼", "within noise": "≈", "unknown": "?"}
 
 
 def card_grid(rows: Sequence[CardRow], arm: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -258,8 +275,7 @@ def card_grid(rows: Sequence[CardRow], arm: str) -> tuple[pd.DataFrame, pd.DataF
     verdicts: dict[str, dict[str, str]] = {}
     for r in mine:
         label = f"{r.name} ({r.unit})"
-        text.setdefault(label, {})[r.point] = f"{r.change_text()} {_MARK[r.verdict]}" + (
-            "" if r.confirmed or r.verdict in ("unknown", "within noise") else "?")
+        text.setdefault(label, {})[r.point] = r.cell_text()
         verdicts.setdefault(label, {})[r.point] = r.verdict
     index = list(text)
     return (pd.DataFrame.from_dict(text, orient="index").reindex(index=index, columns=columns),

@@ -34,9 +34,10 @@ def summary_card(story: Story) -> None:
             return [_CELL.get(str(verdicts.loc[i, col.name]), "") for i in col.index]
 
         st.dataframe(text.style.apply(colour, axis=0), key=f"card-{arm}")
-    st.caption("Change vs the baseline; 95% interval over trials (ratio of means on the log "
-               "scale, so never below −100%); ▲ better / ▼ worse / ≈ within noise by each "
-               "metric's direction; '?' = one run per arm, no interval. " + story.noise)
+    st.caption("Change vs the baseline, [95% interval] over trials (ratio of means on the "
+               "log scale, so never below −100%); ▲ better / ▼ worse / ≈ within noise by each "
+               "metric's direction (green / red); '?' = one run per arm, no interval. "
+               + story.noise)
 
 
 def verdict(story: Story) -> None:

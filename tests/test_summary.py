@@ -51,7 +51,7 @@ def test_card_judges_each_metric_by_its_direction_and_lists_regressions_first() 
     assert any(line.startswith("KV pool at start-up: -100,000 tokens (-20.0%)")
                for line in lines)
     text, verdicts = card_grid(rows, "on")
-    assert text.loc["output throughput (tok/s)", "c=1"].endswith("▲ better")
+    assert text.loc["output throughput (tok/s)", "c=1"].endswith("▲")
     assert verdicts.loc["median TTFT (ms)", "c=64"] == "worse"
     assert set(card_frame(rows)["verdict"]) <= {"better", "worse", "within noise", "unknown"}
 
