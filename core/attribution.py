@@ -34,7 +34,7 @@ import statsmodels.api as sm
 
 from core.compare import METRIC_DIRECTIONS, memory_headroom, point_key
 from core.experiments import knob_text
-from core.stats import RunOfArm
+from core.stats import RunOfArm, baseline_arm
 
 __all__ = [
     "ATTRIBUTION_METRICS",
@@ -110,7 +110,7 @@ def design_of(spec: dict[str, Any]) -> Design | None:
     base = spec.get("base") or {}
     arm_levels = {str(a["label"]): {k: (a.get("changes") or {}).get(k, _base_value(base, k))
                                     for k in knobs} for a in arms}
-    baseline = spec.get("baseline") or labels[-1]
+    baseline = baseline_arm(spec)  # the one rule for an experiment's baseline
     grid = spec.get("grid") or {}
     levels: dict[str, tuple[Any, ...]] = {}
     for k in knobs:
