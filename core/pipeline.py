@@ -28,6 +28,7 @@ import httpx
 from core.config import BenchmarkPlan, Point, RunSpec
 from core.engines import get_adapter
 from core.engines.base import LaunchPlan
+from core.engines.endpoint import mechanism_name
 from core.errors import (
     ConfigError,
     EngineUnavailable,
@@ -192,6 +193,12 @@ def _preflight(run: _Run) -> tuple[LaunchPlan, Any, dict[str, Any]]:
               "engine": server_cfg.engine, "engine_version": info.version,
               "notes": [*info.notes, *plan.notes], "env": redact_env(plan.env),
               "exact_length_body": plan.exact_length_body if run.spec.plan.ignore_eos else {}}
+    # Which request fields ask for exact output lengths, by name (the endpoint engine
+    # replaces this with what the server itself accepted, before the warm-up).
+    launch["exact_length"] = {"mechanism": mechanism_name(
+        plan.exact_length_body if run.spec.plan.ignore_eos else {}),
+                              "why": "plan.ignore_eos is off" if not run.spec.plan.ignore_eos
+                              else f"what {server_cfg.engine} takes"}
     run.folder.write("launch.json", launch)
     return plan, adapter, launch
 
@@ -367,6 +374,15 @@ def execute_run(folder: RunFolder, settings: Settings, progress: ProgressFn | No
             run.steps.append({"step": "probe", "outcome": "skipped", "detail": "no probe in plan"})
         run.check_cancel()
         exact_body: dict[str, Any] = launch["exact_length_body"]
+        choose = getattr(adapter, "choose_exact_length", None)  # the endpoint engine
+        if bench.ignore_eos and choose is not None:
+            with run.step("exact_length") as rec:
+                mechanism, exact_body, why = choose(plan.base_url, model, run.headers,
+                                                    bench.request_timeout_s)
+                rec["detail"] = f"{mechanism}: {why}"
+                launch.update(exact_length_body=exact_body,
+                              exact_length={"mechanism": mechanism, "why": why})
+                folder.write("launch.json", launch)
         gen = LoadGenerator(plan.base_url, max(p.concurrency or p.num_prompts
                                                for p in bench.points),
                             bench.request_timeout_s, headers=run.headers)

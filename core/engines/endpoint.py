@@ -1,7 +1,14 @@
-"""An already-running OpenAI-compatible server: nothing is launched or stopped."""
+"""An already-running OpenAI-compatible server: nothing is launched or stopped.
+
+Which server it is, ServeLab cannot know beforehand, and servers differ in how a request asks
+for exactly ``max_tokens`` tokens: SGLang and vLLM take ``ignore_eos``, ``transformers serve``
+refuses it (HTTP 422) and takes ``generation_config={"eos_token_id": -1}``, others take
+neither. ``choose_exact_length`` asks the server itself, once, before the warm-up.
+"""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -9,7 +16,68 @@ import httpx
 from core.config import ServerConfig
 from core.engines.base import EngineInfo, LaunchPlan
 
-__all__ = ["EndpointAdapter"]
+__all__ = ["EXACT_LENGTH_MECHANISMS", "EndpointAdapter", "choose_exact_length",
+           "mechanism_name"]
+
+# Request fields that ask for exactly max_tokens tokens, tried in this order.
+EXACT_LENGTH_MECHANISMS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("ignore_eos", {"ignore_eos": True}),
+    ("generation_config", {"generation_config": json.dumps({"eos_token_id": -1})}),
+)
+# The trial question: a model that may stop does so after a word or two, well before
+# _TRIAL_TOKENS, so an accepted but ignored field shows as a short reply.
+_TRIAL_PROMPT = "Reply with the single word OK."
+_TRIAL_TOKENS = 6
+
+
+def mechanism_name(body: dict[str, Any]) -> str:
+    """The name of the exact-length mechanism a request body carries ("none" if none)."""
+    for name, fields in EXACT_LENGTH_MECHANISMS:
+        if body and all(body.get(k) == v for k, v in fields.items()):
+            return name
+    return "none" if not body else "custom"
+
+
+def _trial(client: httpx.Client, base_url: str, model: str, fields: dict[str, Any]
+           ) -> tuple[bool, str]:
+    """(honoured, why) for one mechanism: accepted and the reply ran to the full length."""
+    body = {"model": model, "messages": [{"role": "user", "content": _TRIAL_PROMPT}],
+            "max_tokens": _TRIAL_TOKENS, "temperature": 0.0, "stream": False, **fields}
+    try:
+        resp = client.post(f"{base_url}/v1/chat/completions", json=body)
+    except httpx.HTTPError as exc:
+        return False, f"no answer ({type(exc).__name__})"
+    if resp.status_code != 200:
+        return False, f"refused with HTTP {resp.status_code}"
+    try:
+        data = resp.json()
+        tokens = (data.get("usage") or {}).get("completion_tokens")
+        finish = (data.get("choices") or [{}])[0].get("finish_reason")
+    except (ValueError, AttributeError, TypeError, LookupError, RecursionError):
+        return False, "answered with something that is not a chat completion"
+    if isinstance(tokens, int) and not isinstance(tokens, bool):
+        if tokens >= _TRIAL_TOKENS:
+            return True, f"accepted; a {_TRIAL_TOKENS}-token reply ran to its full length"
+        return False, f"accepted but ignored: the reply stopped after {tokens} token(s)"
+    if finish == "length":
+        return True, "accepted; the reply ended at max_tokens (no usage counts)"
+    return False, f"accepted, but the reply ended with {finish!r} before max_tokens"
+
+
+def choose_exact_length(base_url: str, model: str, headers: dict[str, str] | None = None,
+                        timeout_s: float = 120.0) -> tuple[str, dict[str, Any], str]:
+    """(mechanism, request fields, why in words): the first of EXACT_LENGTH_MECHANISMS the
+    server accepts and honours, found with one short request each; ("none", {}, why) when
+    none is, so output lengths are whatever the model produces and the run says so."""
+    tried: list[str] = []
+    with httpx.Client(timeout=timeout_s, headers=headers) as client:
+        for name, fields in EXACT_LENGTH_MECHANISMS:
+            honoured, why = _trial(client, base_url.rstrip("/"), model, fields)
+            if honoured:
+                return name, dict(fields), "; ".join([*tried, f"{name}: {why}"])
+            tried.append(f"{name}: {why}")
+    return "none", {}, ("; ".join(tried) + ". Output lengths are not exact: each reply ends "
+                        "where the model stops")
 
 
 class EndpointAdapter:
@@ -24,7 +92,13 @@ class EndpointAdapter:
         model_name = None if config.model == "smollm2-135m-instruct" else config.model
         return LaunchPlan(argv=None, base_url=url, health_path="/v1/models",
                           model_name=model_name, tokenizer_path=config.tokenizer,
-                          supports_ignore_eos=True, supports_flush_cache=False)
+                          supports_ignore_eos=True, supports_flush_cache=False,
+                          notes=("exact output lengths: the mechanism is chosen by asking "
+                                 "the server before the warm-up",))
+
+    def choose_exact_length(self, base_url: str, model: str, headers: dict[str, str] | None,
+                            timeout_s: float) -> tuple[str, dict[str, Any], str]:
+        return choose_exact_length(base_url, model, headers, timeout_s)
 
     def collect_facts(self, base_url: str, log_text: str) -> dict[str, Any]:
         facts: dict[str, Any] = {"facts_source": "endpoint"}
