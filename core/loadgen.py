@@ -9,8 +9,10 @@ reported instead of being mistaken for a slow server.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
+import os
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -139,6 +141,42 @@ def _count(value: Any) -> int | None:
         else None
 
 
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop where it is installed (a network read costs less: docs/
+    BENCHMARKS.md part 2), else asyncio's; ``SERVELAB_EVENT_LOOP=asyncio`` forces asyncio's
+    (to measure one against the other)."""
+    if os.environ.get("SERVELAB_EVENT_LOOP", "auto") == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+_scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _json_loads_std(data: bytes) -> Any:
+    """``json.loads`` for one chunk payload at 60 % of its cost: the C scanner straight on the
+    text, without json.loads's encoding sniffing and wrapper calls (a chunk's JSON is most
+    of the client's CPU per chunk). Anything unusual takes the full ``json.loads``."""
+    text = data.decode()
+    try:
+        msg, end = _scan(text, 0)
+    except (StopIteration, ValueError):
+        return json.loads(text)  # raises with the usual message
+    return msg if end == len(text) else json.loads(text)
+
+
+_json_loads: Callable[[bytes], Any] = _json_loads_std
+JSON_PARSER = "json"
+with contextlib.suppress(ImportError):  # optional: a third of the stdlib's cost per chunk
+    import orjson  # (docs/BENCHMARKS.md part 2)
+
+    _json_loads, JSON_PARSER = orjson.loads, "orjson"
+
+
 def _sse_event(rec: RequestRecord, data: bytes, now: float, parts: list[str]) -> bool:
     """One SSE ``data:`` payload of a stream; True when the request is over ([DONE], or
     an error recorded in ``rec.error``)."""
@@ -146,7 +184,7 @@ def _sse_event(rec: RequestRecord, data: bytes, now: float, parts: list[str]) ->
         rec.end_s = now
         return True
     try:
-        msg = json.loads(data)
+        msg = _json_loads(data)
     except (ValueError, RecursionError):  # RecursionError: a deeply nested JSON bomb
         rec.error = f"unparseable SSE data: {data[:200]!r}"
         return True
@@ -489,7 +527,7 @@ class LoadGenerator:
                  headers: dict[str, str] | None = None, http: str = "auto") -> None:
         """``http``: "auto" streams plain ``http://`` through core.sse_client (a fraction of
         httpx's CPU per chunk) and everything else through httpx; "httpx" forces httpx."""
-        self._runner = asyncio.Runner()
+        self._runner = asyncio.Runner(loop_factory=event_loop_factory())
         timeout = httpx.Timeout(request_timeout_s, connect=min(30.0, request_timeout_s))
         limits = httpx.Limits(max_connections=max_connections,
                               max_keepalive_connections=max_connections)

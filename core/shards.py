@@ -58,6 +58,7 @@ from core.loadgen import (
     _one_request,
     _one_request_raw,
     arrival_times,
+    event_loop_factory,
     finish_health,
 )
 from core.prompts import Prompt
@@ -246,7 +247,7 @@ def _worker_main() -> None:
     sh = _Shared(settings["shared_path"])
     base_url, headers = settings["base_url"], settings["headers"]
     timeout_s = settings["request_timeout_s"]
-    runner = asyncio.Runner()
+    runner = asyncio.Runner(loop_factory=event_loop_factory())
     limits = httpx.Limits(max_connections=settings["max_connections"],
                           max_keepalive_connections=settings["max_connections"])
     client = httpx.AsyncClient(base_url=base_url, limits=limits, headers=headers,

@@ -22,7 +22,7 @@ import contextlib
 import json
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 __all__ = ["ProtocolError", "SSEConnectionPool", "StreamResult"]
@@ -71,8 +71,8 @@ class _Conn(asyncio.Protocol):
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses, only alike
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         now = self.clock()
@@ -97,64 +97,69 @@ class _Conn(asyncio.Protocol):
 
     # -- parsing ---------------------------------------------------------------------------
     def _feed(self, data: bytes, now: float) -> None:
-        buf = self._buf + data
-        while buf and self._state != "done":
-            if self._state == "head":
-                end = buf.find(b"\r\n\r\n")
+        # One read, parsed at an offset into it: slicing the buffer after every frame
+        # copied the rest of the read once per chunk (flooded: dozens of events per read).
+        buf = self._buf + data if self._buf else data
+        pos, end_all = 0, len(buf)
+        while pos < end_all and self._state != "done":
+            state = self._state
+            if state == "size":
+                end = buf.find(b"\r\n", pos)
                 if end < 0:
-                    if len(buf) > MAX_HEAD:
-                        raise ProtocolError("response headers too large")
-                    break
-                self._head(buf[:end].decode("latin-1"))
-                buf = buf[end + 4:]
-            elif self._state == "size":
-                end = buf.find(b"\r\n")
-                if end < 0:
-                    if len(buf) > 1024:
+                    if end_all - pos > 1024:
                         raise ProtocolError("bad chunk size line")
                     break
+                line = buf[pos:end]
                 try:
-                    size = int(buf[:end].split(b";", 1)[0].strip(), 16)
+                    size = int(line.split(b";", 1)[0] if b";" in line else line, 16)
                 except ValueError as exc:
-                    raise ProtocolError(f"bad chunk size {buf[:end][:40]!r}") from exc
+                    raise ProtocolError(f"bad chunk size {line[:40]!r}") from exc
                 if size < 0:  # a negative size would never be consumed: a busy loop
-                    raise ProtocolError(f"bad chunk size {buf[:end][:40]!r}")
-                buf = buf[end + 2:]
+                    raise ProtocolError(f"bad chunk size {line[:40]!r}")
+                pos = end + 2
                 if size == 0:
                     self._state = "trailer"
                 else:
                     self._remaining, self._state = size, "chunk"
-            elif self._state == "chunk":
-                take = buf[:self._remaining]
-                buf = buf[len(take):]
-                self._remaining -= len(take)
-                self._body(take, now)
+            elif state == "chunk":
+                stop = min(end_all, pos + self._remaining)
+                self._remaining -= stop - pos
+                self._body(buf[pos:stop], now)
+                pos = stop
                 if self._remaining == 0:
                     self._state = "chunk_end"
-            elif self._state == "chunk_end":
-                if len(buf) < 2:
+            elif state == "chunk_end":
+                if end_all - pos < 2:
                     break
-                if buf[:2] != b"\r\n":
+                if buf[pos:pos + 2] != b"\r\n":
                     raise ProtocolError("chunk not followed by CRLF")
-                buf, self._state = buf[2:], "size"
-            elif self._state == "trailer":
-                end = buf.find(b"\r\n")
+                pos, self._state = pos + 2, "size"
+            elif state == "head":
+                end = buf.find(b"\r\n\r\n", pos)
+                if end < 0:
+                    if end_all - pos > MAX_HEAD:
+                        raise ProtocolError("response headers too large")
+                    break
+                self._head(buf[pos:end].decode("latin-1"))
+                pos = end + 4
+            elif state == "trailer":
+                end = buf.find(b"\r\n", pos)
                 if end < 0:
                     break
-                line, buf = buf[:end], buf[end + 2:]
+                line, pos = buf[pos:end], end + 2
                 if not line:
                     self._message_done()
-            elif self._state == "length":
-                take = buf[:self._remaining]
-                buf = buf[len(take):]
-                self._remaining -= len(take)
-                self._body(take, now)
+            elif state == "length":
+                stop = min(end_all, pos + self._remaining)
+                self._remaining -= stop - pos
+                self._body(buf[pos:stop], now)
+                pos = stop
                 if self._remaining == 0:
                     self._message_done()
             else:  # body_eof
-                self._body(buf, now)
-                buf = b""
-        self._buf = buf
+                self._body(buf[pos:], now)
+                pos = end_all
+        self._buf = buf[pos:] if pos < end_all else b""
 
     def _head(self, head: str) -> None:
         lines = head.split("\r\n")
@@ -198,10 +203,13 @@ class _Conn(asyncio.Protocol):
             return
         if self.result.stopped:
             return  # after [DONE]: only the framing matters now
-        self._sse += data
-        *lines, self._sse = self._sse.split(b"\n")
+        lines = (self._sse + data if self._sse else data).split(b"\n")
+        self._sse = lines.pop()  # an incomplete last line waits for the next read
+        on_data = self.on_data
         for line in lines:
-            if line.startswith(b"data:") and self.on_data(line[5:].strip(), now):
+            if line[:5] == b"data:" and on_data(
+                    line[6:] if line[5:6] == b" " and line[-1:] != b"\r" else line[5:].strip(),
+                    now):
                 self.result.stopped = True
                 self._finish(None)
                 return

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+
+import pytest
 
 from core.loadgen import LoadGenerator, LoadOptions
 from core.prompts import Prompt
@@ -105,3 +108,22 @@ def test_content_length_error_body() -> None:
             pool.close()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("payload", [
+    b'{"choices":[{"delta":{"content":"hi"}}]}', b' {"a": 1} ', b'[1, 2]', b'"x"', b"1e400",
+    '{"content":"caf\u00e9 \u2603"}'.encode(),
+])
+def test_stdlib_chunk_parser_agrees_with_json_loads(payload: bytes) -> None:
+    """The parser used where orjson is not installed reads what json.loads reads."""
+    from core.loadgen import _json_loads_std
+
+    assert _json_loads_std(payload) == json.loads(payload)
+
+
+@pytest.mark.parametrize("payload", [b'{"a": 1} trailing', b"", b"{", b"[" * 100_000, b"nul"])
+def test_stdlib_chunk_parser_refuses_what_json_loads_refuses(payload: bytes) -> None:
+    from core.loadgen import _json_loads_std
+
+    with pytest.raises((ValueError, RecursionError)):
+        _json_loads_std(payload)
