@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from core.errors import StoreError
 from core.executors import run_nodes
 from core.jobs import cancel
+from core.runs_view import knob_columns, live_runs, runs_frame
 from core.store import Catalog, folder_rows
 from pages._auth import can_launch
 from pages._services import bootstrap
@@ -23,13 +23,14 @@ state = f2.selectbox("Status", ["", "queued", "running", "succeeded", "failed", 
 model = f3.text_input("Model (exact)", key="f_model")
 tag = f4.text_input("Tag", key="f_tag")
 
-COLUMNS = {"run_id": "run", "state": "status", "phase": "phase", "engine": "engine",
-           "model": "model", "device": "device", "cuda_graphs": "CUDA graphs",
-           "mem_fraction_static": "mem frac", "tags": "tags",
-           "output_throughput": "out tok/s", "median_ttft_ms": "TTFT p50 ms",
-           "median_itl_ms": "ITL p50 ms", "error_rate": "errors",
-           "kv_cache_tokens": "KV tokens", "started_at": "started", "duration_s": "wall s",
-           "reason": "reason"}
+# The catalog's columns and their headings; core/runs_view.py adds the experiment, arm,
+# knobs under test and the headline point.
+COLUMNS = {"run_id": "run", "state": "status", "phase": "phase", "experiment": "experiment",
+           "arm": "arm", "engine": "engine", "model": "model", "device": "device",
+           "headline at": "headline at", "output_throughput": "out tok/s",
+           "median_ttft_ms": "TTFT p50 ms", "median_itl_ms": "ITL p50 ms",
+           "error_rate": "errors", "kv_cache_tokens": "KV tokens", "started_at": "started",
+           "duration_s": "wall s", "tags": "tags", "reason": "reason"}
 
 
 @st.fragment(run_every="2s")
@@ -54,15 +55,25 @@ def run_table() -> None:
         st.info("No runs yet. Launch one from the Launch page, or run "
                 "`python -m core run --engine transformers`.")
         return
-    columns = dict(COLUMNS)
     if nodes := run_nodes(settings.runs_dir, [r["run_id"] for r in rows], snap["running"]):
         for r in rows:  # which Ray node ran each run (core/executors); "local" for the rest
             r["node"] = nodes.get(r["run_id"], "local")
+    frame = runs_frame(rows, settings.runs_dir)
+    knobs = knob_columns(frame)
+    columns = {**{k: v for k, v in COLUMNS.items() if k != "engine"},
+               **{k: k for k in knobs}, "engine": "engine"}
+    if nodes:
         columns["node"] = "node"
-    df = pd.DataFrame(rows)[list(columns)].rename(columns=columns)
+    order = ["run_id", "state", "phase", "experiment", "arm", *knobs]
+    columns = {k: columns[k] for k in [*order, *(c for c in columns if c not in order)]}
+    df = frame[list(columns)].rename(columns=columns)
     event = st.dataframe(df, hide_index=True, on_select="rerun", selection_mode="multi-row",
                          key="runs_table", column_config={
-                             "out tok/s": st.column_config.NumberColumn(format="%.1f"),
+                             "experiment": st.column_config.LinkColumn(
+                                 "experiment", display_text=r"experiment\?experiment=(.*)"),
+                             "out tok/s": st.column_config.NumberColumn(
+                                 format="%.1f", help="at the point named in 'headline at' "
+                                 "(the plan's last point)"),
                              "TTFT p50 ms": st.column_config.NumberColumn(format="%.1f"),
                              "ITL p50 ms": st.column_config.NumberColumn(format="%.1f"),
                              "errors": st.column_config.NumberColumn(format="percent"),
@@ -75,9 +86,10 @@ def run_table() -> None:
     if len(chosen) >= 2:
         b2.page_link("pages/compare.py", label=f"Compare {len(chosen)} runs",
                      query_params={"runs": ",".join(chosen)}, icon=":material/compare_arrows:")
-    if chosen and b3.button(f"Cancel {len(chosen)} selected", key="cancel_selected",
-                            disabled=not can_launch()) and can_launch():
-        for run_id in chosen:
+    live = live_runs(frame, chosen)  # a finished run has nothing to cancel
+    if live and b3.button(f"Cancel {len(live)} live run(s)", key="cancel_selected",
+                          disabled=not can_launch()) and can_launch():
+        for run_id in live:
             st.toast(cancel(settings, run_id))
 
 

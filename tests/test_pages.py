@@ -12,6 +12,7 @@ import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
@@ -267,6 +268,28 @@ def test_runs_page_with_every_state(states_app: AppTest) -> None:
     frame = app.dataframe[0].value
     assert {"queued", "running", "failed", "cancelled", "interrupted", "succeeded"} <= set(
         frame["status"])
+    # the experiment (a link), the arm, the knob under test, the headline point, the demo
+    demo = frame[frame["run"] == "20261130-045815-c6a73d"].iloc[0]
+    assert demo["experiment"] == f"experiment?experiment={DEMO_EXP}"
+    assert demo["arm"] == "graphs off" and demo["cuda_graphs"] == "off"
+    assert demo["headline at"] == "c=64" and demo["model"].startswith("H200 demo")
+    # a cancelled run's cut-short point is not "100% errors"
+    cancelled = frame[frame["status"] == "cancelled"].iloc[0]
+    assert pd.isna(cancelled["errors"])
+
+
+def test_runs_page_offers_cancel_only_for_live_runs(states_app: AppTest) -> None:
+    app = _open(states_app, "pages/runs.py")
+    frame = app.dataframe[0].value
+    done = [i for i, s in enumerate(frame["status"]) if s in ("succeeded", "failed")][:2]
+    app.session_state["runs_table"] = {"selection": {"rows": done, "columns": []}}
+    app.run()
+    assert not [b for b in app.button if b.key == "cancel_selected"]
+    live = [i for i, s in enumerate(frame["status"]) if s in ("queued", "running")]
+    app.session_state["runs_table"] = {"selection": {"rows": [*done, *live], "columns": []}}
+    app.run()
+    (button,) = [b for b in app.button if b.key == "cancel_selected"]
+    assert button.label == f"Cancel {len(live)} live run(s)"
 
 
 def test_compare_page_with_a_failed_and_an_imported_run(states_app: AppTest,
