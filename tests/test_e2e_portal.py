@@ -94,6 +94,7 @@ def test_launch_watch_and_compare_in_a_browser(portal: tuple[str, Path]) -> None
         page.get_by_label("Prompts per point").fill("2")
         page.get_by_label("Output tokens").fill("8")
         page.get_by_label("Input tokens").fill("16")
+        page.get_by_label("Trials per arm").fill("1")  # one pair (the default is 3 trials)
         page.screenshot(path=str(ARTIFACTS / "01-launch.png"), full_page=True)
         page.get_by_role("button", name="Queue runs").click()
         page.get_by_text("Queued 2 run(s)").wait_for(timeout=60_000)
@@ -138,3 +139,38 @@ def test_launch_watch_and_compare_in_a_browser(portal: tuple[str, Path]) -> None
     finally:
         browser.close()
         pw.stop()
+
+
+def test_one_pass_validation_in_a_browser(portal: tuple[str, Path]) -> None:
+    """An unknown engine flag, a negative number and a model path outside the allowed
+    folders, submitted together: three messages, each beside its field, nothing queued."""
+    base, data = portal
+    ARTIFACTS.mkdir(exist_ok=True)
+    pw, browser = _browser()
+    try:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(base + "/launch")
+        page.get_by_text("Queue runs").wait_for(timeout=60_000)
+        before = sorted((data / "runs").iterdir())  # the demo's, and the other test's
+        page.get_by_label("Extra engine flags").fill("--foo")
+        page.get_by_label("Prompts per point").fill("-3")
+        page.get_by_label("Model (folder, hub id").fill("/etc/servelab-model")
+        page.get_by_role("button", name="Queue runs").click()
+        page.get_by_text("3 field(s) need attention").wait_for(timeout=60_000)
+        page.screenshot(path=str(ARTIFACTS / "05-launch-errors.png"), full_page=True)
+        alerts = [a.inner_text() for a in page.get_by_role("alert").all()]
+        assert any("outside the allowed model folders" in a for a in alerts), alerts
+        assert any("--foo is not an option of transformers" in a for a in alerts), alerts
+        assert any("at least 1 (you gave -3)" in a for a in alerts), alerts
+        assert not any("Input should" in a for a in alerts), alerts
+        # each message sits right under its own field
+        for label, words in (("Extra engine flags", "--foo is not an option"),
+                             ("Prompts per point", "you gave -3")):
+            field = page.get_by_label(label).bounding_box()
+            message = page.get_by_text(words).first.bounding_box()
+            assert field and message and 0 <= message["y"] - field["y"] < 150, (field, message)
+            assert abs(message["x"] - field["x"]) < 60, (field, message)
+    finally:
+        browser.close()
+        pw.stop()
+    assert sorted((data / "runs").iterdir()) == before
