@@ -36,12 +36,12 @@ def requests_for(c: int) -> int:
 
 
 def measure(base: Fake, shape: str, c: int, n_out: int, e2e_s: float, seed: int,
-            ) -> tuple[list[RequestRecord], dict[str, Any]]:
+            workers: int = 1) -> tuple[list[RequestRecord], dict[str, Any]]:
     n = requests_for(c)
     prompts = [Prompt(text=" alpha bravo charlie delta", prompt_tokens=4, output_len=n_out)] * n
     common = {"base_url": base, "model": "m", "seed": seed,
               "exact_length_body": {"ignore_eos": True}, "request_timeout_s": 60.0,
-              "point_timeout_s": 300.0}
+              "point_timeout_s": 300.0, "workers": workers}
     if shape == "steady":
         opts = LoadOptions(concurrency=None, request_rate=c / e2e_s, **common)  # type: ignore[arg-type]
     else:
@@ -53,10 +53,11 @@ def measure(base: Fake, shape: str, c: int, n_out: int, e2e_s: float, seed: int,
         cpu0, t0 = base.cpu_s(), time.perf_counter()
         with HostLoad() as load:
             records, health = gen.run(opts, prompts)
+        health_row = {k: v for k, v in health.as_dict().items() if k != "workers"}
         server_cpu = base.cpu_s() - cpu0
         server_share = server_cpu / (time.perf_counter() - t0)
     # other_cpu_share: what the rest of the host used meanwhile (a shared machine)
-    return records, {**health.as_dict(), "server_cpu_share": server_share,
+    return records, {**health_row, "server_cpu_share": server_share,
                      "host_busy_before": quiet,
                      "other_cpu_share": load.other_share(server_cpu + health.cpu_s)}
 
@@ -93,6 +94,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)))
     ap.add_argument("--name", default="accuracy")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="load-generator processes per point (core/shards.py)")
     a = ap.parse_args()
     if not 1 <= a.repeats <= 10:
         raise SystemExit("--repeats must be 1..10")
@@ -104,7 +107,8 @@ def main() -> None:
         for rep in range(a.repeats):
             for c in concs:
                 for shape in ("steady", "burst"):
-                    records, health = measure(base, shape, c, a.out_len, e2e_s, seed=rep)
+                    records, health = measure(base, shape, c, a.out_len, e2e_s, seed=rep,
+                                              workers=a.workers)
                     row = {"shape": shape, "concurrency": c, "repeat": rep,
                            **errors(records, a.ttft_ms, a.itl_ms, a.out_len), **health}
                     rows.append(row)
@@ -132,7 +136,7 @@ def main() -> None:
                 s[k + "_worst"] = max(vals, key=abs)
             s["saturated_any"] = any(r["client_saturated"] for r in sel)
             summary.append(s)
-    result = {"machine": machine(), "ttft_ms": a.ttft_ms, "itl_ms": a.itl_ms,
+    result = {"machine": machine(), "workers": a.workers, "ttft_ms": a.ttft_ms, "itl_ms": a.itl_ms,
               "out_len": a.out_len, "repeats": a.repeats, "wall_s": time.monotonic() - t_start,
               "summary": summary, "rows": rows}
     path = save(f"{a.name}.json", result)

@@ -53,19 +53,25 @@ CLIENT_CPU = "1"
 SERVER_CPU = "0"
 
 
-def servelab_client(base: str, c: int, n: int, out_len: int) -> dict[str, Any]:
-    """Run in the pinned child: one warm-up round, then the measured point."""
-    from core.loadgen import LoadGenerator, LoadOptions
+def servelab_client(base: str, c: int, n: int, out_len: int, workers: int = 1
+                    ) -> dict[str, Any]:
+    """Run in the pinned child: one warm-up round, then the measured point. With
+    ``workers`` > 1 the point is sharded (core/shards.py): the client's CPU is every
+    worker's plus this process's (which only waits and merges)."""
+    from core.loadgen import JSON_PARSER, LoadGenerator, LoadOptions, event_loop_factory
     from core.metrics import compute_point_metrics
     from core.prompts import Prompt
 
     common = {"base_url": base, "model": "m", "seed": 1, "concurrency": c,
               "request_rate": float("inf"), "exact_length_body": {"ignore_eos": True},
-              "request_timeout_s": 300.0, "point_timeout_s": 600.0}
+              "request_timeout_s": 300.0, "point_timeout_s": 600.0, "workers": workers}
     prompt = Prompt(text=" ".join(["alpha"] * 32), prompt_tokens=32, output_len=out_len)
     with LoadGenerator(base, c, 300.0) as gen:
         gen.run(LoadOptions(**common), [Prompt(prompt.text, 32, 16)] * c)  # type: ignore[arg-type]
+        parent_cpu0 = time.process_time()
         records, health = gen.run(LoadOptions(**common), [prompt] * n)  # type: ignore[arg-type]
+        parent_cpu_s = time.process_time() - parent_cpu0 if workers > 1 else 0.0
+    health.cpu_s += parent_cpu_s
     m = compute_point_metrics(records)
     chunks_all = sum(len(r.chunk_s) for r in records)
     reads = sum(len(set(r.chunk_s)) for r in records if r.ok)
@@ -75,14 +81,20 @@ def servelab_client(base: str, c: int, n: int, out_len: int) -> dict[str, Any]:
             "median_ttft_ms": m["median_ttft_ms"], "duration_s": m["duration_s"],
             "chunks_per_read": chunks / reads if reads else None,
             "client_cpu_us_per_chunk": 1e6 * health.cpu_s / max(chunks_all, 1),
-            **health.as_dict()}
+            "parent_cpu_s": parent_cpu_s, "workers": workers, "json_parser": JSON_PARSER,
+            "event_loop": "uvloop" if event_loop_factory() else "asyncio",
+            **{k: v for k, v in health.as_dict().items() if k != "workers"},
+            "client_cpu_share": health.cpu_s / health.wall_s if health.wall_s else None}
 
 
-def run_servelab(base: str, c: int, n: int, out_len: int) -> dict[str, Any]:
+def run_servelab(base: str, c: int, n: int, out_len: int, workers: int = 1,
+                 event_loop: str = "auto", cpus: str = CLIENT_CPU) -> dict[str, Any]:
     code = ("import json,sys; from bench.headroom import servelab_client; "
-            f"print('RESULT ' + json.dumps(servelab_client({base!r}, {c}, {n}, {out_len})))")
-    proc = subprocess.run(["taskset", "-c", CLIENT_CPU, sys.executable, "-c", code], cwd=REPO,
-                          capture_output=True, text=True, timeout=900, check=False)
+            f"print('RESULT ' + json.dumps(servelab_client({base!r}, {c}, {n}, {out_len}, "
+            f"{workers})))")
+    env = {**os.environ, "SERVELAB_EVENT_LOOP": event_loop}
+    proc = subprocess.run(["taskset", "-c", cpus, sys.executable, "-c", code], cwd=REPO,
+                          capture_output=True, text=True, timeout=900, check=False, env=env)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             return dict(json.loads(line[7:]))
@@ -121,14 +133,30 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--skip-bench-serving", action="store_true")
     ap.add_argument("--modes", default="flood,paced")
+    ap.add_argument("--workers", default="1",
+                    help="ServeLab client processes per point, e.g. 1,2 (core/shards.py)")
+    ap.add_argument("--event-loops", default="auto",
+                    help="auto (uvloop where installed), asyncio, or both: auto,asyncio")
+    ap.add_argument("--scale", action="store_true",
+                    help="the many-core run instead: W client workers against several fake "
+                         "servers on one port (--server-procs), flood, c=64")
+    ap.add_argument("--server-procs", type=int, default=6)
+    ap.add_argument("--seconds", type=float, default=8.0,
+                    help="--scale: about how long each point streams")
     a = ap.parse_args()
+    workers = [int(w) for w in a.workers.split(",")]
+    if a.scale:
+        scale(workers, a.server_procs, a.seconds, a.repeats)
+        return
     if not 1 <= a.repeats <= 5:
         raise SystemExit("--repeats must be 1..5")
     if not a.skip_bench_serving and not SGLANG_PY.exists():
         raise SystemExit(f"{SGLANG_PY} missing: see docs/BENCHMARKS.md part 2 for the install")
     if len(os.sched_getaffinity(0)) < 2:
         raise SystemExit("needs 2 CPUs (server on one, client on the other)")
-    clients = ["servelab"] + ([] if a.skip_bench_serving else ["bench_serving"])
+    loops = a.event_loops.split(",")
+    variants = [f"servelab-w{w}-{loop}" for w in workers for loop in loops]
+    clients = variants + ([] if a.skip_bench_serving else ["bench_serving"])
     settings: list[tuple[str, float, int, int, int]] = []  # mode, itl, c, n, out_len
     if "flood" in a.modes:
         settings += [("flood", 0.0, c, max(2 * c, 64), 4096) for c in (1, 8, 64)]
@@ -146,11 +174,15 @@ def main() -> None:
                     quiet = wait_quiet(timeout_s=10.0)
                     cpu0 = base.cpu_s()
                     with HostLoad() as load:
-                        res = (run_servelab(base, c, n, out_len) if client == "servelab"
-                               else run_bench_serving(base, c, n, out_len, tag))
+                        if client.startswith("servelab"):
+                            _, w, loop = client.split("-")
+                            res = run_servelab(base, c, n, out_len, int(w[1:]), loop)
+                        else:
+                            res = run_bench_serving(base, c, n, out_len, tag)
                     # busy cores over the whole client process (bench_serving: with its ~17 s
                     # of imports), minus the server: the client plus anyone else's work
                     res["host_busy_before"] = quiet
+                    res["load_average_1m"] = os.getloadavg()[0]
                     res["busy_minus_server_cores"] = load.other_share(base.cpu_s() - cpu0)
                     offered = c * 1000.0 / itl if itl else None
                     row = {"mode": mode, "itl_ms": itl, "concurrency": c, "num_prompts": n,
@@ -168,7 +200,7 @@ def main() -> None:
                              f"{res['client_cpu_share']:.2f} per-read "
                              f"{res['chunks_per_read']:.1f}"
                              f"{' SATURATED' if res['client_saturated'] else ''}"
-                             if client == "servelab" else ""), flush=True)
+                             if client.startswith("servelab") else ""), flush=True)
     summary = []
     for mode, itl, c, _n, _o in settings:
         s: dict[str, Any] = {"mode": mode, "concurrency": c,
@@ -180,18 +212,101 @@ def main() -> None:
                          for k in ("output_throughput", "median_itl_ms", "p99_itl_ms",
                                    "client_cpu_us_per_chunk", "client_cpu_share")}
             s[client]["one_core_ceiling"] = 1e6 / s[client]["client_cpu_us_per_chunk"]
-            if client == "servelab":
+            if client.startswith("servelab"):
                 s[client]["saturated_flags"] = [r["client_saturated"] for r in sel]
                 s[client]["cpu_share"] = statistics.median(r["client_cpu_share"] for r in sel)
                 s[client]["lag_p99_ms"] = statistics.median(r["loop_lag_ms_p99"] for r in sel)
         if "bench_serving" in s:
-            s["ratio"] = (s["servelab"]["output_throughput"]
-                          / s["bench_serving"]["output_throughput"])
-            s["ceiling_ratio"] = (s["servelab"]["one_core_ceiling"]
-                                  / s["bench_serving"]["one_core_ceiling"])
+            for v in variants:
+                s[v]["ratio"] = (s[v]["output_throughput"]
+                                 / s["bench_serving"]["output_throughput"])
+                s[v]["ceiling_ratio"] = (s[v]["one_core_ceiling"]
+                                         / s["bench_serving"]["one_core_ceiling"])
+        s["load_average_1m"] = statistics.median(
+            r["load_average_1m"] for r in rows if r["mode"] == mode and r["concurrency"] == c)
         summary.append(s)
     path = save("headroom.json", {"machine": machine(), "wall_s": time.monotonic() - t_start,
                                   "summary": summary, "rows": rows})
+    print(json.dumps(summary, indent=1))
+    print(f"written {path}")
+
+
+SERVER_PATCH = """
+import runpy, socketserver, sys
+socketserver.TCPServer.allow_reuse_port = True  # several fake processes on one port
+sys.argv = ["sglang.launch_server", *sys.argv[1:]]
+runpy.run_module("sglang.launch_server", run_name="__main__", alter_sys=True)
+"""
+
+
+def scale(workers: list[int], procs: int, seconds: float, repeats: int) -> None:
+    """The many-core run: ``procs`` fake SGLang processes share one port (SO_REUSEPORT: the
+    kernel spreads connections over them), each pinned to its own core, so the server side
+    is not one GIL; the ServeLab client with W workers gets the other cores. Flood (the
+    server writes as fast as it can), c=64 streams: aggregate chunks/s = the client's."""
+    import urllib.request
+
+    from bench.common import FAKE_SGLANG
+    from core.launcher import free_port
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < procs + 1:  # W workers beyond the client's cores share them
+        raise SystemExit(f"needs at least {procs + 1} CPUs, have {len(cpus)}")
+    server_cpus, client_cpus = cpus[-procs:], cpus[:-procs]
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "FAKE_SGLANG_TTFT_MS": "0", "FAKE_SGLANG_ITL_MS": "0",
+           "FAKE_SGLANG_STARTUP_S": "0.2",
+           "PYTHONPATH": os.pathsep.join([str(FAKE_SGLANG), str(REPO)])}
+    log = (OUT / "headroom-scale-server.log").open("w")
+    servers = [subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", SERVER_PATCH,
+                                 "--model-path", "m", "--host", "127.0.0.1", "--port",
+                                 str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
+               for cpu in server_cpus]
+    rows: list[dict[str, Any]] = []
+    t_start = time.monotonic()
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/health", timeout=2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("fake servers did not start") from None
+                time.sleep(0.2)
+        time.sleep(1.0)  # every process listening before the first connections
+        c, out_len = 64, 4096
+        for rep in range(repeats):
+            for w in (workers if rep % 2 == 0 else workers[::-1]):
+                # size the point to ~``seconds`` at 150,000 chunks/s per worker
+                n = max(2 * c, int(seconds * 150_000 * w / out_len))
+                res = run_servelab(base, c, n, out_len, w, "auto",
+                                   ",".join(str(x) for x in client_cpus[:w]))
+                res.update(workers=w, repeat=rep, num_prompts=n,
+                           load_average_1m=os.getloadavg()[0])
+                rows.append(res)
+                print(f"scale W={w} {res['output_throughput']:10.0f} chunks/s  client "
+                      f"{res['client_cpu_us_per_chunk']:.2f} us/chunk, "
+                      f"{res['client_cpu_share']:.2f} cores, lag p99 "
+                      f"{res['loop_lag_ms_p99']:.1f} ms", flush=True)
+    finally:
+        for srv in servers:
+            srv.terminate()
+        for srv in servers:
+            try:
+                srv.wait(10)
+            except subprocess.TimeoutExpired:
+                srv.kill()
+                srv.wait(5)
+        log.close()
+    summary = {w: {k: statistics.median(r[k] for r in rows if r["workers"] == w)
+                   for k in ("output_throughput", "client_cpu_us_per_chunk",
+                             "client_cpu_share", "loop_lag_ms_p99")} for w in workers}
+    path = save("headroom-scale.json", {"machine": machine(), "server_procs": procs,
+                                        "server_cpus": server_cpus, "client_cpus": client_cpus,
+                                        "wall_s": time.monotonic() - t_start,
+                                        "summary": summary, "rows": rows})
     print(json.dumps(summary, indent=1))
     print(f"written {path}")
 
