@@ -88,11 +88,12 @@ def servelab_client(base: str, c: int, n: int, out_len: int, workers: int = 1
 
 
 def run_servelab(base: str, c: int, n: int, out_len: int, workers: int = 1,
-                 event_loop: str = "auto", cpus: str = CLIENT_CPU) -> dict[str, Any]:
+                 event_loop: str = "auto", cpus: str = CLIENT_CPU,
+                 json_parser: str = "auto") -> dict[str, Any]:
     code = ("import json,sys; from bench.headroom import servelab_client; "
             f"print('RESULT ' + json.dumps(servelab_client({base!r}, {c}, {n}, {out_len}, "
             f"{workers})))")
-    env = {**os.environ, "SERVELAB_EVENT_LOOP": event_loop}
+    env = {**os.environ, "SERVELAB_EVENT_LOOP": event_loop, "SERVELAB_JSON": json_parser}
     proc = subprocess.run(["taskset", "-c", cpus, sys.executable, "-c", code], cwd=REPO,
                           capture_output=True, text=True, timeout=900, check=False, env=env)
     for line in proc.stdout.splitlines():
@@ -133,10 +134,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--skip-bench-serving", action="store_true")
     ap.add_argument("--modes", default="flood,paced")
-    ap.add_argument("--workers", default="1",
-                    help="ServeLab client processes per point, e.g. 1,2 (core/shards.py)")
-    ap.add_argument("--event-loops", default="auto",
-                    help="auto (uvloop where installed), asyncio, or both: auto,asyncio")
+    ap.add_argument("--workers", default="1,4,8",
+                    help="--scale: ServeLab client processes per point (core/shards.py)")
+    ap.add_argument("--variants", default="1-auto-auto",
+                    help="ServeLab variants WORKERS-LOOP-JSON, comma-separated: LOOP auto "
+                         "(uvloop where installed) or asyncio, JSON auto (orjson where "
+                         "installed) or json; e.g. 1-auto-auto,1-asyncio-json,2-auto-auto")
     ap.add_argument("--scale", action="store_true",
                     help="the many-core run instead: W client workers against several fake "
                          "servers on one port (--server-procs), flood, c=64")
@@ -154,8 +157,7 @@ def main() -> None:
         raise SystemExit(f"{SGLANG_PY} missing: see docs/BENCHMARKS.md part 2 for the install")
     if len(os.sched_getaffinity(0)) < 2:
         raise SystemExit("needs 2 CPUs (server on one, client on the other)")
-    loops = a.event_loops.split(",")
-    variants = [f"servelab-w{w}-{loop}" for w in workers for loop in loops]
+    variants = [f"servelab-{v}" for v in a.variants.split(",")]
     clients = variants + ([] if a.skip_bench_serving else ["bench_serving"])
     settings: list[tuple[str, float, int, int, int]] = []  # mode, itl, c, n, out_len
     if "flood" in a.modes:
@@ -175,8 +177,9 @@ def main() -> None:
                     cpu0 = base.cpu_s()
                     with HostLoad() as load:
                         if client.startswith("servelab"):
-                            _, w, loop = client.split("-")
-                            res = run_servelab(base, c, n, out_len, int(w[1:]), loop)
+                            _, w, loop, parser = client.split("-")
+                            res = run_servelab(base, c, n, out_len, int(w), loop,
+                                               json_parser=parser)
                         else:
                             res = run_bench_serving(base, c, n, out_len, tag)
                     # busy cores over the whole client process (bench_serving: with its ~17 s

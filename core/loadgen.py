@@ -171,10 +171,11 @@ def _json_loads_std(data: bytes) -> Any:
 
 _json_loads: Callable[[bytes], Any] = _json_loads_std
 JSON_PARSER = "json"
-with contextlib.suppress(ImportError):  # optional: a third of the stdlib's cost per chunk
-    import orjson  # (docs/BENCHMARKS.md part 2)
+if os.environ.get("SERVELAB_JSON", "auto") != "json":  # "json" forces the stdlib (to compare)
+    with contextlib.suppress(ImportError):  # optional: a third of the stdlib's cost per chunk
+        import orjson  # (docs/BENCHMARKS.md part 2)
 
-    _json_loads, JSON_PARSER = orjson.loads, "orjson"
+        _json_loads, JSON_PARSER = orjson.loads, "orjson"
 
 
 def _sse_event(rec: RequestRecord, data: bytes, now: float, parts: list[str]) -> bool:
