@@ -496,13 +496,13 @@ def _cmd_engines(_args: argparse.Namespace) -> int:
 def _flag_of(field: str) -> str:
     """The flag that sets a spec field: server.extra_args → --extra-arg,
     plan.points.0.num_prompts → --num-prompts."""
+    named = {"extra_args": "--extra-arg", "tags": "--tag"}
     if "." not in field:
-        return field
+        return named.get(field, field)
     name = field.split(".")[-1]
     if name.isdigit():
         name = field.split(".")[-2]
-    return {"extra_args": "--extra-arg", "tags": "--tag"}.get(
-        name, "--" + name.replace("_", "-"))
+    return named.get(name, "--" + name.replace("_", "-"))
 
 
 def main(argv: list[str] | None = None) -> int:
