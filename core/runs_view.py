@@ -20,7 +20,7 @@ from core.compare import knob_text
 from core.demo import DEMO_DIR
 from core.run_folder import read_json
 
-__all__ = ["LIVE_STATES", "knob_columns", "live_runs", "runs_frame"]
+__all__ = ["LIVE_STATES", "is_demo_run", "knob_columns", "live_runs", "runs_frame"]
 
 LIVE_STATES = ("queued", "running")
 _MAX_KNOBS = 4
@@ -30,6 +30,11 @@ _MAX_KNOBS = 4
 def _spec(path: Path) -> dict[str, Any]:
     data = read_json(path / "spec.json")
     return data if isinstance(data, dict) else {}
+
+
+def is_demo_run(run_id: str) -> bool:
+    """The run is one of the shipped H200 demo's (core/demo.py copies them as they are)."""
+    return (DEMO_DIR / "runs" / run_id).is_dir()
 
 
 def _tag(tags: Any, prefix: str) -> str | None:
@@ -66,7 +71,7 @@ def runs_frame(rows: Sequence[dict[str, Any]], runs_dir: Path) -> pd.DataFrame:
         spec = specs[r["run_id"]]
         exp = _tag(r.get("tags"), "exp:")
         arm = _tag(r.get("tags"), "arm:")
-        demo = (DEMO_DIR / "runs" / str(r["run_id"])).is_dir()
+        demo = is_demo_run(str(r["run_id"]))
         row = dict(r)
         row["experiment"] = f"experiment?experiment={exp}" if exp else None
         row["arm"] = arm.replace("-", " ") if arm else None

@@ -14,6 +14,7 @@ from core.jobs import cancel
 from core.launcher import tail
 from core.metrics import DEFINITION
 from core.run_folder import RunFolder
+from core.runs_view import is_demo_run
 from pages._auth import can_launch
 from pages._export import export_buttons
 from pages._services import bootstrap
@@ -74,6 +75,10 @@ def live_status() -> None:
 live_status()
 view = load_run(folder)
 launch = view.launch or {}
+if is_demo_run(run_id):
+    st.info("Part of the shipped **H200 demo**: measured on an NVIDIA H200 (docs/BENCHMARKS.md)"
+            "; `<checkout>` in paths stands for the checkout it was measured from.",
+            icon=":material/science:")
 st.markdown("**Launch command**")
 if launch.get("command"):
     st.code(launch["command"], language="bash")

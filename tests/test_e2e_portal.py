@@ -9,8 +9,10 @@ a fresh browser context. Screenshots go to test-artifacts/.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -20,10 +22,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from core.demo import install_demo
 from core.launcher import free_port
 from core.model_setup import ensure_default_model
 from core.run_folder import RunFolder
-from core.settings import load_settings
+from core.settings import Settings, load_settings
+from tests.helpers import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts"
@@ -127,7 +131,7 @@ def test_launch_watch_and_compare_in_a_browser(portal: tuple[str, Path]) -> None
         fresh = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
         for n, tab in enumerate((page, fresh)):
             tab.goto(url)
-            tab.get_by_text("Only the intended knob differs").wait_for(timeout=60_000)
+            tab.get_by_text("Only the knob under test differs").wait_for(timeout=60_000)
             tab.get_by_text("server.continuous_batching").first.wait_for(timeout=30_000)
             tab.get_by_text("Memory headroom").first.wait_for(timeout=60_000)
             tab.get_by_text("output_throughput").first.wait_for(timeout=30_000)
@@ -174,3 +178,121 @@ def test_one_pass_validation_in_a_browser(portal: tuple[str, Path]) -> None:
         browser.close()
         pw.stop()
     assert sorted((data / "runs").iterdir()) == before
+
+
+# --- live pages: queued to finished without a reload (the shipped demo, no worker) ---------------
+
+DEMO_RUN = "20261130-045815-c6a73d"  # graphs off, trial 0
+DEMO_ON = "20261130-045815-c6b21c"  # graphs on, trial 0
+
+
+@pytest.fixture(scope="module")
+def demo_portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """A portal on the shipped demo with its worker off: the tests play the worker by
+    writing run folders, as a run process would."""
+    data = tmp_path_factory.mktemp("live") / "data"
+    data.mkdir()
+    install_demo(Settings(data_dir=data, sglang_python=sys.executable,
+                          transformers_python=sys.executable))  # as the first page would
+    port = free_port()
+    env = {**os.environ, "SERVELAB_DATA_DIR": str(data), "SERVELAB_WORKER": "off"}
+    log = (data.parent / "portal.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
+         "--server.port", str(port), "--server.headless", "true",
+         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _healthy(base), timeout=120, what="the portal to start")
+        yield base, data
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(20)
+        log.close()
+
+
+def _healthy(base: str) -> bool:
+    try:
+        return httpx.get(base + "/_stcore/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _queued_copy(data: Path, src: str, run_id: str, tags: list[str] | None = None) -> None:
+    dst = data / "runs" / run_id
+    dst.mkdir(parents=True)
+    spec = json.loads((data / "runs" / src / "spec.json").read_text())
+    spec["run_id"] = run_id
+    if tags is not None:
+        spec["tags"] = tags
+    (dst / "spec.json").write_text(json.dumps(spec))
+    (dst / "status.json").write_text(json.dumps({"run_id": run_id, "state": "queued",
+                                                 "phase": "queued"}))
+
+
+def _finish(data: Path, src: str, run_id: str) -> None:
+    """The run's results appear and its status turns succeeded, status.json last."""
+    source, dst = data / "runs" / src, data / "runs" / run_id
+    for item in source.iterdir():
+        if item.name in ("status.json", "spec.json"):
+            continue
+        if item.is_dir():
+            shutil.copytree(item, dst / item.name)
+        else:
+            shutil.copy(item, dst / item.name)
+    status = json.loads((source / "status.json").read_text())
+    (dst / "status.json").write_text(json.dumps({**status, "run_id": run_id}))
+
+
+def test_a_run_page_opened_while_queued_turns_into_the_finished_page(
+        demo_portal: tuple[str, Path]) -> None:
+    base, data = demo_portal
+    ARTIFACTS.mkdir(exist_ok=True)
+    run_id = "20991231-000000-live01"
+    _queued_copy(data, DEMO_RUN, run_id)
+    pw, browser = _browser()
+    try:
+        page = browser.new_page(viewport={"width": 1400, "height": 1200})
+        page.goto(f"{base}/run?run={run_id}")
+        page.get_by_text("Not launched yet").wait_for(timeout=90_000)
+        assert "no server launched: )" not in page.inner_text("body")
+        page.screenshot(path=str(ARTIFACTS / "live-01-queued.png"))
+        _finish(data, DEMO_RUN, run_id)
+        # no reload: the page's fragment sees the new state and redraws the whole page
+        page.get_by_text("Metrics per point").wait_for(timeout=90_000)
+        page.get_by_text("transformers serve").first.wait_for(timeout=30_000)
+        page.screenshot(path=str(ARTIFACTS / "live-02-finished.png"))
+    finally:
+        browser.close()
+        pw.stop()
+
+
+def test_an_experiment_page_fills_in_as_its_runs_finish(demo_portal: tuple[str, Path]) -> None:
+    base, data = demo_portal
+    exp_id = "exp-live-1"
+    demo = next((data / "experiments").iterdir())
+    record = json.loads((demo / "experiment.json").read_text())
+    record["experiment_id"] = exp_id
+    runs = [("20991231-000000-off001", DEMO_RUN, "graphs off"),
+            ("20991231-000000-on0001", DEMO_ON, "graphs on")]
+    record["runs"] = [{"run_id": r, "arm": arm, "trial": 0} for r, _, arm in runs]
+    for rid, src, arm in runs:
+        _queued_copy(data, src, rid, [f"exp:{exp_id}", "arm:" + arm.replace(" ", "-")])
+    (data / "experiments" / exp_id).mkdir()
+    (data / "experiments" / exp_id / "experiment.json").write_text(json.dumps(record))
+    pw, browser = _browser()
+    try:
+        page = browser.new_page(viewport={"width": 1400, "height": 1400})
+        page.goto(f"{base}/experiment?experiment={exp_id}")
+        page.get_by_text("No results yet: 2 run(s) queued or running").wait_for(
+            timeout=90_000)
+        for rid, src, _ in runs:
+            _finish(data, src, rid)
+        page.get_by_text("vs graphs off (baseline)").first.wait_for(timeout=90_000)
+        body = page.inner_text("body")
+        assert "Summary" in body and "Traceback" not in body and "KeyError" not in body
+        page.screenshot(path=str(ARTIFACTS / "live-03-experiment.png"))
+    finally:
+        browser.close()
+        pw.stop()
