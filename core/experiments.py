@@ -37,6 +37,7 @@ from core.safety import redact_spec
 from core.settings import Settings
 
 __all__ = [
+    "GRID_KNOB_FIELDS",
     "MAX_ARMS",
     "MAX_GRID_KNOBS",
     "Arm",
@@ -78,7 +79,9 @@ _KNOB_FIELDS = frozenset({f"server.{n}" for n in ServerConfig.model_fields}
                          | {f"plan.{n}" for n in BenchmarkPlan.model_fields})
 # Fields a grid cannot vary: what is measured (the load points) or not a setting at all.
 _NOT_KNOBS = frozenset({"plan.points", "plan.probe", "server.extra_args", "server.port",
-                        "server.host", "server.engine"})
+                        "server.host", "server.engine", "server.endpoint_url"})
+# What a grid (and the launch form's grid mode) may vary: server knobs first.
+GRID_KNOB_FIELDS = tuple(sorted(_KNOB_FIELDS - _NOT_KNOBS, key=lambda f: (f[0] != "s", f)))
 
 
 class KnobGrid(BaseModel):
@@ -98,7 +101,7 @@ class KnobGrid(BaseModel):
     @classmethod
     def _knobs(cls, knobs: dict[str, tuple[Any, ...]]) -> dict[str, tuple[Any, ...]]:
         for name, values in knobs.items():
-            if name not in _KNOB_FIELDS or name in _NOT_KNOBS:
+            if name not in GRID_KNOB_FIELDS:
                 raise ValueError(f"{name!r} is not a knob a grid can vary; name a field "
                                  "like server.cuda_graphs or server.mem_fraction_static")
             if not 2 <= len(values) <= MAX_KNOB_VALUES:

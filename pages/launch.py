@@ -20,6 +20,7 @@ from core.host import detect_host
 from core.jobs import submit
 from core.presets import PRESETS, estimate_text, recent_durations_s
 from pages._auth import can_launch
+from pages._grid import grid_fields, queue_grid
 from pages._services import bootstrap
 
 settings, _worker = bootstrap()
@@ -173,6 +174,7 @@ with st.form("launch"):
         st.text_input("Expected answer (regex; empty = any non-empty text)",
                       D["probe_expect"], key="probe_expect")
         err("probe_expect")
+    grid_checked, grid_submitted = grid_fields(err)  # Grid / sweep mode (pages/_grid.py)
     b1, b2 = st.columns(2)
     checked = b1.form_submit_button("Check and estimate (queues nothing)",
                                     key="check_launch")
@@ -208,6 +210,9 @@ if submitted or checked:
     st.session_state["launch_errors"] = errors
     st.session_state["launch_checked"] = checked and not errors
     st.rerun()
+
+if grid_checked or grid_submitted:
+    queue_grid(settings, host, D, submit=grid_submitted)
 
 if "submit" in errors:
     st.error(f"Nothing was queued: {errors['submit']}", icon=":material/error:")
