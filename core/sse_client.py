@@ -119,8 +119,21 @@ class _Conn(asyncio.Protocol):
                 pos = end + 2
                 if size == 0:
                     self._state = "trailer"
-                else:
-                    self._remaining, self._state = size, "chunk"
+                    continue
+                start, stop = pos, pos + size
+                if (stop + 2 <= end_all and not self._sse and self.on_data is not None
+                        and self.result.status == 200 and not self.result.stopped
+                        and buf[start:start + 6] == b"data: " and buf[stop - 2:stop + 2] ==
+                        b"\n\n\r\n" and buf.find(b"\n", start, stop) == stop - 2
+                        and buf[stop - 3:stop - 2] != b"\r"):
+                    # The usual frame, whole in this read: one event, "data: X\n\n".
+                    # Straight to the caller: a third of the work of the general path.
+                    pos = stop + 2
+                    if self.on_data(buf[start + 6:stop - 2], now):
+                        self.result.stopped = True
+                        self._finish(None)
+                    continue
+                self._remaining, self._state = size, "chunk"
             elif state == "chunk":
                 stop = min(end_all, pos + self._remaining)
                 self._remaining -= stop - pos

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -127,3 +128,34 @@ def test_stdlib_chunk_parser_refuses_what_json_loads_refuses(payload: bytes) -> 
 
     with pytest.raises((ValueError, RecursionError)):
         _json_loads_std(payload)
+
+
+def _payloads(stream: bytes, cuts: list[int]) -> list[bytes]:
+    """What the raw client hands on for ``stream`` arriving in reads cut at ``cuts``."""
+    from core.sse_client import _Conn
+
+    conn, got = _Conn(), []
+    conn.on_data = lambda data, _t: got.append(data) is not None  # never stops
+    loop = asyncio.new_event_loop()
+    conn.waiter = loop.create_future()
+    for a, b in itertools.pairwise([0, *cuts, len(stream)]):
+        conn.data_received(stream[a:b])
+    loop.close()
+    return got
+
+
+def test_whole_frames_and_split_frames_give_the_same_events() -> None:
+    """One read holding every frame (the shortcut for "data: X\\n\\n" frames) and reads of
+    one byte (the general path) hand on the same payloads, odd frames included."""
+    def frame(body: bytes) -> bytes:
+        return b"%X\r\n%s\r\n" % (len(body), body)
+
+    events = [b'data: {"a":1}\n\n', b'data:{"b":2}\n\n', b'data: {"c":3}\r\n\r\n',
+              b'data: {"d":4}\n\ndata: {"e":5}\n\n', b": comment\n\n", b"data: \n\n",
+              b'data: {"f"', b':6}\n\n', b"data: [DONE]\n\n"]
+    stream = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+              + b"".join(frame(e) for e in events) + b"0\r\n\r\n")
+    whole = _payloads(stream, [])
+    assert whole == [b'{"a":1}', b'{"b":2}', b'{"c":3}', b'{"d":4}', b'{"e":5}', b"",
+                     b'{"f":6}', b"[DONE]"]
+    assert _payloads(stream, list(range(1, len(stream)))) == whole
