@@ -192,3 +192,26 @@ def test_exports_carry_the_effects_table_and_the_verdict(settings: Settings) -> 
     assert "effects.parquet" in table_files(sel, "parquet")
     html = html_report(sel)
     assert "Attribution (log-ratio effects" in html and "the parts add up" in html
+
+
+def test_imported_runs_explain_on_what_both_state() -> None:
+    """bench_serving output + server log, before and after: a field one import does not
+    state is unknown, not a knob; A's stated settings are the base, defaults the rest."""
+    from core.compare import RunView
+
+    def imported(run_id: str, **server: object) -> RunView:
+        return RunView(run_id, {"origin": "import", "import": {"source_file": "x.jsonl"},
+                                "server": {"engine": "sglang", "model": "/models/qwen",
+                                           "tp_size": None, **server},
+                                "plan": {"points": [{"concurrency": 64, "input_len": 1024}]}},
+                       {"state": "succeeded"}, {}, None, {}, [])
+
+    a = imported("imp-aaaa", cuda_graphs=False, mem_fraction_static=0.85,
+                 attention_backend="fa3")
+    b = imported("imp-bbbb", cuda_graphs=True, mem_fraction_static=0.92,
+                 attention_backend=None)
+    exp, plan = explanation_experiment(a, b)
+    assert plan.knobs == {GRAPHS: (False, True), MEM: (0.85, 0.92)}
+    assert exp.base.server.attention_backend == "fa3" and exp.base.server.tp_size == 1
+    assert exp.base.plan.points[0].concurrency == 64
+    assert exp.base.plan.points[0].input_len == 1024
