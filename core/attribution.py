@@ -270,10 +270,13 @@ def _observations(runs: Sequence[RunOfArm], metric: str
 def _run_value(r: RunOfArm, metric: str) -> float | None:
     if metric == "kv_cache_tokens":
         v = r.view.facts.get("kv_cache_tokens")
-    else:  # memory headroom: the GPU's total less the peak used while points ran
+    else:  # memory headroom as the summary card reads it (docs/METRICS.md): the server's
+        # free GPU memory after start-up, else the GPU's total less the peak used under load
         row = memory_headroom([r.view]).iloc[0]
         total, peak = row["gpu_total_gb"], row["peak_gpu_used_mib"]
-        v = None if total is None or peak is None else total - peak / 1024
+        v = row["available_gpu_mem_gb"]
+        if v is None:
+            v = None if total is None or peak is None else total - peak / 1024
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and v > 0 \
         else None
 

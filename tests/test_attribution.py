@@ -260,3 +260,17 @@ def test_sweep_figure_plots_each_value_with_its_band() -> None:
     assert [t.name for t in lines] == ["concurrency 1", "concurrency 64"]
     assert list(lines[1].x) == [0.80, 0.85, 0.88, 0.92]
     assert len([t for t in fig.data if t.fill == "toself"]) == 2
+
+
+def test_memory_headroom_is_attributed_from_the_servers_free_memory() -> None:
+    spec = _grid_spec(trials=2)
+    runs = []
+    for r in _runs(spec, _known, 2):
+        mem = spec["arms"][[a["label"] for a in spec["arms"]].index(r.arm)]["changes"][MEM]
+        facts = {"available_gpu_mem_gb": 140 * (1 - mem) - 2}  # what is left after the pool
+        runs.append(RunOfArm(r.arm, r.trial, RunView(r.view.run_id, {}, r.view.status, facts,
+                                                     None, {}, r.view.points)))
+    parts = _parts(attribute(runs, design_of(spec)), None, "memory_headroom_gb")
+    assert parts["mem_fraction_static"].rel == pytest.approx((140 * 0.08 - 2) / (140 * 0.15 - 2)
+                                                             - 1)
+    assert abs(parts["cuda_graphs"].log) < 1e-9 and abs(parts["interaction"].log) < 1e-9
