@@ -208,6 +208,10 @@ def test_a_handful_of_lag_samples_does_not_flag_the_client() -> None:
     busy = ClientHealth(loop_lag_ms_p99=0.1, cpu_s=0.95, wall_s=1.0, lag_samples=60)
     assert busy.saturated and "CPU" in busy.saturated_why
     assert few.as_dict()["loop_lag_samples"] == 60
+    # a loop too busy to take samples: 9 samples of ~1 s lag span 9 s of the point
+    starved = ClientHealth(loop_lag_ms_p99=1000.0, cpu_s=0.2, wall_s=9.0, lag_samples=9,
+                           lag_covered_s=9.1)
+    assert starved.saturated
 
 
 # -- end to end on the fake server -----------------------------------------------------------
