@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -51,6 +52,11 @@ runpy.run_module("sglang.bench_serving", run_name="__main__", alter_sys=True)
 TOKENIZER = REPO / "data" / "models" / "SmolLM2-135M-Instruct"
 CLIENT_CPU = "1"
 SERVER_CPU = "0"
+
+
+def _pinned(cpus: str, argv: list[str]) -> list[str]:
+    """``argv`` pinned to ``cpus`` with taskset, or as it is where there is no taskset."""
+    return ["taskset", "-c", cpus, *argv] if shutil.which("taskset") else argv
 
 
 def servelab_client(base: str, c: int, n: int, out_len: int, workers: int = 1
@@ -94,7 +100,7 @@ def run_servelab(base: str, c: int, n: int, out_len: int, workers: int = 1,
             f"print('RESULT ' + json.dumps(servelab_client({base!r}, {c}, {n}, {out_len}, "
             f"{workers})))")
     env = {**os.environ, "SERVELAB_EVENT_LOOP": event_loop, "SERVELAB_JSON": json_parser}
-    proc = subprocess.run(["taskset", "-c", cpus, sys.executable, "-c", code], cwd=REPO,
+    proc = subprocess.run(_pinned(cpus, [sys.executable, "-c", code]), cwd=REPO,
                           capture_output=True, text=True, timeout=900, check=False, env=env)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -262,9 +268,10 @@ def scale(workers: list[int], procs: int, seconds: float, repeats: int) -> None:
            "FAKE_SGLANG_STARTUP_S": "0.2",
            "PYTHONPATH": os.pathsep.join([str(FAKE_SGLANG), str(REPO)])}
     log = (OUT / "headroom-scale-server.log").open("w")
-    servers = [subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", SERVER_PATCH,
-                                 "--model-path", "m", "--host", "127.0.0.1", "--port",
-                                 str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    servers = [subprocess.Popen(_pinned(str(cpu), [sys.executable, "-c", SERVER_PATCH,
+                                                   "--model-path", "m", "--host", "127.0.0.1",
+                                                   "--port", str(port)]),
+                                env=env, stdout=log, stderr=subprocess.STDOUT)
                for cpu in server_cpus]
     rows: list[dict[str, Any]] = []
     t_start = time.monotonic()
@@ -307,6 +314,7 @@ def scale(workers: list[int], procs: int, seconds: float, repeats: int) -> None:
                    for k in ("output_throughput", "client_cpu_us_per_chunk",
                              "client_cpu_share", "loop_lag_ms_p99")} for w in workers}
     path = save("headroom-scale.json", {"machine": machine(), "server_procs": procs,
+                                        "pinned": bool(shutil.which("taskset")),
                                         "server_cpus": server_cpus, "client_cpus": client_cpus,
                                         "wall_s": time.monotonic() - t_start,
                                         "summary": summary, "rows": rows})
