@@ -193,8 +193,8 @@ def html_report(sel: Selection) -> str:
     parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
              f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
              f"<h1>{_e(title)}</h1>"]
-    if len(views) > 1:
-        parts.append(f"<p class='note'>Baseline: {_e(labels[sel.baseline])}. Deltas are "
+    if sel.story is not None:  # an experiment's baseline is an arm, a comparison's a run
+        parts.append(f"<p class='note'>Baseline: {_e(sel.story.baseline)}. Changes are "
                      "against it; better/worse follows each metric's direction.</p>")
     parts += [f"<p class='verdict'><b>Verdict:</b> {_e(line)}</p>" for line in
               verdict_lines(sel)]
@@ -212,7 +212,7 @@ def html_report(sel: Selection) -> str:
     parts += [f"<p class='warn'>{_e(n)}</p>" for n in _origin_notes(sel)]
 
     parts.append("<h2>Metrics</h2>")
-    if len(views) > 1:
+    if len(views) > 1 and sel.experiment is None:  # an experiment's are per arm, below
         parts.append(_deltas_html(metric_deltas(views, baseline=sel.baseline,
                                                 names=sel.names)))
     summ = summaries_frame(sel)
