@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -63,13 +64,20 @@ def mean_ci(values: list[float]) -> tuple[float | None, float | None, float | No
     mean = float(np.mean(vals))
     if len(vals) < MIN_TRIALS_FOR_CI:
         return mean, None, None
-    sem = float(sps.sem(vals))
+    sem = float(np.std(vals, ddof=1)) / math.sqrt(len(vals))
     if sem == 0:
         return mean, mean, mean
-    low, high = sps.t.interval(0.95, len(vals) - 1, loc=mean, scale=sem)
+    half = _t975(float(len(vals) - 1)) * sem
+    low, high = mean - half, mean + half
     if min(vals) >= 0:  # a latency or a rate is never negative; nor is its interval
-        low = max(float(low), 0.0)
-    return mean, float(low), float(high)
+        low = max(low, 0.0)
+    return mean, low, high
+
+
+@lru_cache(maxsize=1024)
+def _t975(df: float) -> float:
+    """Student-t 97.5% quantile (scipy's ppf costs ~1 ms a call; a page asks hundreds)."""
+    return float(sps.t.ppf(0.975, df))
 
 
 def relative_diff(arm: list[float], base: list[float]
@@ -98,7 +106,7 @@ def relative_diff(arm: list[float], base: list[float]
     if se == 0:
         return rel, rel, rel
     df = (va + vb) ** 2 / ((va**2) / (len(a) - 1) + (vb**2) / (len(b) - 1))
-    t = float(sps.t.ppf(0.975, df))
+    t = _t975(round(df, 6))
     log_ratio = math.log(ma / mb)
     return rel, math.exp(log_ratio - t * se) - 1, math.exp(log_ratio + t * se) - 1
 
