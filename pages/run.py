@@ -14,7 +14,7 @@ from core.jobs import cancel
 from core.launcher import tail
 from core.metrics import DEFINITION
 from core.run_folder import RunFolder
-from core.runs_view import is_demo_run
+from core.runs_view import cancelled_point, is_demo_run
 from pages._auth import can_launch
 from pages._export import export_buttons
 from pages._services import bootstrap
@@ -128,9 +128,14 @@ if view.points:
     cols = ["completed", "num_requests", "error_rate", "output_throughput", "total_throughput",
             "request_throughput", "median_ttft_ms", "p99_ttft_ms", "median_itl_ms",
             "p99_itl_ms", "median_tpot_ms", "median_e2e_ms", "concurrency", "output_len_ratio"]
-    table = pd.DataFrame([{"point": s["label"], **{c: s["metrics"].get(c) for c in cols},
+    cut = cancelled_point(view.status)  # cut short by a cancel: not server errors
+    table = pd.DataFrame([{"point": s["label"] + (" (cancelled)" if s.get("index") == cut
+                                                  else ""),
+                           **{c: s["metrics"].get(c) for c in cols},
                            "client lag p99 ms": s["client"].get("loop_lag_ms_p99")}
                           for s in view.points])
+    if cut is not None:
+        table.loc[table["point"].str.endswith("(cancelled)"), "error_rate"] = None
     st.dataframe(table, hide_index=True)
     busy = [f"{s['label']}: {s['client'].get('client_saturated_why') or 'event-loop lag'}"
             for s in view.points if s["client"].get("client_saturated")]

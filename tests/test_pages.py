@@ -178,7 +178,7 @@ def states_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for state, results, reason in (
             ("queued", False, None), ("running", False, None),
             ("failed", False, "server exited with code 1 before ready (OOM)"),
-            ("cancelled", True, "cancelled by the user"),
+            ("cancelled", True, "cancelled during point 6"),
             ("interrupted", False, "portal restarted: the run process was gone")):
         _copy_run(data, off, f"20990101-000000-{state[:6]}", state, results, reason)
     # experiments: queued (no run started), running (one done), all failed
@@ -235,6 +235,10 @@ def test_run_page_renders_every_state(states_app: AppTest, state: str) -> None:
     assert "no server launched: )" not in text  # a queued run is not yet launched
     if state == "queued":
         assert "Not launched yet" in text
+    if state == "cancelled":  # the point the cancel cut short is marked, not 100% errors
+        points = next(d.value for d in app.dataframe if "error_rate" in d.value.columns)
+        row = points[points["point"].str.startswith("c=64")].iloc[0]
+        assert row["point"].endswith("(cancelled)") and pd.isna(row["error_rate"])
 
 
 def test_run_page_of_an_imported_run(states_app: AppTest, states_dir: Path) -> None:
