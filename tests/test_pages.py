@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -343,13 +344,23 @@ def test_demo_tells_one_story_on_experiment_compare_and_report(states_app: AppTe
         # runs are named by their arm, never by id alone
         assert not any(m.value.startswith("**2026") for m in page.markdown)
     # the HTML report: same baseline, names and the same regressions
-    from core.export import html_report, select
+    from core.export import html_report, select, table_files
 
     settings = Settings(data_dir=states_dir, sglang_python=sys.executable,
                         transformers_python=sys.executable)
     report = html_report(select(settings, [DEMO_EXP]))
     assert "Baseline: graphs off" in report and "graphs on vs graphs off" in report
     assert "median TTFT at c=64: +43.6%" in report
+    # the tables: the same card, and a plain comparison of the two runs (CLI export) takes
+    # the same baseline by the rule
+    card = pd.read_csv(io.BytesIO(table_files(select(settings, [DEMO_EXP]), "csv")
+                                  ["summary_card.csv"]))
+    row = card[(card["metric"] == "median_ttft_ms") & (card["concurrency"] == 64)].iloc[0]
+    assert row["baseline"] == "graphs off" and row["verdict"] == "worse" and row["change"] > 0
+    pair = select(settings, query["runs"].split(","))
+    assert pair.names[pair.baseline] == "graphs off"
+    tput = pd.read_csv(io.BytesIO(table_files(pair, "csv")["summary_card.csv"]))
+    assert (tput[tput["metric"] == "output_throughput"]["change"] > 0).all()
 
 
 def test_the_private_streamlit_switch_still_exists() -> None:
