@@ -142,6 +142,9 @@ if view.points:
     if busy:
         st.warning("The load generator was saturated during this run, so the client may have "
                    "limited the numbers: " + "; ".join(busy))
+    short = [f"{s['label']}: {w}" for s in view.points for w in s.get("warnings") or ()]
+    if short:  # steady state (docs/METRICS.md): short or mostly-ramp points
+        st.warning("Not steady state: " + "; ".join(short))
     st.subheader("Latency distributions")
     c1, c2 = st.columns(2)
     labels = [s["label"] for s in view.points]
