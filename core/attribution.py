@@ -453,7 +453,7 @@ def verdict_sentence(attr: Attribution, metric: str = "output_throughput",
             f"{_arm_text(design, design.baseline_arm)}; {_ci(total)}): ")
     logs = " ".join(f"{p.log:+.3f}" for p in pieces)
     check = f"On the log scale the parts add up: {logs} = {total.log:+.3f} = " \
-            f"ln(1 {'+' if total.rel >= 0 else '−'} {abs(total.rel) * 100:.1f}%)"
+            f"ln(1 {'+' if total.rel >= 0 else '-'} {abs(total.rel) * 100:.1f}%)"
     raw = attr.measured.get((conc, metric))
     if raw is not None and abs(raw - total.log) > 5e-4:
         check += f"; the arms' raw geometric means differ by {raw:+.3f} (unbalanced runs)"
