@@ -1,4 +1,5 @@
-"""core/ is plain Python: no Streamlit anywhere below it, and no shell=True anywhere."""
+"""core/ is plain Python: no Streamlit anywhere below it, no import cycle, no shell=True
+anywhere; pages/ use only the core modules listed here; the worker only schedules."""
 
 from __future__ import annotations
 
@@ -6,6 +7,16 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+
+# The core modules pages/ and app.py may import (the thin-page rule: read input, call core,
+# render). A page that needs another one is a change to review: add it here on purpose.
+PAGES_MAY_IMPORT = frozenset({
+    "core.access", "core.compare", "core.demo", "core.engines", "core.errors",
+    "core.executors", "core.experiments", "core.export", "core.figures", "core.forms",
+    "core.host", "core.importers", "core.jobs", "core.launcher", "core.metrics",
+    "core.presets", "core.run_folder", "core.settings", "core.stats", "core.store",
+    "core.runs_view", "core.summary", "core.transfer",
+})
 
 
 def _imports(path: Path) -> set[str]:
@@ -18,9 +29,96 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+CORE = {_module_name(p): p for p in (REPO / "core").rglob("*.py")}
+
+
+def _core_targets(path: Path) -> set[str]:
+    """The core modules ``path`` imports, anywhere in it (a function-level import is a
+    dependency too): ``from core.a import b`` is ``core.a.b`` when that is a module."""
+
+    def owner(name: str) -> str | None:
+        while name and name not in CORE:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {m for a in node.names if (m := owner(a.name))}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                if (m := full if full in CORE else owner(node.module)) is not None:
+                    out.add(m)
+    return out
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle as ``[a, b, ..., a]``, or [] when there is none."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(m: str) -> list[str]:
+        state[m] = 1
+        path.append(m)
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                return [*path[path.index(n):], n]
+            if n not in state and (found := visit(n)):
+                return found
+        path.pop()
+        state[m] = 2
+        return []
+
+    for m in sorted(graph):
+        if m not in state and (found := visit(m)):
+            return found
+    return []
+
+
 def test_core_never_imports_streamlit() -> None:
     offenders = [p for p in (REPO / "core").rglob("*.py") if "streamlit" in _imports(p)]
     assert offenders == []
+
+
+def test_core_has_no_import_cycle() -> None:
+    graph = {m: _core_targets(p) - {m} for m, p in CORE.items()}
+    assert graph["core.jobs"] >= {"core.executors.registry"}  # the graph sees real edges
+    assert _cycle(graph) == [], " -> ".join(_cycle(graph))
+
+
+def test_cycle_finder_finds_a_cycle() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) == []
+
+
+def test_pages_import_only_the_allowed_core_modules() -> None:
+    used: dict[str, set[str]] = {}
+    for p in [*(REPO / "pages").rglob("*.py"), REPO / "app.py"]:
+        for m in _core_targets(p):
+            used.setdefault(m, set()).add(p.name)
+    extra = {m: sorted(files) for m, files in used.items() if m not in PAGES_MAY_IMPORT}
+    assert extra == {}, "pages import core modules not in PAGES_MAY_IMPORT"
+    # Tight: an entry no page uses any more goes.
+    assert sorted(PAGES_MAY_IMPORT - set(used)) == []
+
+
+def test_the_worker_only_schedules_and_dispatches() -> None:
+    """core/jobs.py starts no process and knows no executor by name: processes are the
+    executors' (core/executors), which the worker reaches through the registry."""
+    tree = ast.parse((REPO / "core" / "jobs.py").read_text())
+    assert not {"subprocess", "psutil", "signal", "ray"} & _imports(REPO / "core" / "jobs.py")
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    attrs = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    assert not {"Popen", "kill", "killpg", "send_signal"} & (names | attrs)
+    strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
+               and isinstance(n.value, str)}
+    assert not {"ray", "local"} & strings
 
 
 def test_no_shell_true_outside_tests() -> None:

@@ -4,21 +4,46 @@ No Ray needed: the worker is off, and the Ray run folder is written as a finishe
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
+from typing import get_args
 
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from core.config import RunSpec, ServerConfig
-from core.executors import executor_summary, node_line, run_nodes, with_executor
+from core.config import Placement, RunSpec, ServerConfig
+from core.errors import ConfigError
+from core.executors import (
+    EXECUTORS,
+    executor_for,
+    executor_summary,
+    node_line,
+    run_nodes,
+    with_executor,
+)
+from core.executors.registry import executor_class
+from core.jobs import Worker
 from core.pipeline import prepare_run
 from core.run_folder import utc_now
 from core.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def test_an_unknown_executor_is_an_error_at_start_up(settings: Settings) -> None:
+    bad = dataclasses.replace(settings, executor="slurm")
+    with pytest.raises(ConfigError) as err:
+        Worker(bad)
+    assert err.value.field == "SERVELAB_EXECUTOR"
+    assert "'slurm'" in err.value.message and "local, ray" in err.value.message
+    with pytest.raises(ConfigError, match="SERVELAB_EXECUTOR"):
+        executor_for(RunSpec(), bad)
+    # Every name a spec may carry has an executor, and only those.
+    assert get_args(get_args(Placement.model_fields["executor"].annotation)[0]) == EXECUTORS
+    assert [executor_class(n).name for n in EXECUTORS] == list(EXECUTORS)
 
 
 def test_executor_helpers(settings: Settings) -> None:

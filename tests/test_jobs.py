@@ -19,7 +19,8 @@ import psutil
 import pytest
 
 from core.config import BenchmarkPlan, Point, ProbeSpec, RunSpec, ServerConfig
-from core.jobs import Worker, cancel, gpu_set, plan_launches, recover_runs, submit
+from core.executors.local import gpu_set, plan_launches
+from core.jobs import Worker, cancel, recover_runs, submit
 from core.pipeline import prepare_run
 from core.run_folder import FINAL_STATES, RunFolder, utc_now
 from core.settings import Settings

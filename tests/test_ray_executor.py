@@ -1,4 +1,4 @@
-"""The Ray executor (core/executors/ray_cluster.py) on a real local Ray head.
+"""The Ray executor (core/executors/ray.py, ray_node.py) on a real local Ray head.
 
 The head is started once for this module with ``ray start --head`` (loopback, 2 declared
 GPUs this machine does not have: Ray still hands out GPU ids and sets
@@ -28,8 +28,11 @@ import pytest
 
 from core.config import BenchmarkPlan, Placement, Point, RunSpec, ServerConfig
 from core.executors import executor_for, node_of
-from core.executors.ray_cluster import num_gpus_for
+from core.executors.ray import num_gpus_for
+from core.executors.ray_node import guard_argv
 from core.jobs import Worker, cancel, recover_runs, submit
+from core.launcher import run_processes
+from core.pipeline import prepare_run
 from core.run_folder import FINAL_STATES, RunFolder
 from core.settings import Settings
 from core.store import Catalog
@@ -79,8 +82,10 @@ def _ray_processes(temp_dir: str, port: int) -> list[psutil.Process]:
     return list(found.values())
 
 
-@pytest.fixture(scope="module")
-def ray_head() -> Iterator[str]:
+@contextlib.contextmanager
+def _head() -> Iterator[tuple[str, str, int]]:
+    """A Ray head of its own (address, temp dir, port); every process it started is
+    killed by pid at the end."""
     temp_dir = tempfile.mkdtemp(prefix="srt", dir="/tmp")  # short: Ray's socket paths
     port = _free_port()
     argv = [str(RAY_BIN), "start", "--head", "--node-ip-address", "127.0.0.1",
@@ -96,7 +101,7 @@ def ray_head() -> Iterator[str]:
     try:
         subprocess.run(argv, check=True, timeout=180, stdout=subprocess.DEVNULL,
                        stderr=subprocess.PIPE, env=env)
-        yield f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{port}", temp_dir, port
     finally:
         procs = _ray_processes(temp_dir, port)
         for p in procs:
@@ -104,6 +109,12 @@ def ray_head() -> Iterator[str]:
                 p.kill()
         psutil.wait_procs(procs, timeout=10)
         shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def ray_head() -> Iterator[str]:
+    with _head() as (address, _temp_dir, _port):
+        yield address
 
 
 class RayHarness:
@@ -292,8 +303,8 @@ def test_core_imports_ray_lazily() -> None:
             names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
                      [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             assert not any(n == "ray" or n.startswith("ray.") for n in names), path
-    code = ("import sys, core.cli, core.jobs, core.executors, core.executors.ray_cluster; "
-            "sys.exit('ray' in sys.modules)")
+    code = ("import sys, core.cli, core.jobs, core.executors, core.executors.ray, "
+            "core.executors.ray_node; sys.exit('ray' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], cwd=repo, timeout=120).returncode == 0
 
 
@@ -503,3 +514,82 @@ def test_a_run_that_ended_while_nobody_watched_is_fetched_from_its_node(
     assert "its folder was fetched from its node after" in st["ray_note"]
     assert (rh.folder(rid).path / "points" / "000" / "records.parquet").is_file()
     assert not scratch.exists()
+
+
+def test_tearing_the_head_down_mid_run_ends_the_run_process_and_its_server(
+        settings: Settings, fake_sglang: Path, tiny_tokenizer_dir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The leak once seen after a failed test: the cluster goes away under a running
+    tp-2 run (its head's processes SIGKILLed, the actor's worker left to notice). The
+    node side must not leave the run process or its server behind."""
+    monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "500")
+    monkeypatch.setenv("FAKE_SGLANG_ITL_MS", "500")
+    with _head() as (address, temp_dir, port):
+        s = dataclasses.replace(settings, ray_address=address,
+                                ray_forward_env=("FAKE_SGLANG_TTFT_MS", "FAKE_SGLANG_ITL_MS"))
+        harness = RayHarness(s, tiny_tokenizer_dir)
+        try:
+            harness.worker()
+            (rid,) = submit(s, [harness.spec(prompts=50, tp=2)])
+            wait_for(lambda: harness.status(rid).get("phase") == "point 0", 180,
+                     "the run's benchmark")
+            st = harness.status(rid)
+            run_pid, worker_pid = st["remote_pid"], st["ray_worker_pid"]
+            node_side = [psutil.Process(run_pid), *psutil.Process(run_pid).children(True)]
+            assert run_processes(rid)  # the server, marked with the run id
+            head = [p for p in _ray_processes(temp_dir, port)
+                    if p.pid != worker_pid and p not in node_side]
+            for p in head:
+                with contextlib.suppress(psutil.Error):
+                    p.kill()
+            psutil.wait_procs(head, timeout=10)
+            wait_for(lambda: all(gone(p.pid) for p in node_side) and not run_processes(rid),
+                     120, "the run process and its server to end with the cluster")
+        finally:
+            harness.close()
+
+
+# The actor's place taken by a plain process that is SIGKILLed: no parent-death signal
+# reaches the guard from it, only the change of its parent.
+_PARENT = ("import os, subprocess, sys, time; "
+           "p = subprocess.Popen([a.replace('PARENT', str(os.getpid())) for a in sys.argv[1:]]);"
+           " time.sleep(600)")
+
+
+@pytest.mark.parametrize(("grace_s", "states"), [
+    (45.0, ("cancelled",)),  # the run stops its server and records its end itself
+    (0.0, ("running", "cancelled")),  # killed at once, with its server: nothing left behind
+])
+def test_the_guard_ends_the_run_and_its_server_when_its_actor_dies(
+        settings: Settings, fake_sglang: Path, tiny_tokenizer_dir: Path,
+        monkeypatch: pytest.MonkeyPatch, grace_s: float, states: tuple[str, ...]) -> None:
+    monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "500")
+    monkeypatch.setenv("FAKE_SGLANG_ITL_MS", "500")
+    monkeypatch.setenv("SERVELAB_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("SERVELAB_SGLANG_PYTHON", sys.executable)
+    spec = RayHarness(settings, tiny_tokenizer_dir).spec(prompts=50, tp=2)
+    folder = prepare_run(spec.model_copy(update={"placement": Placement()}), settings)
+    rid = folder.run_id
+    argv = guard_argv(rid, 0, grace_s)
+    argv[argv.index("0")] = "PARENT"
+    repo = Path(__file__).resolve().parent.parent
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT, *argv], cwd=repo)
+    try:
+        wait_for(lambda: folder.status().get("phase") == "point 0", 180, "the run's benchmark")
+        st = folder.status()
+        run_pid, server_pid = st["pid"], st["server_pid"]
+        guard_pid = psutil.Process(run_pid).ppid()
+        assert psutil.Process(guard_pid).ppid() == parent.pid
+        assert run_processes(rid)  # the server
+        parent.kill()
+        parent.wait(10)
+        wait_for(lambda: gone(run_pid) and gone(server_pid) and gone(guard_pid)
+                 and not run_processes(rid), 120, "the run, its server and its guard to end")
+        assert folder.status()["state"] in states, folder.status()
+    finally:
+        with contextlib.suppress(OSError):
+            parent.kill()
+        parent.wait(10)
+        for p in run_processes(rid):
+            with contextlib.suppress(psutil.Error):
+                p.kill()

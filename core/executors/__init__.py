@@ -1,19 +1,22 @@
 """Executors: where a queued run is executed.
 
-* **local** (the default): the portal's ``core.jobs.Worker`` starts
-  ``python -m core run --run-id ID`` as its own OS process on this host, one run per GPU
-  set at a time (``core.jobs.gpu_set`` / ``plan_launches``).
-* **ray**: ``core.executors.ray_cluster.RayDispatcher`` (driven by the same Worker thread)
-  hands the run to an existing Ray cluster. Each run becomes one Ray actor that asks for
-  ``num_gpus`` = the run's tensor-parallel size (plus an optional accelerator type); Ray's
-  resource accounting replaces the GPU-set lock. The actor runs the very same
-  ``python -m core run --run-id ID`` in a scratch folder on its node, reports status.json
-  snapshots while it runs, and returns the finished folder as a tar that is unpacked into
-  ``data/runs/<run_id>/`` here and indexed like any other run.
+* **local** (the default, ``local.py``): ``python -m core run --run-id ID`` as its own OS
+  process on this host, one run per GPU set at a time (``gpu_set`` / ``plan_launches``).
+* **ray** (``ray.py``, portal side; ``ray_node.py``, what runs on a Ray node): the run goes
+  to an existing Ray cluster as one Ray actor that asks for ``num_gpus`` = the run's
+  tensor-parallel size (plus an optional accelerator type); Ray's resource accounting
+  replaces the GPU-set lock. The actor runs the very same run process in a scratch folder
+  on its node, reports status.json snapshots while it runs, and returns the finished folder
+  as a tar that is unpacked into ``data/runs/<run_id>/`` here and indexed like any other.
 
-Which one: the run's ``spec.placement.executor`` when set (the Launch form, ``--executor``),
-else ``SERVELAB_EXECUTOR``. Ray is imported only by ``ray_cluster`` and only when a Ray run
-is dispatched, so nothing else needs it installed.
+``base.py`` holds what they share (the ``Executor`` protocol the worker in ``core.jobs``
+drives, the run process's argv and ``SERVELAB_*`` environment, how a run that stopped
+without recording its end is closed); ``registry.py`` maps a name to its class. Which one
+runs a run: its ``spec.placement.executor`` when set (the Launch form, ``--executor``),
+else ``SERVELAB_EXECUTOR``. Ray is imported only by ``ray.py`` and ``ray_node.py`` and only
+when a Ray run is dispatched, so nothing else needs it installed.
+
+This module: the helpers the pages and the CLI use to choose and show where runs go.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.config import RunSpec
 from core.errors import ConfigError
+from core.executors.base import EXECUTORS, check_executor
 from core.run_folder import read_json, utc_now, write_json_atomic
 from core.settings import Settings
 
@@ -45,14 +49,14 @@ __all__ = [
     "with_executor",
 ]
 
-EXECUTORS = ("local", "ray")
 # status.json / facts.json keys a Ray run records about where it ran.
 placement_fields = ("executor", "node_ip", "node_id", "node_name", "gpu_ids")
 
 
 def executor_for(spec: RunSpec, settings: Settings) -> str:
-    """The executor that runs ``spec``: its own choice, else the host's setting."""
-    return spec.placement.executor or settings.executor
+    """The executor that runs ``spec``: its own choice, else the host's setting (a
+    ConfigError naming SERVELAB_EXECUTOR when that names no executor)."""
+    return spec.placement.executor or check_executor(settings.executor)
 
 
 def ray_available() -> str:
@@ -79,7 +83,7 @@ def node_of(run_dir: Path) -> dict[str, Any]:
 def with_executor(spec: RunSpec, executor: str | None) -> RunSpec:
     """``spec`` placed on ``executor`` (None leaves the choice to SERVELAB_EXECUTOR)."""
     if executor not in (None, *EXECUTORS):
-        raise ValueError(f"unknown executor {executor!r}; use local or ray")
+        raise ValueError(f"unknown executor {executor!r}; use {' or '.join(EXECUTORS)}")
     return spec.model_copy(update={"placement": spec.placement.model_copy(
         update={"executor": executor})})
 
