@@ -11,8 +11,9 @@ REPO = Path(__file__).resolve().parent.parent
 # The core modules pages/ and app.py may import (the thin-page rule: read input, call core,
 # render). A page that needs another one is a change to review: add it here on purpose.
 PAGES_MAY_IMPORT = frozenset({
-    "core.access", "core.compare", "core.demo", "core.engines", "core.errors",
-    "core.executors", "core.experiments", "core.export", "core.figures", "core.forms",
+    "core.access", "core.attribution", "core.compare", "core.demo", "core.engines", "core.errors",
+    "core.executors", "core.experiments", "core.explain", "core.export", "core.figures",
+    "core.figures_attribution", "core.forms", "core.forms_grid",
     "core.host", "core.importers", "core.jobs", "core.launcher", "core.metrics",
     "core.presets", "core.run_folder", "core.settings", "core.stats", "core.store",
     "core.runs_view", "core.summary", "core.transfer",
