@@ -76,7 +76,8 @@ _KV_ALLOC_RE = re.compile(r"KV Cache is allocated\.")
 # SGLANG_ENABLE_POST_CAPTURE_KV_SIZING=1: the earlier `KV Cache VA upper bound` is no pool.
 _POST_KV_RE = re.compile(r"Post-capture KV sizing: KV cache allocated\.")
 _MEM_POOL_END_RE = re.compile(r"\bMemory pool end\b")
-_CAPTURE_BEGIN_RE = re.compile(r"\bCapture\b[\w ]{0,40}? graph begin\b", re.IGNORECASE)
+_CAPTURE_BEGIN_RE = re.compile(r"\bCapture\b(?P<what>[\w ]{0,40}?) graph begin\b",
+                               re.IGNORECASE)
 _CAPTURE_END_RE = re.compile(r"\bCapture\b(?P<what>[\w ]{0,40}?) graph end\b", re.IGNORECASE)
 _CAPTURE_FAILED_RE = re.compile(r"\bCapture\b[\w ]{0,40}? graph failed\b", re.IGNORECASE)
 _CAPTURE_BS_OLD_RE = re.compile(r"\bCapture cuda graph bs (?P<bs>\[[^\]]{0,20000}\])",
@@ -149,6 +150,8 @@ class _Scan:
     post_kv: dict[str, str] = field(default_factory=dict)
     pool_end: dict[str, str] = field(default_factory=dict)
     capture_ends: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    # 0.5.17 states the batch sizes on the begin line only (its end line has none).
+    capture_begins: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     bs_old: dict[str, str] = field(default_factory=dict)
     final: dict[str, str] = field(default_factory=dict)
     capture_attempted: bool = False
@@ -266,8 +269,10 @@ def _scan(records: list[_Record]) -> _Scan:
         elif m := _CAPTURE_BS_OLD_RE.search(msg):
             scan.capture_attempted = True
             scan.bs_old.setdefault(rank, m["bs"])
-        elif (_CAPTURE_BEGIN_RE.search(msg) or _CAPTURE_FAILED_RE.search(msg)
-              or _CAPTURING_TQDM_RE.search(msg)):
+        elif m := _CAPTURE_BEGIN_RE.search(msg):
+            scan.capture_attempted = True
+            scan.capture_begins.setdefault(rank, []).append((m["what"], msg))
+        elif _CAPTURE_FAILED_RE.search(msg) or _CAPTURING_TQDM_RE.search(msg):
             scan.capture_attempted = True
         elif _FINAL_RE.search(msg):
             scan.final.setdefault(rank, msg)
@@ -352,12 +357,13 @@ def _int_list(text: str) -> list[int] | None:
 
 
 def _batch_sizes(scan: _Scan) -> list[int] | None:
-    """The decode batch sizes actually captured: 0.5.23's target decode (or verify) end line,
-    else the older separate ``Capture cuda graph bs [...]`` line."""
+    """The decode batch sizes actually captured: 0.5.23's target decode (or verify) end line;
+    0.5.17's begin line of a phase whose end line follows (the end says none, and without an
+    end the capture failed); else the older separate ``Capture cuda graph bs [...]`` line."""
 
-    def from_ends(phase: str) -> Callable[[list[tuple[str, str]]], str | None]:
-        def get(ends: list[tuple[str, str]]) -> str | None:
-            for what, msg in ends:
+    def in_lines(phase: str) -> Callable[[list[tuple[str, str]]], str | None]:
+        def get(lines: list[tuple[str, str]]) -> str | None:
+            for what, msg in lines:
                 rp = _ROLE_PHASE_RE.match(what + " ")
                 if rp and rp["role"] == "target" and rp["phase"] == phase:
                     bs = _BS_LIST_RE.search(msg)
@@ -365,9 +371,16 @@ def _batch_sizes(scan: _Scan) -> list[int] | None:
             return None
         return get
 
-    for getter in (from_ends("decode"), from_ends("verify")):
+    for phase in ("decode", "verify"):
         found = {r: _int_list(v) for r, e in scan.capture_ends.items()
-                 if (v := getter(e)) is not None}
+                 if (v := in_lines(phase)(e)) is not None}
+        if (sizes := _pick(found)) is not None:
+            return sizes
+        ended = {r for r, e in scan.capture_ends.items()
+                 if any((rp := _ROLE_PHASE_RE.match(w + " ")) and rp["role"] == "target"
+                        and rp["phase"] == phase for w, _ in e)}
+        found = {r: _int_list(v) for r, b in scan.capture_begins.items()
+                 if r in ended and (v := in_lines(phase)(b)) is not None}
         if (sizes := _pick(found)) is not None:
             return sizes
     return _pick({r: _int_list(v) for r, v in scan.bs_old.items()})

@@ -265,6 +265,28 @@ def test_detect_with_fake_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 
 @pytest.mark.usefixtures("empty_options_cache")
+def test_option_list_is_kept_on_disk_between_run_processes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each run is its own process: a fresh adapter (no in-memory cache) must not import
+    # SGLang again for `--help` (tens of seconds on a GPU host) when the version is the same.
+    pkg = _fake_sglang(tmp_path / "site", "0.5.17", OPTIONS_0523)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
+    cache = tmp_path / "cache"
+    first = SGLangAdapter(sys.executable, cache).detect()
+    monkeypatch.setattr(sglang_engine, "_options_cache", {})  # as in a new process
+    second = SGLangAdapter(sys.executable, cache).detect()
+    assert first.options == second.options == OPTIONS_0523
+    assert (pkg / "help_calls.txt").read_text() == "x"
+    # Another version is another option list: --help runs again.
+    (tmp_path / "site" / "sglang-0.5.17.dist-info").rename(
+        tmp_path / "site" / "sglang-0.5.23.dist-info")
+    ((tmp_path / "site" / "sglang-0.5.23.dist-info") / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.23\n")
+    assert SGLangAdapter(sys.executable, cache).detect().version == "0.5.23"
+    assert (pkg / "help_calls.txt").read_text() == "xx"
+
+
+@pytest.mark.usefixtures("empty_options_cache")
 def test_detect_when_help_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pkg = _fake_sglang(tmp_path, "0.5.23", OPTIONS_0523)
     (pkg / "launch_server.py").write_text("import sys\nsys.exit('no CUDA here')\n")
@@ -385,6 +407,47 @@ def test_collect_facts_from_server_info(info_server: str) -> None:
     assert facts["facts_source"] == "server_info+log"
     assert set(SERVER_INFO_FACT_KEYS) <= facts.keys()
     assert set(LOG_FACT_KEYS) <= facts.keys()
+
+
+REAL = Path(__file__).parent / "fixtures"
+
+
+@pytest.mark.parametrize(("name", "graphs"), [
+    ("30-v0517-smollm2-135m-h200-graphs-on", True),
+    ("31-v0517-smollm2-135m-h200-graphs-off", False),
+])
+def test_collect_facts_from_real_v0517(name: str, graphs: bool) -> None:
+    """The /server_info body and start-up log of a real SGLang 0.5.17 on the H200: its
+    internal_states lack decode_cuda_graph_bs; the sizes are in cuda_graph_config only."""
+    body = json.loads((REAL / "sglang-server-info" / f"{name}.json").read_text())
+    log = (REAL / "sglang-logs" / f"{name}.log").read_text()
+    assert body["internal_states"][0].get("decode_cuda_graph_bs") is None
+    gen = _serve({"/server_info": body})
+    url = next(gen)
+    try:
+        facts = SGLangAdapter(PY).collect_facts(url, log)
+    finally:
+        gen.close()
+    by_key = facts["facts_source_by_key"]
+    assert facts["engine_version"] == "0.5.17"
+    assert facts["kv_cache_tokens"] == 5498295 and by_key["kv_cache_tokens"] == "server_info"
+    assert facts["weight_mem_gb"] == pytest.approx(0.266)
+    assert facts["kv_cache_gb"] == pytest.approx(117.981)
+    assert facts["mem_fraction_static"] == pytest.approx(0.85)
+    assert facts["avail_mem_gb_after_load"] == pytest.approx(138.86)
+    assert facts["cuda_graph_enabled"] is graphs
+    assert by_key["cuda_graph_enabled"] == "server_info"
+    if graphs:
+        assert facts["cuda_graph_batch_sizes"] == [1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64]
+        assert by_key["cuda_graph_batch_sizes"] == "server_info"
+        assert facts["graph_mem_gb"] == pytest.approx(0.346 + 0.062)
+        assert facts["available_gpu_mem_gb"] == pytest.approx(19.934)
+        assert facts["avail_mem_gb_after_graph"] == pytest.approx(19.93)
+        assert facts["cuda_graph_capture_s"] == pytest.approx(5.709 + 2.094, abs=0.01)
+    else:
+        assert facts["cuda_graph_batch_sizes"] is None
+        assert facts["graph_mem_gb"] == 0.0
+        assert facts["avail_mem_gb_after_graph"] is None
 
 
 def test_collect_facts_old_endpoint(old_info_server: str) -> None:

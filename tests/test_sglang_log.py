@@ -125,6 +125,34 @@ def test_v0523_single_gpu() -> None:
     assert facts["attention_backend"] == "fa3"
 
 
+def test_real_v0517_extras() -> None:
+    """The real 0.5.17 start-up logs from the H200 (fixtures 30/31): memory by weights, KV
+    pool and graphs, capture time and the resolved arguments."""
+    on = _parse((FIXTURES / "30-v0517-smollm2-135m-h200-graphs-on.log").read_text())
+    assert on["kv_cache_gb"] == pytest.approx(2 * 58.99)
+    assert on["avail_mem_gb_after_kv_pool"] == pytest.approx(20.68)
+    assert on["graph_mem_gb"] == pytest.approx(0.35 + 0.06)  # prefill + decode capture
+    assert on["cuda_graph_capture_s"] == pytest.approx(5.71 + 2.09)
+    assert on["available_gpu_mem_gb_final"] == pytest.approx(19.93)
+    assert on["mem_fraction_static"] == pytest.approx(0.85)
+    assert on["attention_backend"] == "triton"
+    assert on["context_len"] == 8192
+    off = _parse((FIXTURES / "31-v0517-smollm2-135m-h200-graphs-off.log").read_text())
+    assert off["graph_mem_gb"] is None and off["cuda_graph_capture_s"] is None
+    assert off["available_gpu_mem_gb_final"] == pytest.approx(20.34)
+
+
+def test_v0517_batch_sizes_need_the_end_line() -> None:
+    # 0.5.17 names the sizes when capture begins; only a finished capture captured them.
+    begin = ("[2026-11-30 23:53:58] Capture target decode CUDA graph begin. backend=full, "
+             "num_tokens_per_req=1, bs=[1, 2, 4, 8], avail mem=20.00 GB\n")
+    end = ("[2026-11-30 23:54:00] Capture target decode CUDA graph end. elapsed=2.09 s, "
+           "mem usage=0.06 GB, avail mem=19.93 GB.\n")
+    assert _parse(begin + end)["cuda_graph_batch_sizes"] == [1, 2, 4, 8]
+    assert _parse(begin)["cuda_graph_batch_sizes"] is None
+    assert _parse(begin.replace("decode", "prefill") + end)["cuda_graph_batch_sizes"] is None
+
+
 def test_abbreviated_batch_list_is_not_guessed() -> None:
     text = ("[2026-03-01 10:00:52] Capture target decode CUDA graph end. "
             "bs=[1, 2, 4, ..., 256], elapsed=11.90 s, mem usage=1.12 GB, avail mem=18.93 GB.\n")

@@ -29,6 +29,11 @@ unpack() {  # PART_DIR: every *.tar.xz (or its .partNN pieces) into $G/site or $
     mkdir -p "$dest"
     if [[ $f == *.part00 ]]; then cat "${f%00}"*; else cat "$f"; fi | xz -dc -T0 | tar -C "$dest" -xf -
   done
+  # Wheels that are already compressed travel as they are (duckdb: 24 MB).
+  if compgen -G "$1/*.whl" > /dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+      --target $G/extra "$1"/*.whl
+  fi
   if [[ -d $1/model-src && ! -d $model ]]; then
     python3 bench/gpu_make_model.py "$1/model-src" "$model"
   fi
@@ -84,6 +89,11 @@ wait_for() {  # SECONDS: until the experiment's console says it is done, or time
   while (( SECONDS < end )); do
     if grep -q "^ALL DONE" $G/experiment.log 2>/dev/null; then break; fi
     pgrep -f "bash $G/all.sh" > /dev/null || { echo "experiment script gone"; break; }
+    # A run that failed before any succeeded: return at once, so the log can be read.
+    if grep -lqs '"state": "failed"' $G/data/runs/*/status.json \
+       && ! grep -lqs '"state": "succeeded"' $G/data/runs/*/status.json; then
+      echo "a run failed and none succeeded yet"; break
+    fi
     sleep 10
   done
   tr '\r' '\n' < $G/experiment.log | tail -3

@@ -4,7 +4,7 @@
 # x86-64), install them with --target, trim what a Llama server never imports, and pack
 # xz parts of at most 60 MiB that travel to the device one call each (a call carries 64 MiB).
 #
-#   bash bench/gpu/prepare.sh            # -> .gpu/part1 (SGLang), .gpu/part2 (duckdb + model files)
+#   bash bench/gpu/prepare.sh   # -> .gpu/part1 (SGLang, xz), .gpu/part2 (duckdb wheel + model files)
 #
 # Everything lands under .gpu/ (git-ignored); only this script and the lists are in git.
 set -euo pipefail
@@ -59,13 +59,17 @@ rm -rf "$root/site/sgl_kernel/flash_ops.abi3.so" "$root/site/sgl_kernel/sm100" \
        "$root/site/sgl_kernel/infllm_ops"* "$root/site/sgl_kernel/flashmla_ops.abi3.so" \
        "$root/site/xgrammar/lib/libxgrammar.a"
 echo "site: $(du -sm "$root/site" | cut -f1) MiB unpacked"
-fetch_and_install bench/gpu/wheels-servelab.txt "$root/extra"
+python3 -m pip download -q "${target_opts[@]}" -d "$root/wheels" $(pins bench/gpu/wheels-servelab.txt)
 
 pack "$root/site" "$root/part1" sglang
-pack "$root/extra" "$root/part2" servelab-extra
-mkdir -p "$root/part2/model-src"
+# duckdb's wheel is already compressed (24 MB): it travels as a wheel, beside the model files.
+rm -rf "$root/part2" && mkdir -p "$root/part2/model-src"
+mapfile -t extra < <(pins bench/gpu/wheels-servelab.txt)
+for pin in "${extra[@]}"; do
+  cp "$root/wheels/$(echo "${pin%%==*}" | tr '-' '_')-${pin#*==}-"*.whl "$root/part2/"
+done
 for f in config.json generation_config.json tokenizer.json tokenizer_config.json \
          chat_template.jinja special_tokens_map.json; do
-  [[ -f "$model_src/$f" ]] && cp "$model_src/$f" "$root/part2/model-src/"
+  if [[ -f "$model_src/$f" ]]; then cp "$model_src/$f" "$root/part2/model-src/"; fi
 done
 du -sm "$root"/part*

@@ -2,9 +2,11 @@
 
 SGLang usually lives in its own virtual environment, so everything here talks to it
 through that environment's Python (``Settings.sglang_python``) in a subprocess; nothing
-imports ``sglang``. Flags differ between versions (0.5.23 split the CUDA graph flags per
-phase and made ``--cuda-graph-max-bs`` an ambiguous prefix, exit code 2), so the argv is
-decided by the installed version's own ``--help`` whenever it could be read.
+imports ``sglang``. Flags differ between versions (0.5.17, run for real on the H200, has the
+per-phase CUDA graph flags and keeps ``--cuda-graph-max-bs``/``--disable-cuda-graph`` as
+deprecated aliases; 0.5.23 dropped the aliases, so ``--cuda-graph-max-bs`` is an ambiguous
+prefix there, exit code 2), so the argv is decided by the installed version's own ``--help``
+whenever it could be read (per-phase flags whenever it lists them).
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ from __future__ import annotations
 import re
 import subprocess
 import threading
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from core.config import ServerConfig
+from core.engines import detect_cache
 from core.engines.base import EngineInfo, LaunchPlan
 from core.errors import ConfigError, EngineUnavailable
 from core.sglang_log import FAILURE_REASONS, LOG_FACT_KEYS, parse_sglang_log
@@ -193,12 +197,30 @@ def _graph_enabled(info: dict[str, Any], state: dict[str, Any]) -> bool | None:
     if info.get("disable_cuda_graph") is True:
         return False
     phases = _dict(info.get("cuda_graph_config"))
-    if phases and all(_dict(phases.get(p)).get("backend") == "disabled"
-                      for p in ("decode", "prefill")):
+    backends = [_dict(phases.get(p)).get("backend") for p in ("decode", "prefill")]
+    if phases and all(b == "disabled" for b in backends):
         return False
     if isinstance(bs, list):
         return False  # the reference: `[]` when disabled
+    # 0.5.17's internal_states lack decode_cuda_graph_bs; a ready server with a phase whose
+    # backend is not "disabled" has captured that phase.
+    if any(isinstance(b, str) and b != "disabled" for b in backends):
+        return True
     return None
+
+
+def _decode_batch_sizes(info: dict[str, Any], state: dict[str, Any]) -> list[int] | None:
+    """The decode batch sizes captured: internal_states' list (0.5.23), else the resolved
+    ``cuda_graph_config.decode.bs`` when decode graphs are on (0.5.17 states only that)."""
+    bs = state.get("decode_cuda_graph_bs")
+    if not isinstance(bs, list):
+        decode = _dict(_dict(info.get("cuda_graph_config")).get("decode"))
+        if decode.get("backend") in (None, "disabled") or info.get("disable_cuda_graph"):
+            return None
+        bs = decode.get("bs")
+    if not isinstance(bs, list):
+        return None
+    return [int(b) for b in bs if _int(b) is not None]
 
 
 def _server_info_facts(info: dict[str, Any]) -> dict[str, Any]:
@@ -210,7 +232,6 @@ def _server_info_facts(info: dict[str, Any]) -> dict[str, Any]:
     graph_gb = [v for v in _dict(graph).values() if _num(v) is not None]
     startup = _dict(info.get("startup_time")) or _dict(state.get("startup_time"))
     capture = [v for v in _dict(startup.get("cuda_graph")).values() if _num(v) is not None]
-    bs = state.get("decode_cuda_graph_bs")
     version = info.get("version")
     command = info.get("launch_command")
     backend = info.get("attention_backend", state.get("attention_backend"))
@@ -223,8 +244,7 @@ def _server_info_facts(info: dict[str, Any]) -> dict[str, Any]:
         "kv_cache_gb": _num(usage.get("kvcache")),
         "graph_mem_gb": round(sum(graph_gb), 3) if graph_gb else _num(graph),
         "available_gpu_mem_gb": _num(usage.get("startup_available")),
-        "cuda_graph_batch_sizes": [int(b) for b in bs if _int(b) is not None]
-        if isinstance(bs, list) else None,
+        "cuda_graph_batch_sizes": _decode_batch_sizes(info, state),
         "cuda_graph_enabled": _graph_enabled(info, state),
         "mem_fraction_static": _num(info.get("mem_fraction_static",
                                              state.get("mem_fraction_static"))),
@@ -263,8 +283,22 @@ class SGLangAdapter:
 
     name = "sglang"
 
-    def __init__(self, python: str) -> None:
+    def __init__(self, python: str, cache_dir: Path | None = None) -> None:
         self.python = python
+        # Where the option list of a (python, version) is kept between run processes
+        # (core/engines/detect_cache.py): each run is its own process, and `--help`
+        # imports torch and SGLang, tens of seconds.
+        self.cache_dir = cache_dir
+
+    def _options(self, version: str) -> tuple[frozenset[str], str]:
+        key = {"python": detect_cache.interpreter(self.python), "sglang": version}
+        cached = detect_cache.load(self.cache_dir, "sglang", key)
+        if cached is not None and isinstance(cached.get("options"), list):
+            return frozenset(str(f) for f in cached["options"]), ""
+        options, problem = _read_options(self.python, version)
+        if options:
+            detect_cache.store(self.cache_dir, "sglang", key, {"options": sorted(options)})
+        return options, problem
 
     def detect(self) -> EngineInfo:
         try:
@@ -280,7 +314,7 @@ class SGLangAdapter:
             return EngineInfo(self.name, installed=False,
                               reason=f"SGLang is not installed for {self.python} ({last})")
         version = lines[-1].strip()
-        options, problem = _read_options(self.python, version)
+        options, problem = self._options(version)
         notes = (f"{problem}; flags are chosen by version and extra_args are not checked",
                  ) if problem else ()
         return EngineInfo(self.name, installed=True, version=version, options=options,
