@@ -238,7 +238,9 @@ def verdict(name: str, table: pd.DataFrame, runs: list[RunOfArm], baseline_arm: 
     views = [r.view for r in runs]
     conf = confounders(views) if len(views) > 1 else []
     # The host and engine must be the same for every arm: a knob never explains those.
-    conf += [f for f in (derived_differences(views) if len(views) > 1 else [])
+    # A run cancelled before its server started states no facts: it differs in nothing.
+    stated = [v for v in views if v.facts]
+    conf += [f for f in (derived_differences(stated) if len(stated) > 1 else [])
              if f in ENVIRONMENT_FIELDS]
     short = sum(1 for r in runs for s in r.view.points
                 if ((s.get("metrics") or {}).get("output_len_ratio") or 1.0) < 0.99)

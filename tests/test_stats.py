@@ -148,3 +148,17 @@ def test_engine_version_difference_is_a_confounder() -> None:
         r.view.facts["engine_version"] = "0.5.23"
     sentence = verdict("x", arm_stats(on + off, "off"), on + off, "off")
     assert "confounders: facts.engine_version." in sentence
+
+
+def test_run_cancelled_before_start_is_no_environment_confounder() -> None:
+    # The H200 experiment cancelled queued runs (device budget): they have no facts at all,
+    # which is not a different engine or GPU.
+    runs = [RunOfArm(arm, t, view(f"{arm}{t}", {1: 30 if arm == "on" else 10},
+                                  graphs=arm == "on")) for arm in ("on", "off") for t in range(3)]
+    for r in runs:
+        r.view.facts.update(engine_version="0.5.17", gpu="NVIDIA H200")
+    cancelled = view("off3", {}, graphs=False)
+    cancelled.facts.clear()
+    runs.append(RunOfArm("off", 3, cancelled))
+    sentence = verdict("x", arm_stats(runs, "off"), runs, "off")
+    assert sentence.endswith("confounders: none.")
