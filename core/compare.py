@@ -20,6 +20,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -544,34 +545,56 @@ def _num(value: Any) -> float | None:
 
 
 def _peak_gpu_used_mib(path: Path | None) -> float | None:
+    """The peak over the whole run (NVML, MiB, the busiest GPU); None without samples."""
     if path is None:
         return None
-    table = RunFolder(path).read_table("samples.parquet")
-    if table is None or table.num_rows == 0 or "name" not in table.column_names:
-        return None
-    gpu = table.filter(pc.equal(table["name"], "gpu_used_mib"))
-    if gpu.num_rows == 0:
-        return None
-    peak = pc.max(gpu["value"]).as_py()
-    return None if peak is None else float(peak)
+    peaks = _gpu_peaks(path)
+    return peaks[0] if peaks else None
 
 
 def peak_gpu_mib_by_point(path: Path | None) -> dict[int, float]:
     """Per point index: the peak GPU memory used while it ran (NVML, MiB, the busiest GPU);
     empty on a CPU host or without samples."""
-    if path is None or not (path / "samples.parquet").exists():
+    if path is None:
         return {}
-    table = RunFolder(path).read_table("samples.parquet")
-    if table is None or table.num_rows == 0 or not {"name", "point"} <= set(
-            table.column_names):
-        return {}
+    peaks = _gpu_peaks(path)
+    return dict(peaks[1]) if peaks else {}
+
+
+def _gpu_peaks(path: Path) -> tuple[float, dict[int, float]] | None:
+    """(run peak, per-point peaks) of ``samples.parquet``, read once per file version: the
+    card, the headroom table and the figure all ask, on every rerun of a page."""
+    file = path / "samples.parquet"
+    try:
+        stat = file.stat()
+    except OSError:
+        return None
+    return _read_gpu_peaks(str(file), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=256)
+def _read_gpu_peaks(file: str, _mtime_ns: int, _size: int
+                    ) -> tuple[float, dict[int, float]] | None:
+    try:
+        table = pq.read_table(file)
+    except (OSError, pa.ArrowInvalid):  # being written, or cut short: no peaks, not a crash
+        return None
+    if table.num_rows == 0 or "name" not in table.column_names:
+        return None
     gpu = table.filter(pc.equal(table["name"], "gpu_used_mib"))
-    out: dict[int, float] = {}
-    for point, value in zip(gpu["point"].to_pylist(), gpu["value"].to_pylist(), strict=True):
-        if point is None or value is None or int(point) < 0:
-            continue
-        out[int(point)] = max(out.get(int(point), 0.0), float(value))
-    return out
+    if gpu.num_rows == 0:
+        return None
+    peak = pc.max(gpu["value"]).as_py()
+    if peak is None:
+        return None
+    by_point: dict[int, float] = {}
+    if "point" in gpu.column_names:
+        for point, value in zip(gpu["point"].to_pylist(), gpu["value"].to_pylist(),
+                                strict=True):
+            if point is None or value is None or int(point) < 0:
+                continue
+            by_point[int(point)] = max(by_point.get(int(point), 0.0), float(value))
+    return float(peak), by_point
 
 
 def _gpu_total_gb(gpus: Any) -> float | None:
