@@ -216,7 +216,7 @@ def html_report(sel: Selection) -> str:
         parts.append(_deltas_html(metric_deltas(views, baseline=sel.baseline,
                                                 names=sel.names)))
     summ = summaries_frame(sel)
-    cols = [c for c in ("run_id", "arm", "trial", "point", "origin", "completed",
+    cols = [c for c in ("name", "run_id", "arm", "trial", "point", "origin", "completed",
                         "num_requests", *HEADLINE_METRICS, "concurrency")
             if c in summ.columns]
     parts.append("<h3>Per run and point</h3>" + _frame_html(summ[cols].loc[
