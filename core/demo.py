@@ -1,5 +1,7 @@
-"""The shipped demo: a real CUDA-graph A/B measured on an H200 (docs/BENCHMARKS.md), copied
-into an empty data folder so a new user sees a real GPU comparison on first start."""
+"""The shipped demo, copied into an empty data folder so a new user sees real GPU results on
+first start (docs/BENCHMARKS.md §5): the CUDA-graph A/B of `transformers serve` and the real
+SGLang 0.5.17 experiment (CUDA graphs x mem-fraction-static, with the seed's one-restart pair
+as two plain runs), both measured on an H200. Every folder under data/demo/ is installed."""
 
 from __future__ import annotations
 

@@ -4,33 +4,72 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from core.compare import confounders, load_run
 from core.demo import DEMO_DIR, install_demo
 from core.experiments import list_experiments
 from core.report import format_experiment
+from core.run_folder import RunFolder
 from core.settings import Settings
 from core.store import Catalog
 
 REPO = Path(__file__).resolve().parent.parent
 
 
+SGLANG_EXP = "exp-20261130-234806-412e"
+SEED_PAIR = ("20261201-000311-8d8413", "20261201-000511-eb5799")  # before, after
+
+
 def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
     copied = install_demo(settings)
-    assert len([c for c in copied if not c.startswith("exp-")]) == 6
+    # 6 transformers-serve runs + 12 SGLang experiment runs (4 cancelled) + the seed pair
+    assert len([c for c in copied if not c.startswith("exp-")]) == 6 + 12 + 2
     assert install_demo(settings) == []  # once only, never overwrites
     cat = Catalog(settings.catalog_path, settings.runs_dir)
     cat.sync()
     rows = cat.list_runs()
-    assert {r["state"] for r in rows} == {"succeeded"}
+    assert sorted(r["state"] for r in rows).count("succeeded") == 16
     assert {r["cuda_graphs"] for r in rows} == {True, False}
-    (record,) = list_experiments(settings)
-    text = format_experiment(settings, record)
-    # the real H200 result: graphs on is far faster at every concurrency
-    assert "runs: succeeded=6" in text and "confounders: none." in text
-    assert "(95% CI +" in text
+    assert {r["engine"] for r in rows} == {"transformers", "sglang"}
+    texts = {r["experiment_id"]: format_experiment(settings, r)
+             for r in list_experiments(settings)}
+    assert len(texts) == 2
+    # the real H200 results: graphs on is far faster at every concurrency
+    tf = next(t for e, t in texts.items() if e != SGLANG_EXP)
+    assert "runs: succeeded=6" in tf and "confounders: none." in tf
+    assert "(95% CI +" in tf
+    sg = texts[SGLANG_EXP]
+    assert "runs: cancelled=4, succeeded=8" in sg  # budget-cancelled runs stay listed
+    assert "on mem=0.85 vs off mem=0.85: +858% output throughput at concurrency 1 (95% CI +" \
+        in sg
+    assert "confounders: none." in sg
+
+
+def test_sglang_demo_runs_carry_what_the_live_server_said(settings: Settings) -> None:
+    install_demo(settings)
+    for run_id, graphs in zip(SEED_PAIR, (False, True), strict=True):
+        folder = RunFolder(settings.runs_dir / run_id)
+        facts = folder.read("facts.json")
+        assert facts["engine_version"] == "0.5.17"
+        assert facts["kv_cache_tokens"] > 5_000_000
+        assert facts["weight_mem_gb"] > 0 and facts["kv_cache_gb"] > 100
+        assert facts["avail_mem_gb_after_load"] > 100
+        assert facts["cuda_graph_enabled"] is graphs
+        assert (facts["cuda_graph_batch_sizes"] is not None) is graphs
+        assert facts["server_info_raw"]["version"] == "0.5.17"
+        assert facts["gpus"][0]["name"] == "NVIDIA H200"
+        assert folder.read("probe.json")["passed"] is True
+        records = pq.read_table(folder.path / "points" / "002" / "records.parquet")
+        assert records.num_rows == 512
+        samples = pq.read_table(folder.path / "samples.parquet").to_pandas()
+        assert (samples["source"] == "nvml").any() and (samples["source"] == "metrics").any()
+    # The seed's one-restart change: two plain runs that differ in two knobs are flagged.
+    views = [load_run(RunFolder(settings.runs_dir / r)) for r in SEED_PAIR]
+    assert confounders(views) == ["server.cuda_graphs", "server.mem_fraction_static"]
 
 
 def test_experiment_page_shows_the_demo_verdict(settings: Settings,
@@ -41,10 +80,16 @@ def test_experiment_page_shows_the_demo_verdict(settings: Settings,
     st.cache_resource.clear()
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
     at.run()
-    (record,) = list_experiments(settings)
-    at.query_params["experiment"] = record["experiment_id"]
-    at.switch_page("pages/experiment.py").run()
-    assert not at.exception, at.exception
-    text = " ".join(m.value for m in at.markdown)
-    assert "output throughput at concurrency 1 (95% CI +" in text
-    assert any("Runs (6/6 finished)" in e.label for e in at.expander)
+    for record in list_experiments(settings):
+        at.query_params["experiment"] = record["experiment_id"]
+        at.switch_page("pages/experiment.py").run()
+        assert not at.exception, at.exception
+        text = " ".join(m.value for m in at.markdown)
+        labels = [e.label for e in at.expander]
+        if record["experiment_id"] == SGLANG_EXP:
+            assert ("on mem=0.85 vs off mem=0.85: +858% output throughput at concurrency 1 "
+                    "(95% CI +") in text
+            assert any("Runs (12/12 finished)" in label for label in labels), labels
+        else:
+            assert "output throughput at concurrency 1 (95% CI +" in text
+            assert any("Runs (6/6 finished)" in label for label in labels), labels

@@ -271,7 +271,7 @@ def test_a_run_page_opened_while_queued_turns_into_the_finished_page(
 def test_an_experiment_page_fills_in_as_its_runs_finish(demo_portal: tuple[str, Path]) -> None:
     base, data = demo_portal
     exp_id = "exp-live-1"
-    demo = next((data / "experiments").iterdir())
+    demo = data / "experiments" / "exp-20261130-045815-42d8"  # the graphs on/off A/B
     record = json.loads((demo / "experiment.json").read_text())
     record["experiment_id"] = exp_id
     runs = [("20991231-000000-off001", DEMO_RUN, "graphs off"),

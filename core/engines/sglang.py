@@ -25,7 +25,7 @@ from core.engines.base import EngineInfo, LaunchPlan
 from core.errors import ConfigError, EngineUnavailable
 from core.sglang_log import FAILURE_REASONS, LOG_FACT_KEYS, parse_sglang_log
 
-__all__ = ["SERVER_INFO_FACT_KEYS", "SGLangAdapter", "build_sglang_argv"]
+__all__ = ["SERVER_INFO_FACT_KEYS", "SGLangAdapter", "build_sglang_argv", "facts_from"]
 
 VERSION_TIMEOUT_S = 60.0
 # `--help` imports torch and most of SGLang: tens of seconds on a cold disk.
@@ -354,27 +354,32 @@ class SGLangAdapter:
     def collect_facts(self, base_url: str, log_text: str) -> dict[str, Any]:
         """/server_info facts, each still-None key filled from the log; ``facts_source`` says
         where the facts came from overall and ``facts_source_by_key`` per key."""
-        raw = _fetch_server_info(base_url)
-        from_info = _server_info_facts(raw) if raw is not None else dict.fromkeys(
-            SERVER_INFO_FACT_KEYS)
-        # A blank log states nothing, not even "not ready" or "0 decode lines".
-        from_log = (parse_sglang_log(log_text) if log_text.strip()
-                    else dict.fromkeys(LOG_FACT_KEYS))
-        facts: dict[str, Any] = {}
-        by_key: dict[str, str] = {}
-        for key in dict.fromkeys([*SERVER_INFO_FACT_KEYS, *from_log]):
-            value = from_info.get(key)
-            if value is not None:
-                facts[key], by_key[key] = value, "server_info"
-                continue
-            for log_key in _LOG_KEY_FOR.get(key, (key,)):
-                if from_log.get(log_key) is not None:
-                    facts[key], by_key[key] = from_log[log_key], "log"
-                    break
-            else:
-                facts[key] = None
-        sources = sorted(set(by_key.values()), reverse=True)
-        facts["facts_source"] = "+".join(sources) if sources else "none"
-        facts["facts_source_by_key"] = by_key
-        facts["server_info_raw"] = raw
-        return facts
+        return facts_from(_fetch_server_info(base_url), log_text)
+
+
+def facts_from(raw: dict[str, Any] | None, log_text: str) -> dict[str, Any]:
+    """The facts of a /server_info body (None: none answered) and a start-up log; what
+    ``collect_facts`` stores, also for re-reading a stored run (bench/gpu/import_results.py)."""
+    from_info = _server_info_facts(raw) if raw is not None else dict.fromkeys(
+        SERVER_INFO_FACT_KEYS)
+    # A blank log states nothing, not even "not ready" or "0 decode lines".
+    from_log = (parse_sglang_log(log_text) if log_text.strip()
+                else dict.fromkeys(LOG_FACT_KEYS))
+    facts: dict[str, Any] = {}
+    by_key: dict[str, str] = {}
+    for key in dict.fromkeys([*SERVER_INFO_FACT_KEYS, *from_log]):
+        value = from_info.get(key)
+        if value is not None:
+            facts[key], by_key[key] = value, "server_info"
+            continue
+        for log_key in _LOG_KEY_FOR.get(key, (key,)):
+            if from_log.get(log_key) is not None:
+                facts[key], by_key[key] = from_log[log_key], "log"
+                break
+        else:
+            facts[key] = None
+    sources = sorted(set(by_key.values()), reverse=True)
+    facts["facts_source"] = "+".join(sources) if sources else "none"
+    facts["facts_source_by_key"] = by_key
+    facts["server_info_raw"] = raw
+    return facts
