@@ -22,6 +22,8 @@ from pydantic import ValidationError
 
 from core.config import parse_request_rate
 from core.errors import ConfigError, ServeLabError
+from core.executors.base import EXECUTORS
+from core.executors.registry import runs_here
 from core.explain import add_parser as add_explain_parser
 from core.explain import handle as explain_handler
 from core.transfer import HANDLERS as TRANSFER_HANDLERS
@@ -101,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--client-workers",
                    help="load-generator processes per point: a number, or auto (default 1)")
     b.add_argument("--tag", action="append", dest="tags")
-    r.add_argument("--executor", choices=["local", "ray"],
+    r.add_argument("--executor", choices=EXECUTORS,
                    help="where to run it: here (local) or on the Ray cluster at "
                         "SERVELAB_RAY_ADDRESS (ray); default SERVELAB_EXECUTOR")
     r.add_argument("--accelerator-type", help="ray: only on nodes with this accelerator (H200)")
@@ -131,7 +133,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="JSON/YAML: name, base {server, plan}, arms [{label, changes}], trials")
     ex.add_argument("--trials", type=int, help="override the plan's number of trials")
     ex.add_argument("--show", metavar="EXPERIMENT_ID", help="print an experiment's verdict")
-    ex.add_argument("--executor", choices=["local", "ray"],
+    ex.add_argument("--executor", choices=EXECUTORS,
                     help="run the arms here (local) or on the Ray cluster (ray)")
     ex.add_argument("--no-wait", action="store_true",
                     help="queue the runs and return (the portal's worker runs them)")
@@ -228,8 +230,8 @@ def spec_from_args(args: argparse.Namespace, here: Any = None) -> Any:
         spec_data["tags"] = args.tags
     spec, problems = check_spec_data(spec_data, load_settings().allowed_model_roots,
                                      must_exist=False)
-    if here is not None and (spec_data.get("placement") or {}).get("executor", here.executor
-                                                                   ) != "ray":
+    if here is not None and runs_here((spec_data.get("placement") or {}).get("executor",
+                                                                          here.executor)):
         with contextlib.suppress(ValidationError):  # a bad server field is reported above
             server_cfg = ServerConfig.model_validate(server)
             problems = {**engine_problems([server_cfg], here), **problems}
@@ -308,7 +310,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         spec = spec_from_args(args, here=settings)
         from core.executors import executor_for
 
-        if executor_for(spec, settings) == "ray":
+        if not runs_here(executor_for(spec, settings)):  # e.g. Ray: queue it and wait
             return _run_queued(spec, settings, args)
         folder = prepare_run(spec, settings, run_now=True)
     status = execute_run(folder, settings, _progress_printer(args.quiet), stop)
@@ -442,7 +444,7 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
     from core.executors import executor_for
     from core.experiments import expand
 
-    local = executor_for(exp.base, settings) != "ray"  # a Ray run is checked on its node
+    local = runs_here(executor_for(exp.base, settings))  # a Ray run is checked on its node
     if local and (problems := engine_problems(
             [spec.server for _, trial, spec in expand(exp, "check") if trial == 0], settings)):
         raise FieldErrors(problems)

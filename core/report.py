@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.executors import node_line
 from core.metrics import DEFINITION
 from core.run_folder import RunFolder
 
@@ -47,9 +48,8 @@ def format_run(folder: RunFolder) -> str:
     out = [f"run {folder.run_id}: {st.get('state')}"
            + (f" — {st['reason']}" if st.get("reason") else ""),
            f"  folder:  {folder.path}"]
-    if st.get("executor") == "ray":  # core/executors: where a Ray run ran
-        out.append(f"  ran on:  Ray node {st.get('node_ip') or '?'} ({st.get('node_name') or '?'})"
-                   f", GPU ids {','.join(map(str, st.get('gpu_ids') or [])) or 'none'}")
+    if where := node_line(st):  # a run an executor placed elsewhere (core/executors)
+        out.append(f"  ran on:  {where}")
     if launch.get("command"):
         out.append(f"  command: {launch['command']}")
     for note in launch.get("notes") or []:

@@ -10,6 +10,7 @@ import streamlit as st
 
 from core.errors import StoreError
 from core.executors import launch_host, with_executor
+from core.executors.registry import runs_here
 from core.experiments import GRID_KNOB_FIELDS, submit_experiment
 from core.forms_grid import GRID_ROWS, grid_estimate, grid_from_form
 from core.host import HostInfo
@@ -61,7 +62,7 @@ def queue_grid(settings: Settings, host: HostInfo, defaults: dict[str, Any],
     their fields; ``submit``: queue the experiment if every field is fine."""
     form = {k: st.session_state[k] for k in defaults if k in st.session_state}
     executor = st.session_state.get("executor") or settings.executor
-    local = executor != "ray"
+    local = runs_here(executor)  # a Ray run's engine and model are checked on its node
     exp, errors = grid_from_form(form, _rows(), str(st.session_state.get("grid_design")
                                                     or "auto"),
                                  launch_host(settings, host, executor), settings=settings,

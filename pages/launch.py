@@ -14,6 +14,7 @@ from core.executors import (
     save_ray_address,
     with_executor,
 )
+from core.executors.registry import runs_here
 from core.experiments import load_experiment, submit_experiment
 from core.forms import FORM_DEFAULTS, experiment_from_form, launch_from_form
 from core.host import detect_host
@@ -77,9 +78,10 @@ def estimate() -> str:
         trials = int(D["trials"])
     engine = st.session_state.get("engine", D["engine"])
     model = str(st.session_state.get("model", D["model"])).strip()
+    chosen = st.session_state.get("executor")  # a Ray run's arms go in parallel
     return estimate_text(preset, max(trials, 1), recent_durations_s(settings, engine, model),
                          what=f"{engine} {model}",
-                         parallel=st.session_state.get("executor") == "ray")
+                         parallel=chosen is not None and not runs_here(chosen))
 
 
 # Number fields have no min/max here: a bad value reaches core's check and gets a
@@ -94,7 +96,7 @@ with st.form("launch"):
                     "3 or more give intervals)", value=D["trials"], step=1, key="trials")
     err("trials")
     st.caption("Estimate: " + estimate())
-    if ray_address(settings) or settings.executor == "ray":  # core/executors
+    if ray_address(settings) or not runs_here(settings.executor):  # core/executors
         st.selectbox("Executor", EXECUTORS, index=EXECUTORS.index(settings.executor)
                      if settings.executor in EXECUTORS else 0, key="executor",
                      format_func=lambda e: "this host (local)" if e == "local" else
@@ -193,7 +195,7 @@ if submitted or checked:
     st.session_state["launched"], st.session_state["experiment"] = [], None
     executor = st.session_state.get("executor") or settings.executor
     form_host = launch_host(settings, host, executor)  # Ray: the cluster's, not this host's
-    local = executor != "ray"  # a Ray run's engine and model are checked on its node
+    local = runs_here(executor)  # a Ray run's engine and model are checked on its node
     try:
         if len(preset.arms) > 1:
             exp, errors = experiment_from_form(form, form_host, settings=settings, local=local)
