@@ -90,6 +90,10 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--seed", type=int)
     b.add_argument("--warmup-requests", type=int)
     b.add_argument("--no-probe", action="store_true", help="skip the sanity probe")
+    b.add_argument("--exact-length", action=argparse.BooleanOptionalAction, default=None,
+                   help="ask for exactly --output-len tokens per reply (default; the request "
+                        "field is the engine's, or what an endpoint accepts); "
+                        "--no-exact-length: replies end where the model stops")
     b.add_argument("--probe-prompt")
     b.add_argument("--probe-expect", help="regex the answer must match; '' = non-empty only")
     b.add_argument("--request-timeout-s", type=float)
@@ -209,6 +213,8 @@ def spec_from_args(args: argparse.Namespace, here: Any = None) -> Any:
                  "min_waves", "min_steady_s", "max_point_requests", "client_workers"):
         if getattr(args, name) is not None:
             plan[name] = getattr(args, name)
+    if getattr(args, "exact_length", None) is not None:
+        plan["ignore_eos"] = args.exact_length
     if args.no_probe:
         plan["probe"] = None
     elif args.probe_prompt is not None or args.probe_expect is not None:

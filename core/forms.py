@@ -39,7 +39,7 @@ FORM_DEFAULTS: dict[str, Any] = {
     "startup_timeout_s": 600, "concurrency": "1,4", "num_prompts": 8, "input_len": 32,
     "output_len": 16, "request_rate": "inf", "seed": 42, "warmup_requests": "",
     "probe": True, "probe_prompt": "What is the capital of France? Answer in one word.",
-    "probe_expect": "(?i)paris", "tags": "", "trials": 3,
+    "probe_expect": "(?i)paris", "tags": "", "trials": 3, "exact_length": True,
 }
 
 
@@ -207,7 +207,10 @@ def launch_from_form(form: dict[str, Any], host: HostInfo, *,
                **{k: v for k, v in numbers.items() if k != "seed" and v is not None}}
               for c in concurrency]
     plan: dict[str, Any] = {"points": points,
-                            "warmup_requests": _opt_int(form, "warmup_requests", errors)}
+                            "warmup_requests": _opt_int(form, "warmup_requests", errors),
+                            # the exact-length request field itself is the engine's (or what
+                            # an endpoint accepts): the user only says whether to ask
+                            "ignore_eos": bool(form.get("exact_length", True))}
     if numbers["seed"] is not None:
         plan["seed"] = numbers["seed"]
     if form.get("probe", True):

@@ -166,6 +166,9 @@ with st.form("launch"):
     with q4:
         st.text_input("Tags (space-separated)", "", key="tags")
         err("tags")
+    st.checkbox("Exact output lengths (ask the server for exactly the output tokens; the "
+                "request field is chosen per server and recorded in the run)", True,
+                key="exact_length")
     st.checkbox("Sanity probe before the load", True, key="probe")
     err("probe")
     r1, r2 = st.columns([3, 1])

@@ -47,7 +47,8 @@ def live_status() -> None:
     icon = {"succeeded": ":material/check_circle:", "failed": ":material/error:",
             "invalid": ":material/report:", "running": ":material/progress_activity:"}.get(
         state, ":material/info:")
-    st.subheader(f"{state} · {status.get('phase', '')}")
+    phase = status.get("phase") or ""
+    st.subheader(state if phase in ("", state) else f"{state} · {phase}")
     if where := node_line(status):  # a Ray run: which node and GPUs (core/executors)
         st.caption(where + (" · below: the server log's last lines from the node; the whole "
                             "log comes back with the run folder" if state == "running" else ""))
@@ -109,13 +110,17 @@ with left:
 with right:
     st.markdown("**Server facts**")
     facts = {k: v for k, v in (view.facts or {}).items() if k != "server_info_raw"}
+    if not facts:
+        st.caption("None yet: they are read once the server is up." if drawn_state in LIVE
+                   else f"None: the run ended ({drawn_state}) before the server was up.")
     keys = ["engine_version", "kv_cache_tokens", "weight_mem_gb", "kv_cache_gb", "graph_mem_gb",
             "available_gpu_mem_gb", "cuda_graph_enabled", "cuda_graph_batch_sizes",
             "ready_after_s", "startup_s", "facts_source"]
-    st.dataframe(pd.DataFrame([{"fact": k, "value": str(facts.get(k, "unknown")
-                                                        if facts.get(k) is not None
-                                                        else "unknown")} for k in keys]),
-                 hide_index=True)
+    if facts:
+        st.dataframe(pd.DataFrame([{"fact": k, "value": str(facts.get(k, "unknown")
+                                                            if facts.get(k) is not None
+                                                            else "unknown")} for k in keys]),
+                     hide_index=True)
 if view.probe:
     p = view.probe
     (st.success if p["passed"] else st.error)(
@@ -159,6 +164,9 @@ if view.points:
 st.subheader("GPU memory over time")
 if view.imported:
     st.info("No GPU memory samples: this run was imported, not measured by ServeLab.")
+elif not (folder.path / "samples.parquet").exists():
+    st.caption("No samples yet: they are taken while the points run." if drawn_state in LIVE
+               else "No samples: the run ended before its first point.")
 else:
     st.plotly_chart(gpu_memory_figure(folder.read_table("samples.parquet")
                                       if (folder.path / "samples.parquet").exists() else None))

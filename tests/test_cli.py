@@ -43,3 +43,12 @@ def test_unknown_flag_negative_number_and_bad_model_path_in_one_pass(tmp_path: P
                                              ("tags", "--tag"), ("--plan", "--plan")])
 def test_each_field_is_named_with_the_flag_that_sets_it(field: str, flag: str) -> None:
     assert cli._flag_of(field) == flag
+
+
+def test_exact_length_can_be_switched_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                          ) -> None:
+    monkeypatch.setenv("SERVELAB_DATA_DIR", str(tmp_path / "data"))
+    args = cli._parser().parse_args(["run", "--engine", "transformers", "--no-exact-length"])
+    assert cli.spec_from_args(args).plan.ignore_eos is False
+    args = cli._parser().parse_args(["run", "--engine", "transformers"])
+    assert cli.spec_from_args(args).plan.ignore_eos is True

@@ -122,3 +122,22 @@ def test_an_endpoint_run_records_the_mechanism_and_gets_exact_lengths(
     assert step["outcome"] == "ok" and step["detail"].startswith("ignore_eos: ")
     records = pq.read_table(path / "points/000/records.parquet").to_pylist()
     assert [r["output_tokens_server"] for r in records] == [6] * 4  # not cut at 2
+
+
+def test_switched_off_exact_lengths_ask_nothing_and_say_so(
+        fake_sglang_url: str, settings: Settings, tiny_tokenizer_dir: Path) -> None:
+    env = {**os.environ, "SERVELAB_DATA_DIR": str(settings.data_dir)}
+    out = subprocess.run([sys.executable, "-m", "core", "run", "--engine", "endpoint",
+                          "--endpoint-url", fake_sglang_url, "--model", "m",
+                          "--tokenizer", str(tiny_tokenizer_dir), "--no-probe",
+                          "--no-exact-length", "--concurrency", "1", "--num-prompts", "2",
+                          "--output-len", "6", "--quiet"], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    (path,) = settings.runs_dir.iterdir()
+    folder = RunFolder(path)
+    assert folder.read("launch.json")["exact_length"] == {"mechanism": "none",
+                                                          "why": "plan.ignore_eos is off"}
+    assert not any(s["step"] == "exact_length" for s in folder.status()["steps"])
+    records = pq.read_table(path / "points/000/records.parquet").to_pylist()
+    assert [r["output_tokens_server"] for r in records] == [2, 2]  # the model's own EOS

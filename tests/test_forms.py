@@ -172,3 +172,10 @@ def test_default_cpu_preset_builds_two_comparable_runs() -> None:
     assert errors == {} and len(specs) == 2
     assert [s.server.continuous_batching for s in specs] == [True, False]
     assert specs[0].plan == specs[1].plan  # same seeded prompts for both arms
+
+
+def test_exact_output_lengths_are_on_unless_switched_off() -> None:
+    specs, _ = launch_from_form(form(), CPU_HOST)
+    assert specs[0].plan.ignore_eos is True
+    specs, _ = launch_from_form(form(exact_length=False), CPU_HOST)
+    assert specs[0].plan.ignore_eos is False
