@@ -225,7 +225,8 @@ def launch_from_form(form: dict[str, Any], host: HostInfo, *,
     base, spec_errs = check_spec_data(data, roots, must_exist=local)
     for path, message in spec_errs.items():
         errors.setdefault(_form_key(path), message)
-    server_cfg, _ = _server_errors(server)
+    # the server part alone, when the plan is what is wrong: its engine checks still run
+    server_cfg = base.server if base is not None else _server_errors(server)[0]
     info = host.engines.get(engine)
     if local and server_cfg is not None and info is not None and info.installed:
         for path, message in launch_problems(server_cfg, info, settings).items():
