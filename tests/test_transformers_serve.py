@@ -18,6 +18,7 @@ from core.engines import transformers_serve
 from core.engines.base import EngineInfo
 from core.engines.transformers_serve import (
     CLI_MODULE,
+    NOTE_CB_HOST_MEMORY,
     NOTE_CUDA_ABSENT,
     NOTE_CUDA_AVAILABLE,
     NOTE_MODEL_POSITIONAL,
@@ -313,3 +314,13 @@ def test_detect_installed_transformers_and_cache_it_per_version(
     again = TransformersServeAdapter(sys.executable, tmp_path, cache).detect()
     assert again.version == "99.0.0" and again.options == info.options
     assert any("--help" in argv for argv in calls)
+
+
+def test_continuous_batching_on_cpu_says_it_takes_host_memory(tmp_path: Path) -> None:
+    info = _info(HELP_WITH_GRAPHS, NOTE_CUDA_ABSENT)
+    plan = _adapter(tmp_path).plan_launch(_config(), 31234, info)
+    assert NOTE_CB_HOST_MEMORY in plan.notes
+    bounded = _adapter(tmp_path).plan_launch(_config(cb_max_memory_percent=0.1), 31234, info)
+    assert NOTE_CB_HOST_MEMORY not in bounded.notes
+    no_cb = _adapter(tmp_path).plan_launch(_config(continuous_batching=False), 31234, info)
+    assert NOTE_CB_HOST_MEMORY not in no_cb.notes

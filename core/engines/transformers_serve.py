@@ -38,6 +38,7 @@ from core.model_setup import resolve_model
 
 __all__ = [
     "CLI_MODULE",
+    "NOTE_CB_HOST_MEMORY",
     "NOTE_CUDA_ABSENT",
     "NOTE_CUDA_AVAILABLE",
     "NOTE_MODEL_FLAG",
@@ -56,6 +57,10 @@ NOTE_CUDA_AVAILABLE = "torch sees a CUDA device"
 NOTE_CUDA_ABSENT = "torch sees no CUDA device"
 _NOTE_CONSOLE_SCRIPT = "serve is run through the console script "  # + path
 NOTE_CUDA_GRAPHS_CPU = "CUDA graphs do not apply on CPU"
+# Measured on 5.24 (docs/BENCHMARKS.md §6): 13.6 GB resident on a 24 GiB host, OOM-killed there.
+NOTE_CB_HOST_MEMORY = ("continuous batching on a CPU sizes its KV cache from free host memory "
+                       "(0.9 of it unless server.cb_max_memory_percent is set), built on the "
+                       "first request")
 NOTE_IGNORE_EOS = ("transformers serve rejects ignore_eos (HTTP 422); exact output lengths need "
                    "generation_config={\"eos_token_id\": -1} in the request")
 
@@ -344,6 +349,8 @@ class TransformersServeAdapter:
                                   f"CUDA graphs need a CUDA device; this host has none ({where}). "
                                   "Leave server.cuda_graphs unset on CPU.")
             notes.append(NOTE_CUDA_GRAPHS_CPU)
+            if config.continuous_batching and config.cb_max_memory_percent is None:
+                notes.append(NOTE_CB_HOST_MEMORY)
         elif config.cuda_graphs is not None:
             if not config.continuous_batching:
                 raise ConfigError("server.cuda_graphs",
