@@ -7,6 +7,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -31,12 +32,38 @@ WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo li
 # The real model on CPU through a real server (marker e2e) needs minutes on a busy 2-core
 # host; everything else must end within the default per-test timeout (pyproject.toml).
 E2E_TIMEOUT_S = 900
+# ``./servelab test`` runs two pytest-xdist workers. Each test module stays on one worker (its
+# module fixtures are set up once), and the modules that run the real model (marker e2e; their
+# file names say e2e) share one worker and start first: two real ``transformers serve`` at once
+# do not fit in a CI host's memory, and together they are the longest share of the suite.
+REAL_MODEL_GROUP = "real-model"
+
+
+def _work_unit(nodeid: str) -> str:
+    path = nodeid.split("::")[0]
+    return REAL_MODEL_GROUP if "e2e" in Path(path).name else path
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModuleRealModelTogether(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return _work_unit(nodeid)
+
+    config.option.loadscopereorder = False  # keep the order below: the real model first
+    return ByModuleRealModelTogether(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.get_closest_marker("e2e") and not item.get_closest_marker("timeout"):
-            item.add_marker(pytest.mark.timeout(E2E_TIMEOUT_S))
+        if item.get_closest_marker("e2e"):
+            if _work_unit(item.nodeid) != REAL_MODEL_GROUP:
+                raise pytest.UsageError(f"{item.nodeid} is marked e2e: put 'e2e' in its file "
+                                        "name (tests/conftest.py schedules those together)")
+            if not item.get_closest_marker("timeout"):
+                item.add_marker(pytest.mark.timeout(E2E_TIMEOUT_S))
+    items.sort(key=lambda item: _work_unit(item.nodeid) != REAL_MODEL_GROUP)  # stable
 
 
 @pytest.fixture(scope="session")
