@@ -19,7 +19,7 @@ from core.engines import sglang as sglang_engine
 from core.engines.base import EngineAdapter, EngineInfo
 from core.engines.sglang import SERVER_INFO_FACT_KEYS, SGLangAdapter, build_sglang_argv
 from core.errors import ConfigError, EngineUnavailable
-from core.sglang_log import LOG_FACT_KEYS
+from core.sglang_log import LOG_FACT_KEYS, parse_sglang_log
 
 PY = "/venvs/sglang/bin/python"
 COMMON = {"--model-path", "--model", "--tokenizer-path", "--host", "--port", "--tp-size",
@@ -493,3 +493,40 @@ def test_failure_in_log() -> None:
     reason = adapter.failure_in_log("Exception: Capture cuda graph failed: CUDA out of memory.")
     assert reason is not None and "oom-during-cuda-graph-capture" in reason
     assert adapter.failure_in_log(LOG) is None
+
+
+# --- facts from the fake server process (real 0.5.17 shape; several GPUs) ------------------
+
+
+@pytest.mark.parametrize("like", ["0.5.17", "0.5.23"])
+def test_collect_facts_from_the_fake_server(tmp_path: Path, like: str) -> None:
+    """The fake answers like the real 0.5.17 (FAKE_SGLANG_LIKE) or like 0.5.23 by its source;
+    ServeLab reads the same facts from both shapes."""
+    from tests.test_fake_sglang import launch
+
+    with launch(tmp_path, "--cuda-graph-max-bs-decode", "8",
+                env={"FAKE_SGLANG_LIKE": like}) as fake:
+        facts = SGLangAdapter(PY).collect_facts(fake.base, fake.log())
+    state = facts["server_info_raw"]["internal_states"][0]
+    assert ("decode_cuda_graph_bs" in state) is (like == "0.5.23")
+    assert facts["engine_version"] == like
+    assert facts["cuda_graph_enabled"] is True
+    assert facts["cuda_graph_batch_sizes"] == [1, 2, 4, 8]
+    assert facts["kv_cache_tokens"] and facts["weight_mem_gb"] and facts["graph_mem_gb"]
+
+
+def test_tp2_facts_from_the_fake_server(tmp_path: Path) -> None:
+    """Issue 16 without the 2-GPU machine: --tp-size 2 in the argv, the rank tags in the log,
+    tp_size and per-GPU (rank 0) memory in the facts."""
+    from tests.test_fake_sglang import launch
+
+    argv = build_sglang_argv(_config(tp_size=2), 1, PY, "0.5.17", frozenset())
+    assert _flag_value(argv, "--tp-size") == "2"
+    with launch(tmp_path, "--tp-size", "2", env={"FAKE_SGLANG_LIKE": "0.5.17"}) as fake:
+        log = fake.log()
+        facts = SGLangAdapter(PY).collect_facts(fake.base, log)
+    assert " TP1] " in log
+    assert facts["tp_size"] == 2
+    assert parse_sglang_log(log)["tp_size"] == 2
+    # weights are split across the two GPUs: the per-GPU figure is half of one GPU's 0.98 GB
+    assert facts["weight_mem_gb"] == pytest.approx(0.49, abs=0.01)

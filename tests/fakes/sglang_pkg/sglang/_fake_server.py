@@ -53,6 +53,11 @@ Environment variables:
     warmup is done (``--skip-server-warmup``: ready as soon as the port is open).
 ``FAKE_SGLANG_HEALTH_DELAY_MS`` (default 0)
     extra delay of a successful ``/health`` (the real one takes >= 1 s).
+``FAKE_SGLANG_LIKE`` (default 0.5.23)
+    ``0.5.17`` answers like the real 0.5.17 that ServeLab ran on an H200 (fixtures
+    ``30-v0517-*``): the decode batch sizes on the capture *begin* line only, an ``Engine
+    startup timings (s):`` line, and a ``/server_info`` whose ``internal_states`` lack
+    ``decode_cuda_graph_bs`` (``world_size`` null, ``version`` 0.5.17).
 ``FAKE_SGLANG_EOS_AFTER`` (unset)
     stop after this many tokens when the request does not set ``ignore_eos``.
 ``FAKE_SGLANG_SPAWN_CHILD`` (unset/0)
@@ -250,6 +255,7 @@ class State:
         eos = os.environ.get("FAKE_SGLANG_EOS_AFTER", "").strip()
         self.eos_after = int(eos) if eos.isdigit() else None
         self.faults = parse_faults(os.environ.get("FAKE_SGLANG_FAULT", ""))
+        self.like_0517 = os.environ.get("FAKE_SGLANG_LIKE", "").strip() == "0.5.17"
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.up = False
@@ -989,6 +995,9 @@ class Handler(socketserver.BaseRequestHandler):
             decode_cuda_graph_bs=list(cfg.captured_decode_bs),
             decode_cuda_graph_memory_gb=mem.get("graph_decode", 0.0),
         )
+        if st.like_0517:  # the real 0.5.17's internal_states (tests/fixtures/sglang-server-info)
+            internal.update(world_size=None)
+            del internal["decode_cuda_graph_bs"], internal["decode_cuda_graph_memory_gb"]
         info = dict(args)
         info.update(
             launch_command=shlex.join([sys.executable, "-m", "sglang.launch_server", *cfg.argv]),
@@ -998,7 +1007,7 @@ class Handler(socketserver.BaseRequestHandler):
             hicache_object_layout=None,
             kv_events=None,
             startup_time=st.startup_time,
-            version=__version__,
+            version="0.5.17" if st.like_0517 else __version__,
             frontend="python",
             internal_states=[internal],
         )
@@ -1439,7 +1448,9 @@ def run_startup(st: State) -> int | None:
     if cfg.decode.enabled:
         each(
             f"Capture target decode CUDA graph begin. backend={cfg.decode.backend}, "
-            f"num_tokens_per_req=1, avail mem={avail:.2f} GB"
+            f"num_tokens_per_req=1, "
+            + (f"bs={cfg.captured_decode_bs}, " if st.like_0517 else "")
+            + f"avail mem={avail:.2f} GB"
         )
         if fault_capture:
             oom = "oom_during_capture" in st.faults
@@ -1462,8 +1473,9 @@ def run_startup(st: State) -> int | None:
         avail -= use
         el = perf() - t
         each(
-            f"Capture target decode CUDA graph end. bs={bs}, elapsed={el:.2f} s, "
-            f"mem usage={use:.2f} GB, avail mem={avail:.2f} GB."
+            "Capture target decode CUDA graph end. "
+            + ("" if st.like_0517 else f"bs={bs}, ")
+            + f"elapsed={el:.2f} s, mem usage={use:.2f} GB, avail mem={avail:.2f} GB."
         )
         st.startup_time["cuda_graph"]["decode"] = round(el, 3)
         st.mem["graph_decode"] = use
@@ -1477,6 +1489,15 @@ def run_startup(st: State) -> int | None:
         tags[0],
     )
     st.startup_time["scheduler_e2e"] = round(perf() - st.t0, 3)
+    if st.like_0517:
+        times = st.startup_time
+        graphs = ", ".join(f"{k}={(v or 0.0):.2f}" for k, v in times["cuda_graph"].items())
+        log.sglang(
+            f"Engine startup timings (s): load_weight={times.get('load_weight', 0.0):.2f}, "
+            f"kv_cache_allocation={times['kv_cache_allocation']:.2f}, "
+            f"scheduler_e2e={times['scheduler_e2e']:.2f}, cuda_graph={{{graphs}}}",
+            tags[0],
+        )
     return None
 
 
