@@ -323,6 +323,16 @@ class Clock:
     sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
 
 
+SCHEDULE_SLACK_S = 1e-6  # an arrival this close to due is on time (floats; timer resolution)
+
+
+async def sleep_until(due_s: float, t0: float, clock: Clock) -> None:
+    """Wait until ``due_s`` after ``t0`` on ``clock`` (to the microsecond): uvloop's timers
+    have a resolution of 1 ms and may wake that much early, so an early wake sleeps again."""
+    while (wait_s := due_s - (clock.now() - t0)) > SCHEDULE_SLACK_S:
+        await clock.sleep(wait_s)
+
+
 def arrival_times(n: int, request_rate: float, seed: int) -> list[float]:
     """The i-th request's arrival on the point's clock (s after the first): all 0 when
     ``request_rate`` is infinite, else a Poisson process drawn from ``seed``. Computed once
@@ -350,7 +360,7 @@ async def send_on_schedule(n: int, request_rate: float, seed: int,
             # Sleep until an absolute arrival time, not for a relative gap: a busy
             # loop wakes each sleep late, and relative gaps would add those delays up
             # (711 req/s asked for, 230 req/s sent on 2 cores; docs/BENCHMARKS.md).
-            await clock.sleep(max(0.0, due[i + 1] - (clock.now() - t0)))
+            await sleep_until(due[i + 1], t0, clock)
 
 
 class SteadyGate:

@@ -53,6 +53,7 @@ import httpx
 from core.errors import ServeLabError
 from core.loadgen import (
     ClientHealth,
+    Clock,
     LoadOptions,
     _lag_monitor,
     _one_request,
@@ -60,6 +61,7 @@ from core.loadgen import (
     arrival_times,
     event_loop_factory,
     finish_health,
+    sleep_until,
 )
 from core.prompts import Prompt
 from core.records import RequestRecord
@@ -184,9 +186,7 @@ async def _worker_point(client: httpx.AsyncClient | SSEConnectionPool, job: _Job
 
     async def slot() -> None:
         while (i := take()) is not None:
-            wait_s = job.t0 + job.due_s[i] - time.perf_counter()
-            if wait_s > 0:
-                await asyncio.sleep(wait_s)
+            await sleep_until(job.due_s[i], job.t0, Clock())
             p = job.prompts[i]
             rec = RequestRecord(index=i, send_s=0.0, prompt_tokens=p.prompt_tokens,
                                 output_tokens_requested=p.output_len)
