@@ -480,7 +480,9 @@ def test_cancel_while_queued(lab: Lab, jobs: Jobs, monkeypatch: pytest.MonkeyPat
 
 @pytest.mark.parametrize(("phase", "env", "words"), [
     ("wait_ready", {"FAKE_SGLANG_STARTUP_S": "60"}, "cancelled while waiting for the server"),
-    ("probe", {"FAKE_SGLANG_FAULT": "hang_after_tokens=1"}, "cancelled during the sanity probe"),
+    # no token at all: the probe stops reading once the answer matches, so one token would
+    # end it and the cancel would land in the warm-up
+    ("probe", {"FAKE_SGLANG_FAULT": "hang_after_tokens=0"}, "cancelled during the sanity probe"),
     ("warmup", {"FAKE_SGLANG_TTFT_MS": "20000"}, "cancelled on request"),
 ])
 def test_cancel_while_running(lab: Lab, jobs: Jobs, monkeypatch: pytest.MonkeyPatch,
