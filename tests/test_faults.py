@@ -225,6 +225,8 @@ def test_unknown_flag_reaching_the_server_exits_2(lab: Lab,
     from core.engines import sglang
 
     monkeypatch.setattr(sglang, "_read_options", lambda _py, _v: (frozenset(), "no help"))
+    # nor from the detection cache an earlier test of this module left in the data folder
+    monkeypatch.setattr(sglang.detect_cache, "load", lambda *_a, **_k: None)
     folder = lab.run(lab.spec(extra_args=("--no-such-flag",)))
     survived(lab, monkeypatch, folder, "launch: unknown flag, exit 2", "failed",
              "exit code 2", "unrecognized arguments: --no-such-flag")
