@@ -33,15 +33,20 @@ WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo li
 # host; everything else must end within the default per-test timeout (pyproject.toml).
 E2E_TIMEOUT_S = 900
 # ``./servelab test`` runs two pytest-xdist workers. Each test module stays on one worker (its
-# module fixtures are set up once), and the modules that run the real model (marker e2e; their
-# file names say e2e) share one worker and start first: two real ``transformers serve`` at once
-# do not fit in a CI host's memory, and together they are the longest share of the suite.
+# module fixtures are set up once). The modules named test_e2e_* start a real ``transformers
+# serve`` with its default continuous-batching cache (about 14 GB on CPU): two at once were
+# OOM-killed, so they share one worker. Every real-model module (marker e2e, "e2e" in its file
+# name) is queued first: they are the longest, and must not end the run alone.
 REAL_MODEL_GROUP = "real-model"
 
 
 def _work_unit(nodeid: str) -> str:
     path = nodeid.split("::")[0]
-    return REAL_MODEL_GROUP if "e2e" in Path(path).name else path
+    return REAL_MODEL_GROUP if Path(path).name.startswith("test_e2e_") else path
+
+
+def _is_real_model(nodeid: str) -> bool:
+    return "e2e" in Path(nodeid.split("::")[0]).name
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
@@ -58,12 +63,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("e2e"):
-            if _work_unit(item.nodeid) != REAL_MODEL_GROUP:
+            if not _is_real_model(item.nodeid):
                 raise pytest.UsageError(f"{item.nodeid} is marked e2e: put 'e2e' in its file "
-                                        "name (tests/conftest.py schedules those together)")
+                                        "name (tests/conftest.py schedules those first)")
             if not item.get_closest_marker("timeout"):
                 item.add_marker(pytest.mark.timeout(E2E_TIMEOUT_S))
-    items.sort(key=lambda item: _work_unit(item.nodeid) != REAL_MODEL_GROUP)  # stable
+    items.sort(key=lambda item: not _is_real_model(item.nodeid))  # stable
 
 
 @pytest.fixture(scope="session")
