@@ -50,7 +50,10 @@ def _import(path: Path, settings: Settings, **kw: Any) -> list[RunFolder]:
 def test_every_sample_has_an_expected_file_with_its_source() -> None:
     assert len(BENCH_FILES) >= 3 and len(LOG_FILES) >= 4
     for path in [*BENCH_FILES, *LOG_FILES]:
-        assert _expected(path)["source"].startswith("https://")
+        # A user's post (its address) or ServeLab's own real-server capture (the doc that
+        # records the command, versions and GPU).
+        source = _expected(path)["source"]
+        assert source.startswith("https://") or "docs/BENCHMARKS.md" in source, path
 
 
 @pytest.mark.parametrize("path", BENCH_FILES, ids=lambda p: p.stem)
