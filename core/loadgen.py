@@ -15,7 +15,7 @@ import math
 import os
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -426,6 +426,35 @@ def finish_health(health: ClientHealth) -> None:
     health.lag_samples_ms = []
 
 
+async def run_monitored(work: Coroutine[Any, Any, None], records: list[RequestRecord],
+                        health: ClientHealth, should_stop: Callable[[], bool] | None,
+                        timeout_s: float | None, t0: float, cpu0: float) -> None:
+    """Run a point's sending under its timeout while the lag monitor samples the loop.
+
+    The one place (single process and each shard worker) that marks what a cancel or the
+    point timeout cut short, and closes the point's client health.
+    """
+    stop = asyncio.Event()
+    task = asyncio.create_task(asyncio.wait_for(work, timeout=timeout_s))
+    monitor = asyncio.create_task(_lag_monitor(health, stop, should_stop, task))
+    try:
+        await task
+    except (TimeoutError, asyncio.CancelledError) as exc:
+        why = ("cancelled" if isinstance(exc, asyncio.CancelledError)
+               else f"point timeout after {timeout_s:g} s")
+        now = time.perf_counter() - t0
+        for r in records:
+            if not r.ok and r.error is None:
+                r.error = why
+                r.end_s = r.end_s or now
+    finally:
+        stop.set()
+        await monitor
+    health.wall_s = time.perf_counter() - t0
+    health.cpu_s = time.process_time() - cpu0
+    finish_health(health)
+
+
 async def _run(client: httpx.AsyncClient | SSEConnectionPool, opts: LoadOptions,
                prompts: list[Prompt],
                on_done: Callable[[int, int], None] | None) -> tuple[list[RequestRecord],
@@ -439,7 +468,6 @@ async def _run(client: httpx.AsyncClient | SSEConnectionPool, opts: LoadOptions,
                       opts.min_steady_s)
     refused = [False] * n  # not sent: the point had already sent enough
     health = ClientHealth()
-    stop = asyncio.Event()
     finished = 0
     t0 = time.perf_counter()
     cpu0 = time.process_time()
@@ -479,24 +507,8 @@ async def _run(client: httpx.AsyncClient | SSEConnectionPool, opts: LoadOptions,
         await send_on_schedule(n, opts.request_rate, opts.seed, start)
         await asyncio.gather(*tasks)
 
-    work = asyncio.create_task(asyncio.wait_for(dispatch(), timeout=opts.point_timeout_s))
-    monitor = asyncio.create_task(_lag_monitor(health, stop, opts.should_stop, work))
-    try:
-        await work
-    except (TimeoutError, asyncio.CancelledError) as exc:
-        why = ("cancelled" if isinstance(exc, asyncio.CancelledError)
-               else f"point timeout after {opts.point_timeout_s:g} s")
-        now = time.perf_counter() - t0
-        for r in records:
-            if not r.ok and r.error is None:
-                r.error = why
-                r.end_s = r.end_s or now
-    finally:
-        stop.set()
-        await monitor
-    health.wall_s = time.perf_counter() - t0
-    health.cpu_s = time.process_time() - cpu0
-    finish_health(health)
+    await run_monitored(dispatch(), records, health, opts.should_stop, opts.point_timeout_s,
+                        t0, cpu0)
     # A point sized by time leaves its unsent prompts out; what was sent is a prefix of
     # them (the semaphore is FIFO and the gate never reopens).
     return [r for r, no in zip(records, refused, strict=True) if not no], health

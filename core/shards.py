@@ -55,12 +55,11 @@ from core.loadgen import (
     ClientHealth,
     Clock,
     LoadOptions,
-    _lag_monitor,
     _one_request,
     _one_request_raw,
     arrival_times,
     event_loop_factory,
-    finish_health,
+    run_monitored,
     sleep_until,
 )
 from core.prompts import Prompt
@@ -212,26 +211,8 @@ async def _worker_point(client: httpx.AsyncClient | SSEConnectionPool, job: _Job
     async def all_slots() -> None:
         await asyncio.gather(*(slot() for _ in range(job.slots)))
 
-    stop = asyncio.Event()
-    work = asyncio.create_task(asyncio.wait_for(all_slots(), timeout=opts.point_timeout_s))
-    monitor = asyncio.create_task(_lag_monitor(health, stop, lambda: bool(sh.get("cancel")),
-                                               work))
-    try:
-        await work
-    except (TimeoutError, asyncio.CancelledError) as exc:
-        why = ("cancelled" if isinstance(exc, asyncio.CancelledError)
-               else f"point timeout after {opts.point_timeout_s:g} s")
-        now = time.perf_counter() - job.t0
-        for r in records:
-            if not r.ok and r.error is None:
-                r.error = why
-                r.end_s = r.end_s or now
-    finally:
-        stop.set()
-        await monitor
-    health.wall_s = time.perf_counter() - job.t0
-    health.cpu_s = time.process_time() - cpu0
-    finish_health(health)
+    await run_monitored(all_slots(), records, health, lambda: bool(sh.get("cancel")),
+                        opts.point_timeout_s, job.t0, cpu0)
     return records, health
 
 
