@@ -7,12 +7,15 @@ import contextlib
 import json
 import os
 import platform
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 
 from core.launcher import ManagedServer, free_port
@@ -70,6 +73,38 @@ def fake_sglang(log: Path, ttft_ms: float, itl_ms: float, fault: str = "",
         left = srv.stop()
         if left:
             raise RuntimeError(f"fake server processes survived: {left}")
+
+
+@contextlib.contextmanager
+def portal(repo: Path, env: dict[str, str], log_path: Path,
+           start_timeout_s: float = 120.0) -> Iterator[str]:
+    """The portal (``repo``/app.py) as its own process group on a free loopback port, ready
+    (health 200) before the URL is yielded; stopped with its group afterwards."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
+             "--server.port", str(port), "--server.headless", "true",
+             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+            cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + start_timeout_s
+            while proc.poll() is None:
+                try:
+                    if httpx.get(base + "/_stcore/health", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"portal not ready after {start_timeout_s:g} s: {log_path}")
+                time.sleep(0.5)
+            if proc.poll() is not None:
+                raise RuntimeError(f"portal exited {proc.returncode}: {log_path}")
+            yield base
+        finally:
+            os.killpg(proc.pid, 15)
+            proc.wait(20)
 
 
 def save(name: str, data: Any) -> Path:

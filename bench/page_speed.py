@@ -21,18 +21,14 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from bench.common import REPO, machine, save
+from bench.common import REPO, machine, portal, save
 from core.demo import install_demo
-from core.launcher import free_port
 from core.settings import Settings
 
 CHROMIUM = "/usr/bin/chromium"
@@ -90,42 +86,22 @@ def main() -> None:
     data = Path(tempfile.mkdtemp(prefix="servelab-pages-")) / "data"
     install_demo(Settings(data_dir=data, sglang_python=sys.executable,
                           transformers_python=sys.executable))
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "SERVELAB_DATA_DIR": str(data), "SERVELAB_WORKER": "off",
            "PYTHONPATH": str(a.repo.resolve())}
-    log = (data.parent / "portal.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
-         "--server.port", str(port), "--server.headless", "true",
-         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=a.repo.resolve(), env=env, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True)
     from playwright.sync_api import sync_playwright
 
     res: dict[str, Any] = {"repo": str(a.repo), "repeats": a.repeats, "load_before": _load()}
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(base + "/_stcore/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.5)
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-            try:
-                time_page(browser, base + "/", "run(s)", 0, 1)  # warm the server's imports
-                for name, (path, text, n) in PAGES.items():
-                    res[name] = time_page(browser, base + path, text, n, a.repeats)
-                    print(f"{name:11s} main {res[name]['main_median_s']:.2f} s  charts "
-                          f"{res[name]['charts_median_s']:.2f} s", flush=True)
-            finally:
-                browser.close()
-    finally:
-        os.killpg(proc.pid, 15)
-        proc.wait(20)
-        log.close()
+    with portal(a.repo.resolve(), env, data.parent / "portal.log") as base, \
+            sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        try:
+            time_page(browser, base + "/", "run(s)", 0, 1)  # warm the server's imports
+            for name, (path, text, n) in PAGES.items():
+                res[name] = time_page(browser, base + path, text, n, a.repeats)
+                print(f"{name:11s} main {res[name]['main_median_s']:.2f} s  charts "
+                      f"{res[name]['charts_median_s']:.2f} s", flush=True)
+        finally:
+            browser.close()
     res["load_after"] = _load()
     res["machine"] = machine()
     print(f"load average before {res['load_before']:.1f}, after {res['load_after']:.1f}")

@@ -12,16 +12,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from bench.common import OUT, REPO, machine, save
-from core.launcher import free_port
+from bench.common import OUT, REPO, machine, portal, save
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -62,53 +57,33 @@ def main() -> None:
     data = a.data.resolve()
     ids = sorted(p.name for p in (data / "runs").iterdir())
     heavy = ids[-20:]
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    log = (OUT / "scale-portal.log").open("wb")
     env = {**os.environ, "SERVELAB_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
-         "--server.port", str(port), "--server.headless", "true",
-         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     from playwright.sync_api import sync_playwright
 
     res: dict[str, Any] = {"runs": len(ids)}
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(base + "/_stcore/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.5)
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-            # one throw-away open: Streamlit's first script run imports the pages' modules
-            warm = browser.new_page()
-            warm.goto(base + "/")
-            wait_idle(warm, "run(s)")
-            warm.close()
-            pages = {
-                "runs_page": (base + "/", "run(s)"),
-                "run_page_heavy": (f"{base}/run?run={heavy[0]}", "Raw artifacts"),
-                "compare_2_heavy": (f"{base}/compare?runs={heavy[0]},{heavy[1]}",
-                                    "Memory headroom"),
-                "compare_15_heavy": (f"{base}/compare?runs={','.join(heavy[:15])}",
-                                     "Memory headroom"),
-            }
-            for name, (url, text) in pages.items():
-                res[name] = time_page(browser, url, text, a.repeats,
-                                      OUT / f"{a.name}-{name}.png")
-                r = res[name]
-                print(f"{name:18} first {r['first_s'] * 1000:7.0f} ms  median "
-                      f"{r['median_s'] * 1000:7.0f} ms  max {r['max_s'] * 1000:7.0f} ms",
-                      flush=True)
-            browser.close()
-    finally:
-        os.killpg(proc.pid, 15)
-        proc.wait(20)
-        log.close()
+    with portal(REPO, env, OUT / "scale-portal.log") as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        # one throw-away open: Streamlit's first script run imports the pages' modules
+        warm = browser.new_page()
+        warm.goto(base + "/")
+        wait_idle(warm, "run(s)")
+        warm.close()
+        pages = {
+            "runs_page": (base + "/", "run(s)"),
+            "run_page_heavy": (f"{base}/run?run={heavy[0]}", "Raw artifacts"),
+            "compare_2_heavy": (f"{base}/compare?runs={heavy[0]},{heavy[1]}",
+                                "Memory headroom"),
+            "compare_15_heavy": (f"{base}/compare?runs={','.join(heavy[:15])}",
+                                 "Memory headroom"),
+        }
+        for name, (url, text) in pages.items():
+            res[name] = time_page(browser, url, text, a.repeats,
+                                  OUT / f"{a.name}-{name}.png")
+            r = res[name]
+            print(f"{name:18} first {r['first_s'] * 1000:7.0f} ms  median "
+                  f"{r['median_s'] * 1000:7.0f} ms  max {r['max_s'] * 1000:7.0f} ms",
+                  flush=True)
+        browser.close()
     path = save(f"{a.name}.json", {"machine": machine(), **res})
     print(f"written {path}")
 

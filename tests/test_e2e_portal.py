@@ -43,30 +43,11 @@ def portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     data = tmp_path_factory.mktemp("e2e") / "data"
     (data / "models").mkdir(parents=True)
     (data / "models" / model.name).symlink_to(model)
-    port = free_port()
     env = {**os.environ, "SERVELAB_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1"}
-    log = (data.parent / "portal.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
-         "--server.port", str(port), "--server.headless", "true",
-         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(base + "/_stcore/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.5)
-        else:
-            pytest.fail("portal did not start: " + (data.parent / "portal.log").read_text())
-        yield base, data
+        with _portal(env, data.parent / "portal.log") as base:
+            yield base, data
     finally:
-        os.killpg(proc.pid, 15)
-        proc.wait(20)
-        log.close()
         # The worker's run processes are their own sessions: end any still alive.
         for folder in (data / "runs").glob("*") if (data / "runs").exists() else []:
             pid = RunFolder(folder).status().get("pid")
@@ -194,22 +175,30 @@ def demo_portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
     data.mkdir()
     install_demo(Settings(data_dir=data, sglang_python=sys.executable,
                           transformers_python=sys.executable))  # as the first page would
-    port = free_port()
     env = {**os.environ, "SERVELAB_DATA_DIR": str(data), "SERVELAB_WORKER": "off"}
-    log = (data.parent / "portal.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
-         "--server.port", str(port), "--server.headless", "true",
-         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(lambda: _healthy(base), timeout=120, what="the portal to start")
+    with _portal(env, data.parent / "portal.log") as base:
         yield base, data
-    finally:
-        os.killpg(proc.pid, 15)
-        proc.wait(20)
-        log.close()
+
+
+@contextlib.contextmanager
+def _portal(env: dict[str, str], log_path: Path) -> Iterator[str]:
+    """The portal (app.py) as its own process group on a free loopback port; yields its URL."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
+             "--server.port", str(port), "--server.headless", "true",
+             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_for(lambda: _healthy(base) or proc.poll() is not None, timeout=120,
+                     what="the portal to start")
+            assert proc.poll() is None, "portal did not start: " + log_path.read_text()
+            yield base
+        finally:
+            os.killpg(proc.pid, 15)
+            proc.wait(20)
 
 
 def _healthy(base: str) -> bool:
