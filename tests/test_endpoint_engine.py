@@ -103,15 +103,20 @@ def test_no_mechanism_when_the_server_ignores_every_one(strict_url: str) -> None
     assert "stopped after 2 token(s)" in why and "not exact" in why
 
 
+def _endpoint_run(settings: Settings, url: str, tokenizer: Path,
+                  *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m core run --engine endpoint` at ``url``, 6 output tokens, no probe."""
+    env = {**os.environ, "SERVELAB_DATA_DIR": str(settings.data_dir)}
+    return subprocess.run([sys.executable, "-m", "core", "run", "--engine", "endpoint",
+                           "--endpoint-url", url, "--model", "m", "--tokenizer", str(tokenizer),
+                           "--no-probe", *args, "--output-len", "6", "--quiet"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+
+
 def test_an_endpoint_run_records_the_mechanism_and_gets_exact_lengths(
         fake_sglang_url: str, settings: Settings, tiny_tokenizer_dir: Path) -> None:
-    env = {**os.environ, "SERVELAB_DATA_DIR": str(settings.data_dir)}
-    out = subprocess.run([sys.executable, "-m", "core", "run", "--engine", "endpoint",
-                          "--endpoint-url", fake_sglang_url, "--model", "m",
-                          "--tokenizer", str(tiny_tokenizer_dir), "--no-probe",
-                          "--concurrency", "2", "--num-prompts", "4", "--output-len", "6",
-                          "--quiet"], cwd=REPO, env=env, capture_output=True, text=True,
-                         timeout=120)
+    out = _endpoint_run(settings, fake_sglang_url, tiny_tokenizer_dir,
+                        "--concurrency", "2", "--num-prompts", "4")
     assert out.returncode == 0, out.stdout + out.stderr
     (path,) = settings.runs_dir.iterdir()
     folder = RunFolder(path)
@@ -126,13 +131,8 @@ def test_an_endpoint_run_records_the_mechanism_and_gets_exact_lengths(
 
 def test_switched_off_exact_lengths_ask_nothing_and_say_so(
         fake_sglang_url: str, settings: Settings, tiny_tokenizer_dir: Path) -> None:
-    env = {**os.environ, "SERVELAB_DATA_DIR": str(settings.data_dir)}
-    out = subprocess.run([sys.executable, "-m", "core", "run", "--engine", "endpoint",
-                          "--endpoint-url", fake_sglang_url, "--model", "m",
-                          "--tokenizer", str(tiny_tokenizer_dir), "--no-probe",
-                          "--no-exact-length", "--concurrency", "1", "--num-prompts", "2",
-                          "--output-len", "6", "--quiet"], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=120)
+    out = _endpoint_run(settings, fake_sglang_url, tiny_tokenizer_dir, "--no-exact-length",
+                        "--concurrency", "1", "--num-prompts", "2")
     assert out.returncode == 0, out.stdout + out.stderr
     (path,) = settings.runs_dir.iterdir()
     folder = RunFolder(path)

@@ -94,18 +94,25 @@ def test_cli_explain_queues_the_factorial(tmp_path: Path, settings: Settings,
     assert "RUN_B" in capsys.readouterr().err
 
 
-def test_compare_page_button_queues_exactly_that_grid(settings: Settings,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    a, b = _pair(settings.runs_dir)
+def _compare_page(settings: Settings, monkeypatch: pytest.MonkeyPatch, a: RunFolder,
+                  b: RunFolder) -> AppTest:
+    """The Compare page of runs a and b, rendered with the worker off (queue, start nothing)."""
     (settings.data_dir / ".demo-installed").write_text("")
     monkeypatch.setenv("SERVELAB_DATA_DIR", str(settings.data_dir))
-    monkeypatch.setenv("SERVELAB_WORKER", "off")  # queue, start nothing
+    monkeypatch.setenv("SERVELAB_WORKER", "off")
     st.cache_resource.clear()
     app = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
     app.query_params["runs"] = f"{a.run_id},{b.run_id}"
     app.run()
     app.switch_page("pages/compare.py").run()
     assert not app.exception, app.exception
+    return app
+
+
+def test_compare_page_button_queues_exactly_that_grid(settings: Settings,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = _pair(settings.runs_dir)
+    app = _compare_page(settings, monkeypatch, a, b)
     key = f"explain-{a.run_id}-{b.run_id}"
     app.button(key=key).click().run()
     assert not app.exception, app.exception
@@ -121,15 +128,7 @@ def test_compare_page_offers_no_button_for_a_one_knob_difference(
                  server={"engine": "sglang", "cuda_graphs": False})
     b = make_run(settings.runs_dir, "20990101-000000-bbbb",
                  server={"engine": "sglang", "cuda_graphs": True})
-    (settings.data_dir / ".demo-installed").write_text("")
-    monkeypatch.setenv("SERVELAB_DATA_DIR", str(settings.data_dir))
-    monkeypatch.setenv("SERVELAB_WORKER", "off")
-    st.cache_resource.clear()
-    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
-    app.query_params["runs"] = f"{a.run_id},{b.run_id}"
-    app.run()
-    app.switch_page("pages/compare.py").run()
-    assert not app.exception, app.exception
+    app = _compare_page(settings, monkeypatch, a, b)
     assert not [x for x in app.button if str(x.key).startswith("explain-")]
 
 
