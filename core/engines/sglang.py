@@ -357,14 +357,11 @@ class SGLangAdapter:
         return facts_from(_fetch_server_info(base_url), log_text)
 
 
-def facts_from(raw: dict[str, Any] | None, log_text: str) -> dict[str, Any]:
-    """The facts of a /server_info body (None: none answered) and a start-up log; what
-    ``collect_facts`` stores, also for re-reading a stored run (bench/gpu/import_results.py)."""
-    from_info = _server_info_facts(raw) if raw is not None else dict.fromkeys(
-        SERVER_INFO_FACT_KEYS)
-    # A blank log states nothing, not even "not ready" or "0 decode lines".
-    from_log = (parse_sglang_log(log_text) if log_text.strip()
-                else dict.fromkeys(LOG_FACT_KEYS))
+def merge_facts(from_info: dict[str, Any], from_log: dict[str, Any]
+                ) -> tuple[dict[str, Any], dict[str, str]]:
+    """/server_info's facts first, each key it does not state filled from the log's (under
+    the log's own name for it); also the source of each key ("server_info" or "log").
+    Launched and imported runs both merge through here, so they name every fact the same."""
     facts: dict[str, Any] = {}
     by_key: dict[str, str] = {}
     for key in dict.fromkeys([*SERVER_INFO_FACT_KEYS, *from_log]):
@@ -378,6 +375,18 @@ def facts_from(raw: dict[str, Any] | None, log_text: str) -> dict[str, Any]:
                 break
         else:
             facts[key] = None
+    return facts, by_key
+
+
+def facts_from(raw: dict[str, Any] | None, log_text: str) -> dict[str, Any]:
+    """The facts of a /server_info body (None: none answered) and a start-up log; what
+    ``collect_facts`` stores, also for re-reading a stored run (bench/gpu/import_results.py)."""
+    from_info = _server_info_facts(raw) if raw is not None else dict.fromkeys(
+        SERVER_INFO_FACT_KEYS)
+    # A blank log states nothing, not even "not ready" or "0 decode lines".
+    from_log = (parse_sglang_log(log_text) if log_text.strip()
+                else dict.fromkeys(LOG_FACT_KEYS))
+    facts, by_key = merge_facts(from_info, from_log)
     sources = sorted(set(by_key.values()), reverse=True)
     facts["facts_source"] = "+".join(sources) if sources else "none"
     facts["facts_source_by_key"] = by_key

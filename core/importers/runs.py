@@ -206,26 +206,11 @@ def _facts(server_info: dict[str, Any] | None, log_facts: dict[str, Any] | None
     key it does not state filled from the log."""
     # The SGLang adapter's own reading of /server_info, so imported and launched runs name
     # every fact the same way.
-    from core.engines.sglang import SERVER_INFO_FACT_KEYS, _server_info_facts
+    from core.engines.sglang import _server_info_facts, merge_facts
 
     from_info = _server_info_facts(server_info) if server_info else {}
     from_log = log_facts or {}
-    log_alias = {"engine_version": ("sglang_version",),
-                 "available_gpu_mem_gb": ("available_gpu_mem_gb_final",),
-                 "kv_cache_tokens": ("kv_cache_tokens", "max_total_num_tokens")}
-    facts: dict[str, Any] = {}
-    by_key: dict[str, str] = {}
-    keys = [*SERVER_INFO_FACT_KEYS, *from_log] if (from_info or from_log) else []
-    for key in dict.fromkeys(keys):
-        if from_info.get(key) is not None:
-            facts[key], by_key[key] = from_info[key], "server_info"
-            continue
-        for alias in log_alias.get(key, (key,)):
-            if from_log.get(alias) is not None:
-                facts[key], by_key[key] = from_log[alias], "log"
-                break
-        else:
-            facts[key] = None
+    facts, by_key = merge_facts(from_info, from_log) if (from_info or from_log) else ({}, {})
     sources = sorted(set(by_key.values()), reverse=True)
     facts["facts_source"] = "+".join(f"imported {s}" for s in sources) if sources else "none"
     facts["facts_source_by_key"] = by_key
