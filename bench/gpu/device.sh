@@ -4,8 +4,8 @@
 # machine stays warm 30 s) can chain them:
 #
 #   bash bench/gpu/device.sh unpack .gpu/part1         # call 1: SGLang's site folder
-#   bash bench/gpu/device.sh unpack .gpu/part2 check   # call 2: duckdb + model files
-#   bash bench/gpu/device.sh start bench/gpu/plan_2x2.json
+#   bash bench/gpu/device.sh unpack .gpu/part2 check   # call 2: duckdb + model files (+ repo.tar)
+#   REPO_TAR=.gpu/part2/repo.tar bash bench/gpu/device.sh start bench/gpu/plan_2x2.json
 #   bash bench/gpu/device.sh wait 540                  # progress + data so far in $OUT
 #
 # Everything it makes lives under /tmp/gpu (kept while the machine is warm). The experiment
@@ -53,9 +53,15 @@ for name in ("sglang", "sglang-kernel", "flashinfer-python", "transformers", "to
 PY
 }
 
-start() {  # PLAN_JSON: the experiment, then the seed's one-restart pair as two plain runs
+start() {  # PLAN_JSON: the experiment (then, with PAIR=1, the seed's one-restart pair)
   rm -rf $G/repo && mkdir -p $G/repo
-  tar --exclude=./.gpu --exclude=./data/models --exclude=./.venv -cf - . | tar -C $G/repo -xf -
+  # REPO_TAR (a `git archive` of a commit, see prepare.sh) pins the code that runs; without it,
+  # the working tree as this call received it.
+  if [[ -n ${REPO_TAR:-} ]]; then
+    tar -C $G/repo -xf "$REPO_TAR"
+  else
+    tar --exclude=./.gpu --exclude=./data/models --exclude=./.venv -cf - . | tar -C $G/repo -xf -
+  fi
   python3 - "$1" "$model" $G <<'PY'
 import json, sys
 plan = json.load(open(sys.argv[1]))
@@ -70,10 +76,15 @@ PY
   cat > $G/all.sh <<SH
 cd $G/repo
 python3 -m core experiment $G/plan.json
+SH
+  # The seed pair is already in data/demo; PAIR=1 measures it again after the experiment.
+  if [[ ${PAIR:-0} == 1 ]]; then
+    cat >> $G/all.sh <<SH
 python3 -m core run --plan $G/pair.json --no-cuda-graphs --mem-fraction-static 0.85 --tag seed:before --quiet
 python3 -m core run --plan $G/pair.json --cuda-graphs --mem-fraction-static 0.92 --tag seed:after --quiet
-echo "ALL DONE"
 SH
+  fi
+  echo 'echo "ALL DONE"' >> $G/all.sh
   (exec setsid nohup bash $G/all.sh > $G/experiment.log 2>&1) &
   sleep 5; echo "experiment started: $(head -c 300 $G/experiment.log)"
 }

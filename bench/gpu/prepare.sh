@@ -72,4 +72,7 @@ for f in config.json generation_config.json tokenizer.json tokenizer_config.json
          chat_template.jinja special_tokens_map.json; do
   if [[ -f "$model_src/$f" ]]; then cp "$model_src/$f" "$root/part2/model-src/"; fi
 done
+# The code that runs on the device: a commit, not the working tree (which other work may be
+# editing while the experiment runs there). device.sh start takes it as REPO_TAR.
+git archive --format=tar -o "$root/part2/repo.tar" HEAD core bench pyproject.toml
 du -sm "$root"/part*
