@@ -161,6 +161,9 @@ def _card_html(sel: Selection) -> str:
     if regs:
         out.append("<p class='warn'><b>Regressions</b><br>" + "<br>".join(_e(r) for r in regs)
                    + "</p>")
+    if story.caveats:  # suspect points, as on the pages
+        out.append("<p class='warn'><b>Read with care</b><br>"
+                   + "<br>".join(_e(c.sentence()) for c in story.caveats) + "</p>")
     for arm in dict.fromkeys(r.arm for r in story.card):
         text, verdicts = card_grid(story.card, arm)
         head = "".join(f"<th>{_e(c)}</th>" for c in text.columns)

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from core.compare import config_diff, flatten_config, has_records, metric_deltas
 from core.errors import ConfigError
+from core.metrics import point_cancelled, point_caveats, point_error_rate
 from core.run_folder import RunFolder
 from core.selection import Selection, origin_of
 from core.summary import card_frame
@@ -70,6 +71,10 @@ def summaries_frame(sel: Selection) -> pd.DataFrame:
                 "has_records": has_records(v, s.get("index")),
                 "prompts_digest": s.get("prompts_digest"),
                 **{k: _cell(val) for k, val in m.items()},
+                "error_rate": point_error_rate(s, v.status),
+                "cancelled": point_cancelled(s, v.status),
+                "read_with_care": "; ".join(f"{c.kind} ({c.detail})"
+                                            for c in point_caveats(s, v.status)) or None,
                 "unknown": "; ".join(s.get("unknown") or []) if origin is not None else None,
             })
     return pd.DataFrame(rows)

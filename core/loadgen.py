@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from core.prompts import Prompt
-from core.records import RequestRecord
+from core.records import CANCELLED, RequestRecord
 from core.sse_client import ProtocolError, SSEConnectionPool
 
 if TYPE_CHECKING:
@@ -440,7 +440,7 @@ async def run_monitored(work: Coroutine[Any, Any, None], records: list[RequestRe
     try:
         await task
     except (TimeoutError, asyncio.CancelledError) as exc:
-        why = ("cancelled" if isinstance(exc, asyncio.CancelledError)
+        why = (CANCELLED if isinstance(exc, asyncio.CancelledError)
                else f"point timeout after {timeout_s:g} s")
         now = time.perf_counter() - t0
         for r in records:

@@ -20,6 +20,8 @@ window in which every slot of the point was busy, ramp-up and drain excluded.
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -27,16 +29,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.records import RequestRecord
+from core.records import CANCELLED, RequestRecord
 
 __all__ = [
+    "CAVEAT_KINDS",
     "DEFINITION",
     "LATENCY_FAMILIES",
     "STAT_NAMES",
+    "Caveat",
     "TokenSource",
     "compute_point_metrics",
     "latency_arrays",
     "latency_values",
+    "point_cancelled",
+    "point_caveats",
+    "point_error_rate",
     "point_warnings",
     "steady_state",
     "summarize_ms",
@@ -233,6 +240,70 @@ def point_warnings(metrics: dict[str, Any], concurrency: int | None,
     return out
 
 
+@dataclass(frozen=True)
+class Caveat:
+    """One reason a stored point's numbers are suspect: ``kind`` in a few words, ``detail``
+    with this run's figures, ``severity`` to pick the worst of several runs."""
+
+    kind: str
+    detail: str
+    severity: float = 0.0
+
+
+# The order the caveats are told in: what invalidates the point first.
+CAVEAT_KINDS = ("cut short by a cancel", "load generator saturated", "not steady state")
+
+
+def point_cancelled(summary: Mapping[str, Any], status: Mapping[str, Any] | None = None) -> bool:
+    """The point was cut short by a cancel: its summary says so (``cancelled``), or, in a
+    folder written before it did, the run ended "cancelled during point N" at this point."""
+    if "cancelled" in summary:
+        return bool(summary["cancelled"])
+    if not status or status.get("state") != "cancelled":
+        return False
+    m = re.search(r"cancelled during point (\d+)", str(status.get("reason") or ""))
+    return m is not None and int(m[1]) == summary.get("index")
+
+
+def point_error_rate(summary: Mapping[str, Any],
+                     status: Mapping[str, Any] | None = None) -> float | None:
+    """The point's error rate as pages and exports show it: None where a cancel cut the
+    point short in a folder older than ``cancelled_requests`` (its cut requests sit among
+    the errors there, so the rate would read as the server's failures)."""
+    m = summary.get("metrics") or {}
+    if "cancelled_requests" not in m and point_cancelled(summary, status):
+        return None
+    rate = m.get("error_rate")
+    return float(rate) if isinstance(rate, int | float) else None
+
+
+def point_caveats(summary: Mapping[str, Any],
+                  status: Mapping[str, Any] | None = None) -> list[Caveat]:
+    """Why a stored point's numbers are suspect, in words (empty when they are not): cut
+    short by a cancel, the load generator saturated (its client health), not steady state
+    (``point_warnings``). The one rule behind the verdict, the summary card and the exports
+    (core/summary.py); ``status``: the run's, for folders older than ``cancelled``."""
+    out = []
+    m = summary.get("metrics") or {}
+    if point_cancelled(summary, status):
+        cut, done = m.get("cancelled_requests"), m.get("completed")
+        if isinstance(cut, int) and isinstance(done, int):
+            detail = f"{done} of {done + (m.get('failed') or 0) + cut} requests finished"
+        else:  # an older folder: the cut requests sit among its errors
+            detail = "its unfinished requests are counted as errors"
+        out.append(Caveat(CAVEAT_KINDS[0], detail))
+    client = summary.get("client") or {}
+    if client.get("client_saturated"):
+        lag = client.get("loop_lag_ms_p99")
+        lag = float(lag) if isinstance(lag, int | float) else 0.0
+        out.append(Caveat(CAVEAT_KINDS[1], str(client.get("client_saturated_why")
+                                               or f"event-loop lag p99 {lag:.1f} ms"), lag))
+    for w in summary.get("warnings") or ():
+        # the finding, without the advice on how to size the point
+        out.append(Caveat(CAVEAT_KINDS[2], str(w).split(": ")[0].split("; ")[0]))
+    return out
+
+
 def compute_point_metrics(
     records: list[RequestRecord], source: TokenSource = "server",
     target_in_flight: int | None = None,
@@ -240,7 +311,11 @@ def compute_point_metrics(
     """All headline metrics of one benchmark point. Keys follow bench_serving's JSONL
     names (``output_throughput``, ``median_ttft_ms`` ...) plus ``max_*_ms``,
     ``error_rate``, the output-length check and the steady-state window
-    (``steady_*``, over ``target_in_flight`` slots)."""
+    (``steady_*``, over ``target_in_flight`` slots). Requests a cancel cut short are no
+    server errors: counted in ``cancelled_requests`` and left out of every other figure."""
+    cut = sum(1 for r in records if r.error == CANCELLED)
+    if cut:
+        records = [r for r in records if r.error != CANCELLED]
     total = len(records)
     ok = [r for r in records if r.ok and r.end_s is not None]
     failed = total - len(ok)
@@ -268,6 +343,7 @@ def compute_point_metrics(
         "num_requests": total,
         "completed": len(ok),
         "failed": failed,
+        "cancelled_requests": cut,
         "error_rate": failed / total if total else None,
         "duration_s": duration_s,
         "total_input_tokens": total_input,

@@ -270,6 +270,8 @@ def _run_point(run: _Run, gen: LoadGenerator, plan: LaunchPlan, model: str, tok:
         "token_source": "server" if server_counts else "requested (server sent no usage)",
         "metrics": metrics, "metrics_retokenized": metrics_retok,
         "client": health.as_dict(), "warnings": warnings,
+        # cut short by a cancel: what finished is kept, the cut requests are no errors
+        "cancelled": bool(metrics["cancelled_requests"]),
     })
     if run.should_stop():
         raise RunCancelled(f"cancelled during point {index}")

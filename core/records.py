@@ -13,7 +13,12 @@ from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["RECORD_SCHEMA", "RequestRecord", "records_from_table", "records_to_table"]
+__all__ = ["CANCELLED", "RECORD_SCHEMA", "RequestRecord", "records_from_table",
+           "records_to_table"]
+
+# The error of a request a cancel cut short (in flight, or never sent): not a server error,
+# so core.metrics counts it apart (``cancelled_requests``) instead of as a failure.
+CANCELLED = "cancelled"
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.executors import node_line
-from core.metrics import DEFINITION
+from core.metrics import DEFINITION, point_cancelled
 from core.run_folder import RunFolder
 
 __all__ = ["format_experiment", "format_run", "format_runs", "run_details"]
@@ -66,7 +66,8 @@ def format_run(folder: RunFolder) -> str:
     rows = []
     for p in d["points"]:
         m = p["metrics"]
-        rows.append([p["label"], f"{_f(m.get('completed'))}/{_f(m.get('num_requests'))}",
+        rows.append([p["label"] + (" (cancelled)" if point_cancelled(p, st) else ""),
+                     f"{_f(m.get('completed'))}/{_f(m.get('num_requests'))}",
                      _f(m["output_throughput"]), _f(m.get("steady_output_throughput")),
                      _f(m["median_ttft_ms"]), _f(m["p99_ttft_ms"]),
                      _f(m["median_itl_ms"]), _f(m["median_tpot_ms"]), _f(m["median_e2e_ms"]),

@@ -9,7 +9,6 @@ and cached: a spec never changes after a run is queued).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -21,8 +20,7 @@ from core.compare import knob_text
 from core.demo import DEMO_DIR
 from core.run_folder import read_json
 
-__all__ = ["LIVE_STATES", "cancelled_point", "is_demo_run", "knob_columns", "live_runs",
-           "runs_frame"]
+__all__ = ["LIVE_STATES", "is_demo_run", "knob_columns", "live_runs", "runs_frame"]
 
 LIVE_STATES = ("queued", "running")
 _MAX_KNOBS = 4
@@ -37,15 +35,6 @@ def _spec(path: Path) -> dict[str, Any]:
 def is_demo_run(run_id: str) -> bool:
     """The run is one of the shipped H200 demo's (core/demo.py copies them as they are)."""
     return (DEMO_DIR / "runs" / run_id).is_dir()
-
-
-def cancelled_point(status: dict[str, Any]) -> int | None:
-    """The index of the point a cancel cut short (the pipeline ends such a run with the
-    reason "cancelled during point N"): its cut requests are not server errors."""
-    if status.get("state") != "cancelled":
-        return None
-    m = re.search(r"cancelled during point (\d+)", str(status.get("reason") or ""))
-    return int(m[1]) if m else None
 
 
 def _tag(tags: Any, prefix: str) -> str | None:

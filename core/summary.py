@@ -6,6 +6,9 @@ p99), ITL and TPOT (median), the peak GPU memory and the memory headroom, plus t
 (a start-up fact, one value per run). Each cell holds the change, its 95% interval
 (``core.stats.relative_diff``: log scale, never below -100%) and better / worse / within
 noise. Regressions come first, in words (``regressions``), and the verdicts quote them.
+Points whose numbers are suspect (cut short by a cancel, the load generator saturated, not
+steady state: ``core.metrics.point_caveats``) are named too (``caveats``), in the card and
+the verdict alike.
 
 An arm is a list of runs: the trials of an experiment arm, or one run of a comparison.
 With fewer than 3 runs per arm there is no interval; a change then counts as noise when
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -30,14 +33,18 @@ from core.compare import (
     peak_gpu_mib_by_point,
     point_key,
 )
+from core.metrics import CAVEAT_KINDS, Caveat, point_caveats
 from core.stats import MIN_TRIALS_FOR_CI, relative_diff
 
 __all__ = [
     "CARD_METRICS",
     "CardRow",
+    "PointCaveat",
     "Story",
     "card_frame",
     "card_grid",
+    "caveat_line",
+    "caveats",
     "comparison_story",
     "experiment_story",
     "noise_note",
@@ -202,8 +209,7 @@ def summary_card(arms: Mapping[str, Sequence[RunView]], baseline: str,
     if baseline not in arms:
         return []
     per_arm = {arm: _point_values(views) for arm, views in arms.items()}
-    keys = sorted({k for values in per_arm.values() for k in values},
-                  key=lambda k: tuple(math.inf if x is None else float(x) for x in k))
+    keys = _sorted_keys({k for values in per_arm.values() for k in values})
     shapes = {k[1:] for k in keys}
     rows: list[CardRow] = []
     for arm, views in arms.items():
@@ -219,11 +225,77 @@ def summary_card(arms: Mapping[str, Sequence[RunView]], baseline: str,
                 b = per_arm[baseline].get(key, {}).get(metric, [])
                 if not a and not b:
                     continue
-                conc = key[0]
-                label = f"c={conc}" if len(shapes) == 1 else f"c={conc} {key[1:]}"
-                rows.append(_row(metric, conc, label, arm, baseline, a, b, floor))
+                rows.append(_row(metric, key[0], _point_label(key, shapes), arm, baseline,
+                                 a, b, floor))
     # the KV pool and the headroom from server facts are whole-run: drop empty ones
     return [r for r in rows if r.mean is not None or r.base_mean is not None]
+
+
+def _sorted_keys(keys: set[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    return sorted(keys, key=lambda k: tuple(math.inf if x is None else float(x) for x in k))
+
+
+def _point_label(key: tuple[Any, ...], shapes: set[tuple[Any, ...]]) -> str:
+    """``c=64``, plus the rest of the load where the points differ in more than that."""
+    return f"c={key[0]}" if len(shapes) == 1 else f"c={key[0]} {key[1:]}"
+
+
+@dataclass(frozen=True)
+class PointCaveat:
+    """A point whose numbers are suspect in some runs: where, why (the worst run's figures)
+    and in how many of each arm's runs."""
+
+    point: str
+    kind: str
+    detail: str
+    runs: tuple[tuple[str, int, int], ...]  # (arm, runs flagged, runs that measured the point)
+
+    def sentence(self, care: bool = True) -> str:
+        """``c=64: load generator saturated (worst: event-loop lag p99 7.4 ms > 5 ms) in 2 of
+        3 runs of graphs on — read with care`` (``care``: with that last part)."""
+        worst = "worst: " if sum(k for _, k, _ in self.runs) > 1 else ""
+        where = ", ".join(f"the run of {arm}" if n == 1 else f"all {n} runs of {arm}"
+                          if k == n else f"{k} of {n} runs of {arm}"
+                          for arm, k, n in self.runs)
+        return (f"{self.point}: {self.kind} ({worst}{self.detail}) in {where}"
+                + (" — read with care" if care else ""))
+
+
+def caveats(arms: Mapping[str, Sequence[RunView]]) -> list[PointCaveat]:
+    """Every point whose numbers are suspect in any run of any arm (baseline included), by
+    point and then by kind (``core.metrics.CAVEAT_KINDS``), naming the worst run's figures."""
+    flagged: dict[tuple[tuple[Any, ...], str], dict[str, list[Caveat]]] = {}
+    measured: dict[tuple[tuple[Any, ...], str], int] = {}
+    for arm, views in arms.items():
+        for v in views:
+            seen: set[tuple[Any, ...]] = set()
+            for s in v.points:
+                key = point_key(s)
+                if key in seen:
+                    continue
+                seen.add(key)
+                measured[(key, arm)] = measured.get((key, arm), 0) + 1
+                for c in point_caveats(s, v.status):
+                    flagged.setdefault((key, c.kind), {}).setdefault(arm, []).append(c)
+    keys = _sorted_keys({k for k, _ in measured})
+    shapes = {k[1:] for k in keys}
+    out = []
+    for key in keys:
+        for kind in CAVEAT_KINDS:
+            by_arm = flagged.get((key, kind))
+            if not by_arm:
+                continue
+            worst = max((c for cs in by_arm.values() for c in cs), key=lambda c: c.severity)
+            out.append(PointCaveat(_point_label(key, shapes), kind, worst.detail, tuple(
+                (arm, len(cs), measured[(key, arm)]) for arm, cs in by_arm.items())))
+    return out
+
+
+def caveat_line(found: Sequence[PointCaveat]) -> str | None:
+    """The caveats as one line of the verdict; None when there are none."""
+    if not found:
+        return None
+    return "Read with care: " + "; ".join(c.sentence(care=False) for c in found) + "."
 
 
 def _facts(views: Sequence[RunView], metric: str) -> list[float]:
@@ -332,6 +404,7 @@ class Story:
     verdict: list[str]
     floor: dict[str, Any] | None
     host: str | None
+    caveats: list[PointCaveat] = field(default_factory=list)  # suspect points, in words
 
     @property
     def noise(self) -> str:
@@ -362,8 +435,10 @@ def experiment_story(settings: Any, record: Mapping[str, Any],
     lines = regression_lines(card)
     if lines:
         text = "Regressions: " + "; ".join(lines) + ". " + text
-    return Story(baseline=base, arms=arms, card=card, verdict=[text], floor=floor,
-                 host=str(host) if host else None)
+    found = caveats(by_arm)
+    care = caveat_line(found)
+    return Story(baseline=base, arms=arms, card=card, verdict=[text, *([care] if care else [])],
+                 floor=floor, host=str(host) if host else None, caveats=found)
 
 
 def comparison_story(views: Sequence[RunView], baseline: int, names: Sequence[str],
@@ -373,8 +448,8 @@ def comparison_story(views: Sequence[RunView], baseline: int, names: Sequence[st
     from core.compare import confounders, headline_point, metric_deltas
 
     arms = list(names)
-    card = summary_card({n: [v] for n, v in zip(arms, views, strict=True)}, arms[baseline],
-                        floor)
+    by_arm = {n: [v] for n, v in zip(arms, views, strict=True)}
+    card = summary_card(by_arm, arms[baseline], floor)
     lines: list[str] = []
     head = headline_point(views)
     if head is None:
@@ -407,8 +482,11 @@ def comparison_story(views: Sequence[RunView], baseline: int, names: Sequence[st
     regs = regression_lines(card)
     if regs:
         lines.insert(0, "Regressions: " + "; ".join(regs) + ".")
+    found = caveats(by_arm)
+    if care := caveat_line(found):
+        lines.append(care)
     return Story(baseline=arms[baseline], arms=arms, card=card, verdict=lines,
-                 floor=dict(floor) if floor else None, host=host)
+                 floor=dict(floor) if floor else None, host=host, caveats=found)
 
 
 _VERDICT_METRICS = ("output_throughput", "median_ttft_ms", "median_itl_ms")

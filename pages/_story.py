@@ -26,6 +26,10 @@ def summary_card(story: Story) -> None:
     else:
         st.success("No regression: no metric reads worse at any concurrency.",
                    icon=":material/check_circle:")
+    if story.caveats:  # suspect points (core.summary.caveats), as in the verdict
+        st.warning("**Read with care**\n\n" + "\n".join(f"- {c.sentence()}"
+                                                       for c in story.caveats),
+                   icon=":material/warning:")
     for arm in dict.fromkeys(r.arm for r in story.card):
         text, verdicts = card_grid(story.card, arm)
         st.markdown(f"**{arm}** vs **{story.baseline}** (baseline)")

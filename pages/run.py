@@ -12,9 +12,9 @@ from core.executors import node_line
 from core.figures import cdf_figure, gpu_memory_figure
 from core.jobs import cancel
 from core.launcher import tail
-from core.metrics import DEFINITION
+from core.metrics import DEFINITION, point_cancelled, point_error_rate
 from core.run_folder import RunFolder
-from core.runs_view import cancelled_point, is_demo_run
+from core.runs_view import is_demo_run
 from pages._auth import can_launch
 from pages._export import export_buttons
 from pages._services import bootstrap
@@ -133,14 +133,13 @@ if view.points:
     cols = ["completed", "num_requests", "error_rate", "output_throughput", "total_throughput",
             "request_throughput", "median_ttft_ms", "p99_ttft_ms", "median_itl_ms",
             "p99_itl_ms", "median_tpot_ms", "median_e2e_ms", "concurrency", "output_len_ratio"]
-    cut = cancelled_point(view.status)  # cut short by a cancel: not server errors
-    table = pd.DataFrame([{"point": s["label"] + (" (cancelled)" if s.get("index") == cut
-                                                  else ""),
+    # a point a cancel cut short is marked; its cut requests are no server errors
+    table = pd.DataFrame([{"point": s["label"] + (" (cancelled)" if point_cancelled(
+                               s, view.status) else ""),
                            **{c: s["metrics"].get(c) for c in cols},
+                           "error_rate": point_error_rate(s, view.status),
                            "client lag p99 ms": s["client"].get("loop_lag_ms_p99")}
                           for s in view.points])
-    if cut is not None:
-        table.loc[table["point"].str.endswith("(cancelled)"), "error_rate"] = None
     st.dataframe(table, hide_index=True)
     busy = [f"{s['label']}: {s['client'].get('client_saturated_why') or 'event-loop lag'}"
             for s in view.points if s["client"].get("client_saturated")]

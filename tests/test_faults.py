@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import psutil
 import pyarrow.parquet as pq
 import pytest
@@ -518,6 +519,16 @@ def test_cancel_from_the_run_page_during_a_point(lab: Lab, jobs: Jobs,
     assert jobs.final(rid) == "cancelled"
     survived(lab, monkeypatch, lab.folder(rid), "cancel: point (from the Run page)",
              "cancelled", "cancelled during point 0")
+    # The point the cancel cut short is marked so, its cut requests counted apart: not
+    # "100% errors" (none of its 4 requests could finish in 20 s).
+    summary = lab.folder(rid).read("points/000/summary.json")
+    m = summary["metrics"]
+    assert summary["cancelled"] is True
+    assert m["cancelled_requests"] == 4 and m["failed"] == 0 and m["error_rate"] is None
+    app.run()
+    points = next(d.value for d in app.dataframe if "error_rate" in d.value.columns)
+    assert points["point"].tolist() == ["c=2 rate=inf in=8 out=6 (cancelled)"]
+    assert pd.isna(points["error_rate"].iloc[0])
 
 
 def test_run_process_sigkilled_without_a_portal(lab: Lab, jobs: Jobs,

@@ -136,3 +136,8 @@ def test_cancel_stops_the_point_quickly(server: str) -> None:
     records, _ = run_load(o, prompts(50), on_done=lambda finished, _n: done.append(finished))
     assert 1 <= sum(r.ok for r in records) < 10
     assert sum(r.error == "cancelled" for r in records) > 40
+    # what the cancel cut short is no server error: the point is not "96% errors"
+    m = compute_point_metrics(records)
+    assert m["cancelled_requests"] == sum(r.error == "cancelled" for r in records)
+    assert m["failed"] == 0 and m["error_rate"] == 0.0
+    assert m["num_requests"] == m["completed"] == sum(r.ok for r in records)

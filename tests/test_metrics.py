@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.metrics import compute_point_metrics, summarize_ms
-from core.records import RequestRecord, records_from_table, records_to_table
+from core.metrics import compute_point_metrics, point_caveats, point_error_rate, summarize_ms
+from core.records import CANCELLED, RequestRecord, records_from_table, records_to_table
 
 
 def rec(i: int, send: float, chunks: list[float], end: float, out_server: int | None,
@@ -79,3 +79,37 @@ def test_records_parquet_round_trip() -> None:
     records = [rec(0, 0.0, [0.1, 0.2], 0.25, 2), rec(1, 0.0, [], 0.3, None, ok=False)]
     back = records_from_table(records_to_table(records))
     assert back == records
+
+
+def test_requests_a_cancel_cut_short_are_counted_apart_not_as_errors() -> None:
+    cut = [RequestRecord(index=i, send_s=0.2, prompt_tokens=10, output_tokens_requested=4,
+                         chunk_s=[0.3], end_s=0.5, error=CANCELLED) for i in (2, 3)]
+    records = [rec(0, 0.0, [0.1, 0.2], 0.3, 2), rec(1, 0.0, [], 0.2, None, ok=False), *cut]
+    m = compute_point_metrics(records)
+    assert m["cancelled_requests"] == 2 and m["num_requests"] == 2
+    assert m["completed"] == 1 and m["failed"] == 1 and m["error_rate"] == 0.5
+    assert m["duration_s"] == pytest.approx(0.3)  # up to the last request that finished
+    nothing = compute_point_metrics(cut)
+    assert nothing["error_rate"] is None and nothing["completed"] == 0  # not "100% errors"
+
+
+def test_point_caveats_name_the_cancel_the_saturated_client_and_the_ramp() -> None:
+    summary = {"index": 1, "cancelled": True,
+               "metrics": {"completed": 3, "failed": 0, "cancelled_requests": 5,
+                           "error_rate": 0.0},
+               "client": {"client_saturated": True, "loop_lag_ms_p99": 7.1,
+                          "client_saturated_why": "event-loop lag p99 7.1 ms > 5 ms"},
+               "warnings": ["only 1.5 waves of requests (96 at concurrency 64): most of the "
+                            "point was ramp-up and drain; size it by plan.min_waves"]}
+    assert [(c.kind, c.detail) for c in point_caveats(summary)] == [
+        ("cut short by a cancel", "3 of 8 requests finished"),
+        ("load generator saturated", "event-loop lag p99 7.1 ms > 5 ms"),
+        ("not steady state", "only 1.5 waves of requests (96 at concurrency 64)")]
+    assert point_error_rate(summary) == 0.0
+    # a folder from before ``cancelled``: the run's reason names the point, whose cut
+    # requests were counted as errors there: no error rate is shown for it
+    old = {"index": 6, "metrics": {"completed": 0, "failed": 64, "error_rate": 1.0}}
+    status = {"state": "cancelled", "reason": "cancelled during point 6"}
+    assert point_error_rate(old, status) is None and point_error_rate(old) == 1.0
+    assert [c.kind for c in point_caveats(old, status)] == ["cut short by a cancel"]
+    assert point_caveats({**old, "index": 5}, status) == []

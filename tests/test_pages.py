@@ -363,6 +363,32 @@ def test_demo_tells_one_story_on_experiment_compare_and_report(states_app: AppTe
     assert (tput[tput["metric"] == "output_throughput"]["change"] > 0).all()
 
 
+def test_the_verdict_and_card_say_which_points_to_read_with_care(states_app: AppTest,
+                                                                 states_dir: Path) -> None:
+    """The demo's c=64 points fired the load generator's saturation flag (docs/BENCHMARKS.md
+    5.2): the Experiment page's card and verdict, the HTML report and the CLI say so; a
+    Compare with a run cancelled during a point names that point as cut short."""
+    said = "c=64: load generator saturated (worst: event-loop lag p99 34.3 ms) in all 3 runs " \
+           "of graphs on, 2 of 3 runs of graphs off"
+    exp = _open(states_app, "pages/experiment.py", experiment=DEMO_EXP)
+    care = [w.value for w in exp.warning if "Read with care" in w.value]
+    assert care and said + " — read with care" in care[0]
+    assert any(m.value == f"**Read with care: {said}.**" for m in exp.markdown)
+    from core.export import html_report, select
+    from core.report import format_experiment
+
+    settings = Settings(data_dir=states_dir, sglang_python=sys.executable,
+                        transformers_python=sys.executable)
+    assert said in html_report(select(settings, [DEMO_EXP]))
+    record = json.loads((states_dir / "experiments" / DEMO_EXP / "experiment.json")
+                        .read_text())
+    assert f"Read with care: {said}." in format_experiment(settings, record)
+    on = next(r["run_id"] for r in record["runs"] if r["arm"] == "graphs on")
+    cmp = _open(AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
+                "pages/compare.py", runs=f"20990101-000000-cancel,{on}")
+    assert "c=64: cut short by a cancel" in " ".join(w.value for w in cmp.warning)
+
+
 def test_the_private_streamlit_switch_still_exists() -> None:
     """pages/_services.py turns Streamlit's legacy pages/ mode off through
     PagesManager.uses_pages_directory (no public switch exists: Streamlit's advice is to not

@@ -12,6 +12,7 @@ from core.compare import RunView
 from core.summary import (
     card_frame,
     card_grid,
+    caveats,
     comparison_story,
     noise_note,
     regression_lines,
@@ -85,3 +86,33 @@ def test_noise_note_names_the_host() -> None:
                                           "'A/A noise check' preset there).")
     note = noise_note({"experiment_id": "exp-aa", "output_throughput": 0.031}, "h200-1")
     assert note == "A/A noise floor on h200-1 (from exp-aa): output throughput ±3.1%."
+
+
+def test_the_verdict_and_card_name_points_whose_numbers_are_suspect() -> None:
+    """A saturated load generator in 2 of 3 runs of one arm, a point that never reached a
+    steady state in the other: the story says so in words, in the card and the verdict."""
+    def flag(v: RunView, lag_ms: float) -> RunView:
+        v.points[1]["client"] = {"client_saturated": True, "loop_lag_ms_p99": lag_ms,
+                                 "client_saturated_why": f"event-loop lag p99 {lag_ms} ms > 5 ms"}
+        return v
+
+    on = [flag(view("on0", {1: 30, 64: 100}), 6.2), view("on1", {1: 31, 64: 101}),
+          flag(view("on2", {1: 29, 64: 99}), 7.1)]
+    off = [view(f"off{t}", {1: 10, 64: 100}) for t in range(3)]
+    off[0].points[0]["warnings"] = ["all 1 slots were never busy at once: no steady-state "
+                                    "window"]
+    found = caveats({"on": on, "off": off})
+    assert [c.sentence() for c in found] == [
+        "c=1: not steady state (all 1 slots were never busy at once) in 1 of 3 runs of off "
+        "— read with care",
+        "c=64: load generator saturated (worst: event-loop lag p99 7.1 ms > 5 ms) in 2 of 3 "
+        "runs of on — read with care"]
+    # a comparison of plain runs: the verdict's last line names them
+    story = comparison_story([on[0], off[0]], 1, ["graphs on", "graphs off"])
+    assert story.caveats and story.verdict[-1] == (
+        "Read with care: c=1: not steady state (all 1 slots were never busy at once) in the "
+        "run of graphs off; c=64: load generator saturated (event-loop lag p99 6.2 ms > 5 ms) "
+        "in the run of graphs on.")
+    # nothing suspect: nothing said
+    clean = comparison_story([on[1], off[1]], 1, ["a", "b"])
+    assert clean.caveats == [] and not any("read with care" in v.lower() for v in clean.verdict)
