@@ -23,6 +23,7 @@ from core.compare import (
     RunView,
     derived_differences,
     differing_fields,
+    flatten_config,
     load_run,
     unknown_fields,
 )
@@ -47,6 +48,11 @@ _NOT_SETTABLE = {"server.engine": "a different engine is not a knob of one engin
                  "server.endpoint_url": "an already-running server is not launched by ServeLab",
                  "server.extra_args": "free-form engine flags: give each as its own knob",
                  "server.host": "where the server listens, not how it serves"}
+# ExperimentSpec.name's own limit, read from the model so the two cannot drift apart.
+_NAME_MAX = min(getattr(m, "max_length", 10**6)
+                for m in ExperimentSpec.model_fields["name"].metadata)
+_WHERE = {"facts.engine_version": "the engine installed where it runs",
+          "facts.gpu": "the GPU it is placed on"}
 
 
 @dataclass(frozen=True)
@@ -87,9 +93,13 @@ def explain_plan(a: RunView, b: RunView) -> ExplainPlan:
             not_explainable[f] = _NOT_SETTABLE[f]
         elif f in settable:
             knobs[f] = (_value(a, f), _value(b, f))
+    flat_a, flat_b = flatten_config(a), flatten_config(b)
     for f in derived_differences(views):
         if f in ENVIRONMENT_FIELDS:
-            not_explainable[f] = "ServeLab cannot set it (the host's GPU or installed engine)"
+            # With the two values: the reader sees what the experiment will not reproduce.
+            not_explainable[f] = (f"{flat_a.get(f)} → {flat_b.get(f)}; ServeLab cannot set "
+                                  f"it, so every arm runs on "
+                                  f"{_WHERE.get(f, 'this host')}")
     return ExplainPlan(a.run_id, b.run_id, knobs, not_explainable)
 
 
@@ -129,7 +139,11 @@ def explanation_experiment(a: RunView, b: RunView, trials: int = 3,
                                    "be explained: launch a grid over the ones that matter")
     grid = KnobGrid(knobs={k: (va, vb) for k, (va, vb) in plan.knobs.items()}, design=design,
                     after={k: vb for k, (_, vb) in plan.knobs.items()})
-    name = f"Explain {a.run_id} → {b.run_id}"
+    # The knobs in the name: the Experiments list and page title say what is varied.
+    name = f"Explain {a.run_id} → {b.run_id}: " + " × ".join(
+        k.partition(".")[2] for k in plan.knobs)
+    if len(name) > _NAME_MAX:
+        name = f"Explain {a.run_id} → {b.run_id}"
     return grid_experiment(name, _base_spec(a), grid, trials, kind="explain"), plan
 
 

@@ -31,7 +31,7 @@ def explain_block(settings: Settings, views: Sequence[RunView], baseline: int) -
                    f"{base.run_id}'s value) splits the difference into each knob's effect "
                    "and their interactions.")
         for field, why in plan.not_explainable.items():
-            st.caption(f"Not explainable: {field} ({why}).")
+            st.caption(f"Not explainable: `{field}` {why}.")
         key = f"explain-{base.run_id}-{other.run_id}"
         c1, c2 = st.columns(2)
         trials = int(c1.number_input("Trials", 1, 50, 3, key=f"{key}-trials"))
@@ -45,9 +45,14 @@ def explain_block(settings: Settings, views: Sequence[RunView], baseline: int) -
             except ConfigError as exc:
                 st.error(f"{exc.field}: {exc.message}")
             else:
-                st.session_state[key + "-queued"] = exp_id
+                st.session_state[key + "-queued"] = (exp_id, trials)
         queued = st.session_state.get(key + "-queued")
         if queued:
-            st.success(f"Queued experiment {queued}.")
-            st.page_link("pages/experiment.py", label=f"Open {queued}",
-                         query_params={"experiment": queued})
+            exp_id, n = queued
+            # What was queued, in words: the ids alone do not say it.
+            st.success(f"Queued experiment {exp_id}: {arms} arms × {n} trials = {arms * n} "
+                       f"runs over {', '.join(f'`{k}`' for k in plan.knobs)}. The worker "
+                       "starts them when the GPUs are free; the experiment page fills in "
+                       "as they finish.")
+            st.page_link("pages/experiment.py", label=f"Open experiment {exp_id}",
+                         query_params={"experiment": exp_id}, icon=":material/science:")
