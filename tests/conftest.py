@@ -36,13 +36,16 @@ E2E_TIMEOUT_S = 900
 # module fixtures are set up once). The modules named test_e2e_* start a real ``transformers
 # serve`` with its default continuous-batching cache (about 14 GB on CPU): two at once were
 # OOM-killed, so they share one worker. Every real-model module (marker e2e, "e2e" in its file
-# name) is queued first: they are the longest, and must not end the run alone.
+# name) is queued first: they are the longest, and must not end the run alone. Browser
+# modules (test_*_browser.py: a portal + chromium each) join that worker too, like the
+# browser tests in test_e2e_portal.py: one browser at a time on the 2-core host.
 REAL_MODEL_GROUP = "real-model"
 
 
 def _work_unit(nodeid: str) -> str:
-    path = nodeid.split("::")[0]
-    return REAL_MODEL_GROUP if Path(path).name.startswith("test_e2e_") else path
+    name = Path(nodeid.split("::")[0]).name
+    heavy = name.startswith("test_e2e_") or name.endswith("_browser.py")
+    return REAL_MODEL_GROUP if heavy else nodeid.split("::")[0]
 
 
 def _is_real_model(nodeid: str) -> bool:

@@ -152,7 +152,8 @@ def _finished_grid(settings: Settings) -> str:
             make_run(settings.runs_dir, rid,
                      server={"engine": "sglang", "cuda_graphs": ch[GRAPHS],
                              "mem_fraction_static": ch[MEM]},
-                     points=[(point, {"output_throughput": tput, "median_ttft_ms": 50.0}, "d")])
+                     points=[(point, {"output_throughput": tput, "median_ttft_ms": 50.0}, "d")],
+                     intended=[GRAPHS, MEM])  # as expand() declares the grid's knobs
             runs.append((arm.label, trial, rid))
     save_experiment(settings, exp, runs, EXP_ID)
     return EXP_ID
