@@ -230,11 +230,15 @@ def verdict(name: str, table: pd.DataFrame, runs: list[RunOfArm], baseline_arm: 
     kv = {a: [r.view.facts.get("kv_cache_tokens") for r in runs if r.arm == a]
           for a in dict.fromkeys(r.arm for r in runs)}
     base_kv = [v for v in kv.get(baseline_arm, []) if isinstance(v, int | float)]
-    kv_text = "KV pool unknown"
+    # One change per arm: with several arms, each is named (the last one must not stand
+    # for all of them).
+    kv_parts = []
     for arm, vals in kv.items():
         nums = [v for v in vals if isinstance(v, int | float)]
         if arm != baseline_arm and nums and base_kv:
-            kv_text = f"KV pool {_pct(float(np.mean(nums)) / float(np.mean(base_kv)) - 1)}"
+            change = _pct(float(np.mean(nums)) / float(np.mean(base_kv)) - 1)
+            kv_parts.append(f"{arm} {change}" if len(kv) > 2 else change)
+    kv_text = "KV pool " + ", ".join(kv_parts) if kv_parts else "KV pool unknown"
     views = [r.view for r in runs]
     conf = confounders(views) if len(views) > 1 else []
     # The host and engine must be the same for every arm: a knob never explains those.

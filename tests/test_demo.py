@@ -20,19 +20,19 @@ from core.store import Catalog
 REPO = Path(__file__).resolve().parent.parent
 
 
-SGLANG_EXP = "exp-20261130-234806-412e"
+SGLANG_EXP = "exp-20261201-041412-6b50"  # the 2x2 grid, 3 trials
 SEED_PAIR = ("20261201-000311-8d8413", "20261201-000511-eb5799")  # before, after
 
 
 def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
     copied = install_demo(settings)
-    # 6 transformers-serve runs + 12 SGLang experiment runs (4 cancelled) + the seed pair
+    # 6 transformers-serve runs + the SGLang 2x2 x 3 trials + the seed pair
     assert len([c for c in copied if not c.startswith("exp-")]) == 6 + 12 + 2
     assert install_demo(settings) == []  # once only, never overwrites
     cat = Catalog(settings.catalog_path, settings.runs_dir)
     cat.sync()
     rows = cat.list_runs()
-    assert sorted(r["state"] for r in rows).count("succeeded") == 16
+    assert sorted(r["state"] for r in rows).count("succeeded") == 20
     assert {r["cuda_graphs"] for r in rows} == {True, False}
     assert {r["engine"] for r in rows} == {"transformers", "sglang"}
     texts = {r["experiment_id"]: format_experiment(settings, r)
@@ -43,9 +43,16 @@ def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
     assert "runs: succeeded=6" in tf and "confounders: none." in tf
     assert "(95% CI +" in tf
     sg = texts[SGLANG_EXP]
-    assert "runs: cancelled=4, succeeded=8" in sg  # budget-cancelled runs stay listed
-    assert "on mem=0.85 vs off mem=0.85: +858% output throughput at concurrency 1 (95% CI +" \
-        in sg
+    assert "runs: succeeded=12" in sg
+    assert ("cg=true mfs=0.85 vs cg=false mfs=0.85: +963% output throughput at concurrency 1 "
+            "(95% CI +") in sg
+    # the factorial splits the seed's two-knob change into its parts
+    assert ("Of the +244.4% output throughput at concurrency 64 (cuda_graphs true + "
+            "mem_fraction_static 0.92 vs cuda_graphs false + mem_fraction_static 0.85") in sg
+    assert "cuda_graphs false→true +226.7% (95% CI +" in sg
+    assert "mem_fraction_static 0.85→0.92 +9.1% (95% CI -7.6%…+29.0%, within noise)" in sg
+    assert "On the log scale the parts add up: +1.184 +0.088 -0.035 = +1.237" in sg
+    assert "KV pool cg=true mfs=0.92 +8%, cg=false mfs=0.92 +8%, cg=true mfs=0.85 +0%" in sg
     assert "confounders: none." in sg
 
 
@@ -87,8 +94,9 @@ def test_experiment_page_shows_the_demo_verdict(settings: Settings,
         text = " ".join(m.value for m in at.markdown)
         labels = [e.label for e in at.expander]
         if record["experiment_id"] == SGLANG_EXP:
-            assert ("on mem=0.85 vs off mem=0.85: +858% output throughput at concurrency 1 "
-                    "(95% CI +") in text
+            assert ("cg=true mfs=0.85 vs cg=false mfs=0.85: +963% output throughput at "
+                    "concurrency 1 (95% CI +") in text
+            assert "Of the +244.4% output throughput at concurrency 64" in text
             assert any("Runs (12/12 finished)" in label for label in labels), labels
         else:
             assert "output throughput at concurrency 1 (95% CI +" in text

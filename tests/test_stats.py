@@ -162,3 +162,16 @@ def test_run_cancelled_before_start_is_no_environment_confounder() -> None:
     runs.append(RunOfArm("off", 3, cancelled))
     sentence = verdict("x", arm_stats(runs, "off"), runs, "off")
     assert sentence.endswith("confounders: none.")
+
+
+def test_each_arm_names_its_own_kv_pool_change() -> None:
+    """With several arms the verdict gives each arm's KV-pool change; the last arm's must
+    not stand for all (a 2x2 read "KV pool +0%" although two arms had +35%)."""
+    base = [RunOfArm("off 0.85", t, view(f"a{t}", {1: 10}, graphs=False, kv=370_000))
+            for t in range(3)]
+    big = [RunOfArm("off 0.92", t, view(f"b{t}", {1: 10}, graphs=False, kv=498_000))
+           for t in range(3)]
+    on = [RunOfArm("on 0.85", t, view(f"c{t}", {1: 30}, kv=370_000)) for t in range(3)]
+    runs = base + big + on
+    sentence = verdict("2x2", arm_stats(runs, "off 0.85"), runs, "off 0.85")
+    assert "KV pool off 0.92 +35%, on 0.85 +0%;" in sentence
