@@ -350,9 +350,13 @@ def card_grid(rows: Sequence[CardRow], arm: str) -> tuple[pd.DataFrame, pd.DataF
         text.setdefault(label, {})[r.point] = r.cell_text()
         verdicts.setdefault(label, {})[r.point] = r.verdict
     index = list(text)
-    return (pd.DataFrame.from_dict(text, orient="index").reindex(index=index, columns=columns),
+    # A per-point metric has no start-up cell and a start-up fact no per-point one: "—",
+    # not "None" (which reads like a missing measurement).
+    return (pd.DataFrame.from_dict(text, orient="index").reindex(index=index, columns=columns)
+            .fillna("—"),
             pd.DataFrame.from_dict(verdicts, orient="index").reindex(index=index,
-                                                                     columns=columns))
+                                                                     columns=columns)
+            .fillna(""))
 
 
 def noise_note(floor: Mapping[str, Any] | None, host: str | None) -> str:

@@ -54,6 +54,8 @@ def test_card_judges_each_metric_by_its_direction_and_lists_regressions_first() 
     text, verdicts = card_grid(rows, "on")
     assert text.loc["output throughput (tok/s)", "c=1"].endswith("▲")
     assert verdicts.loc["median TTFT (ms)", "c=64"] == "worse"
+    # cells that do not apply (a per-point metric at start-up) read "—", never "None"
+    assert not text.isna().any().any() and "None" not in text.to_string()
     assert set(card_frame(rows)["verdict"]) <= {"better", "worse", "within noise", "unknown"}
 
 
