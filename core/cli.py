@@ -24,8 +24,6 @@ from core.config import parse_request_rate
 from core.errors import ConfigError, ServeLabError
 from core.executors.base import EXECUTORS
 from core.executors.registry import runs_here
-from core.explain import add_parser as add_explain_parser
-from core.explain import handle as explain_handler
 from core.transfer import HANDLERS as TRANSFER_HANDLERS
 from core.transfer import add_parsers as add_transfer_parsers
 
@@ -145,7 +143,14 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("reindex", help="rebuild the catalog from the run folders")
     sub.add_parser("engines", help="which engines are installed here, and their versions")
     add_transfer_parsers(sub)  # import, export (core/transfer.py)
-    add_explain_parser(sub)  # explain RUN_A RUN_B (core/explain.py)
+    # explain RUN_A RUN_B: defined here, run by core/explain.py, imported only when used:
+    # it pulls in pandas and scipy (~1.5 s), which every run process would pay otherwise.
+    xp = sub.add_parser("explain", help="queue the factorial experiment that splits the "
+                                        "difference between two runs into the knobs' effects")
+    xp.add_argument("run_a", metavar="RUN_A", help="the baseline run")
+    xp.add_argument("run_b", metavar="RUN_B", help="the run whose difference is explained")
+    xp.add_argument("--trials", type=int, default=3, help="trials per arm (default 3)")
+    xp.add_argument("--design", choices=["factorial", "one-at-a-time"], default="factorial")
     return p
 
 
@@ -481,6 +486,12 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from core.explain import handle
+
+    return handle(args)
+
+
 def _cmd_reindex(_args: argparse.Namespace) -> int:
     n = _catalog().reindex()
     print(f"indexed {n} run folder(s)")
@@ -518,7 +529,7 @@ def main(argv: list[str] | None = None) -> int:
     handler = {"run": _cmd_run, "runs": _cmd_runs, "show": _cmd_show, "cancel": _cmd_cancel,
                "parse-log": _cmd_parse_log, "reindex": _cmd_reindex,
                "experiment": _cmd_experiment,
-               "engines": _cmd_engines, "explain": explain_handler,
+               "engines": _cmd_engines, "explain": _cmd_explain,
                **TRANSFER_HANDLERS}[args.command]
     try:
         return int(handler(args))

@@ -40,7 +40,7 @@ from core.run_folder import RunFolder
 from core.settings import Settings
 from core.stats import ENVIRONMENT_FIELDS
 
-__all__ = ["ExplainPlan", "add_parser", "explain_plan", "explanation_experiment",
+__all__ = ["ExplainPlan", "explain_plan", "explanation_experiment",
            "handle", "submit_explanation"]
 
 Design = Literal["factorial", "one-at-a-time"]
@@ -170,16 +170,7 @@ def explain_views(views: Sequence[RunView], baseline: int = 0) -> ExplainPlan | 
     return explain_plan(views[baseline], others[0]) if others else None
 
 
-# --- command line -----------------------------------------------------------------------------
-
-
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("explain", help="queue the factorial experiment that splits the "
-                                       "difference between two runs into the knobs' effects")
-    p.add_argument("run_a", metavar="RUN_A", help="the baseline run")
-    p.add_argument("run_b", metavar="RUN_B", help="the run whose difference is explained")
-    p.add_argument("--trials", type=int, default=3, help="trials per arm (default 3)")
-    p.add_argument("--design", choices=["factorial", "one-at-a-time"], default="factorial")
+# --- command line (the parser: core/cli.py) ------------------------------------------------------
 
 
 def handle(args: argparse.Namespace) -> int:
