@@ -29,38 +29,53 @@ WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo li
          "answer").split()
 
 
-# The real model on CPU through a real server (marker e2e) needs minutes on a busy 2-core
-# host; everything else must end within the default per-test timeout (pyproject.toml).
-E2E_TIMEOUT_S = 900
+# The real model on CPU through a real server (marker e2e) takes tens of seconds to minutes
+# on a busy 2-core host (test_e2e_portal's A/B: ~40-70 s); everything else must end within
+# the default per-test timeout (pyproject.toml). test_explain_e2e.py sets its own (12 servers).
+E2E_TIMEOUT_S = 600
 # ``./servelab test`` runs two pytest-xdist workers. Each test module stays on one worker (its
-# module fixtures are set up once). The modules named test_e2e_* start a real ``transformers
-# serve`` with its default continuous-batching cache (about 14 GB on CPU): two at once were
-# OOM-killed, so they share one worker. Every real-model module (marker e2e, "e2e" in its file
-# name) is queued first: they are the longest, and must not end the run alone. Browser
-# modules (test_*_browser.py: a portal + chromium each) join that worker too, like the
-# browser tests in test_e2e_portal.py: one browser at a time on the 2-core host.
-REAL_MODEL_GROUP = "real-model"
+# module fixtures are set up once); a free worker takes the next module in the order below, so
+# the run ends when the total work is done, provided the longest modules start first. Every
+# real ``transformers serve`` a test starts bounds its continuous-batching KV cache
+# (--cb-num-blocks 16: ~1.6 GB; by default it sizes the cache from host memory, ~14 GB, and
+# two at once were OOM-killed), so real-model modules may run side by side. Browser modules
+# (test_e2e_portal.py, test_*_browser.py: a portal + chromium each) share one unit: one
+# browser at a time on the 2-core host.
+BROWSER_GROUP = "browser"
+# Queued first, longest first (per-module totals of ``pytest --durations=0`` on the 2-core
+# host): a long module started last would end the run alone. Then the other real-model
+# modules (marker e2e, "e2e" in the file name), then the rest in collection order.
+LONGEST_FIRST = ("tests/test_explain_e2e.py", "tests/test_ray_executor.py", BROWSER_GROUP,
+                 "tests/test_faults.py")
 
 
 def _work_unit(nodeid: str) -> str:
-    name = Path(nodeid.split("::")[0]).name
-    heavy = name.startswith("test_e2e_") or name.endswith("_browser.py")
-    return REAL_MODEL_GROUP if heavy else nodeid.split("::")[0]
+    path = nodeid.split("::")[0]
+    name = Path(path).name
+    browser = name == "test_e2e_portal.py" or name.endswith("_browser.py")
+    return BROWSER_GROUP if browser else path
 
 
 def _is_real_model(nodeid: str) -> bool:
     return "e2e" in Path(nodeid.split("::")[0]).name
 
 
+def _queue_rank(nodeid: str) -> int:
+    unit = _work_unit(nodeid)
+    if unit in LONGEST_FIRST:
+        return LONGEST_FIRST.index(unit)
+    return len(LONGEST_FIRST) + (0 if _is_real_model(nodeid) else 1)
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from xdist.scheduler import LoadScopeScheduling
 
-    class ByModuleRealModelTogether(LoadScopeScheduling):  # type: ignore[misc]
+    class ByModuleBrowsersTogether(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
             return _work_unit(nodeid)
 
-    config.option.loadscopereorder = False  # keep the order below: the real model first
-    return ByModuleRealModelTogether(config, log)
+    config.option.loadscopereorder = False  # keep the order below: the longest first
+    return ByModuleBrowsersTogether(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -68,10 +83,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if item.get_closest_marker("e2e"):
             if not _is_real_model(item.nodeid):
                 raise pytest.UsageError(f"{item.nodeid} is marked e2e: put 'e2e' in its file "
-                                        "name (tests/conftest.py schedules those first)")
+                                        "name (tests/conftest.py schedules those early)")
             if not item.get_closest_marker("timeout"):
                 item.add_marker(pytest.mark.timeout(E2E_TIMEOUT_S))
-    items.sort(key=lambda item: not _is_real_model(item.nodeid))  # stable
+    items.sort(key=lambda item: _queue_rank(item.nodeid))  # stable: modules stay together
 
 
 @pytest.fixture(scope="session")
