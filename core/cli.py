@@ -463,8 +463,9 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
     print(f"experiment {exp_id} queued")
     if args.no_wait:
         return 0
-    # Run the queue here unless a portal's worker already owns this data folder.
-    worker = Worker(settings)
+    # Run the queue here unless a portal's worker already owns this data folder. Polled
+    # every 0.5 s (as `run` does): the next run starts sooner after one ends.
+    worker = Worker(settings, poll_interval_s=0.5)
     worker.start()
     try:
         record = load_experiment(settings, exp_id) or {}
@@ -479,7 +480,7 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
             if done == len(ids):
                 sys.stderr.write("\n")
                 break
-            time.sleep(2)
+            time.sleep(0.5)
     finally:
         worker.stop()
     print(format_experiment(settings, record))
