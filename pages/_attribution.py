@@ -21,6 +21,7 @@ from core.figures import metric_label
 from core.figures_attribution import attribution_waterfall, sweep_figure
 from core.settings import Settings
 from core.stats import RunOfArm
+from pages._details import details
 
 
 def attribution_section(settings: Settings, record: dict[str, Any], runs: list[RunOfArm],
@@ -53,10 +54,11 @@ def attribution_section(settings: Settings, record: dict[str, Any], runs: list[R
         float(floor_value) if isinstance(floor_value, int | float) else None))
     st.caption("Effects are log-ratios from OLS on log(metric) with one block per trial; "
                "a part's bar shows its own 95% interval; faded = within noise.")
-    with st.expander("Every effect, per point and metric"):
-        pct = st.column_config.NumberColumn(format="percent")
-        st.dataframe(effects_table(attr), hide_index=True,
-                     column_config={"rel": pct, "rel_low": pct, "rel_high": pct})
+    with details("Every effect, per point and metric", "attr_effects") as shown:
+        if shown:
+            pct = st.column_config.NumberColumn(format="percent")
+            st.dataframe(effects_table(attr), hide_index=True,
+                         column_config={"rel": pct, "rel_low": pct, "rel_high": pct})
     swept = [k for k in design.knobs if len(design.levels[k]) > 2 or len(design.knobs) == 1]
     if swept and metric in set(table.get("metric", [])):
         st.subheader("Sweep")

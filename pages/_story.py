@@ -37,7 +37,8 @@ def summary_card(story: Story) -> None:
         def colour(col: pd.Series, verdicts: pd.DataFrame = verdicts) -> list[str]:
             return [_CELL.get(str(verdicts.loc[i, col.name]), "") for i in col.index]
 
-        st.dataframe(text.style.apply(colour, axis=0), key=f"card-{arm}")
+        # a static table: a few cells, no grid component to load (docs/BENCHMARKS.md §7.1)
+        st.table(text.style.apply(colour, axis=0))
     st.caption("Change vs the baseline, [95% interval] over trials (ratio of means on the "
                "log scale, so never below −100%); ▲ better / ▼ worse / ≈ within noise by each "
                "metric's direction (green / red); '?' = one run per arm, no interval. "

@@ -30,6 +30,7 @@ from core.export import selection_of
 from core.figures import arm_colours, cdf_figure, memory_headroom_figure, metric_vs_concurrency
 from core.metrics import DEFINITION
 from pages import _story
+from pages._details import details
 from pages._explain import explain_block
 from pages._export import export_buttons
 from pages._services import bootstrap
@@ -121,16 +122,18 @@ def _colour(row: pd.Series) -> list[str]:
     return out
 
 
-st.dataframe(deltas.style.apply(_colour, axis=1).format(
-    {c: "{:+.1%}" for c in deltas.columns if c.startswith("rel_")}, na_rep="–"),
-    hide_index=True)
+with details(f"Every metric at every point ({len(deltas)} rows)", "cmp_all_metrics") as shown:
+    if shown:
+        st.dataframe(deltas.style.apply(_colour, axis=1).format(
+            {c: "{:+.1%}" for c in deltas.columns if c.startswith("rel_")}, na_rep="–"),
+            hide_index=True)
 
 st.subheader("Configuration differences")
 diff = config_diff(views, names)
 if diff.empty:
     st.write("The configurations are identical.")
 else:
-    st.dataframe(diff.astype(str), hide_index=True)
+    st.table(diff.astype(str).set_index(diff.columns[0]))
 explain_block(settings, views, baseline)  # two or more knobs differ: queue the factorial
 
 st.subheader("Throughput and latency by concurrency")
@@ -162,7 +165,7 @@ if labels:
 
 st.subheader("Memory headroom")
 mem = memory_headroom(views, names)
-st.dataframe(mem, hide_index=True)
+st.table(mem.set_index(mem.columns[0]))
 st.plotly_chart(memory_headroom_figure(mem))
 
 st.subheader("Export")

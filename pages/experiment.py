@@ -20,6 +20,7 @@ from core.stats import EXPERIMENT_METRICS, RunOfArm, arm_stats, first_per_arm, f
 from core.summary import experiment_story
 from pages import _story
 from pages._attribution import attribution_section
+from pages._details import details
 from pages._services import bootstrap
 
 ACTIVE = ("queued", "running")
@@ -70,9 +71,15 @@ def progress() -> None:
     table = pd.DataFrame([{"trial": r.trial, "arm": r.arm, "state": r.view.status.get("state"),
                            "run": f"run?run={r.view.run_id}",
                            "reason": r.view.status.get("reason")} for r in now])
-    with st.expander(f"Runs ({done}/{len(drawn)} finished)", expanded=done < len(drawn)):
-        st.dataframe(table, hide_index=True, column_config={
-            "run": st.column_config.LinkColumn("run", display_text=r"run\?run=(.*)")})
+    label = f"Runs ({done}/{len(drawn)} finished)"
+    column_config = {"run": st.column_config.LinkColumn("run", display_text=r"run\?run=(.*)")}
+    if done < len(drawn):  # live: the list is the news
+        with st.expander(label, expanded=True):
+            st.dataframe(table, hide_index=True, column_config=column_config)
+    else:
+        with details(label, "exp_runs") as shown:
+            if shown:
+                st.dataframe(table, hide_index=True, column_config=column_config)
 
 
 progress()
@@ -116,14 +123,16 @@ colours = arm_colours(story.arms, story.baseline)
 table = arm_stats(runs, story.baseline)
 attribution_section(settings, record, runs, table)  # a knob grid: which knob did it
 st.subheader("Per point and metric")
-shown = table.copy()
-shown["label"] = shown["label"].where(shown["arm"] != story.baseline, "baseline")
-pct = st.column_config.NumberColumn(format="percent")
-st.dataframe(shown, hide_index=True, column_config={
-    "rel": pct, "rel_low": pct, "rel_high": pct,
-    "mean": st.column_config.NumberColumn(format="%.2f"),
-    "ci_low": st.column_config.NumberColumn(format="%.2f"),
-    "ci_high": st.column_config.NumberColumn(format="%.2f")})
+with details(f"Every arm, point and metric ({len(table)} rows)", "exp_all_metrics") as open_:
+    if open_:
+        shown = table.copy()
+        shown["label"] = shown["label"].where(shown["arm"] != story.baseline, "baseline")
+        pct = st.column_config.NumberColumn(format="percent")
+        st.dataframe(shown, hide_index=True, column_config={
+            "rel": pct, "rel_low": pct, "rel_high": pct,
+            "mean": st.column_config.NumberColumn(format="%.2f"),
+            "ci_low": st.column_config.NumberColumn(format="%.2f"),
+            "ci_high": st.column_config.NumberColumn(format="%.2f")})
 metric = st.selectbox("Metric against concurrency", list(EXPERIMENT_METRICS),
                       key="exp_metric")
 st.plotly_chart(arm_bands_figure(table, metric, colours))
@@ -133,7 +142,7 @@ st.plotly_chart(frontier_figure(frontier(table, gpus), gpus, colours))
 
 st.subheader("Memory headroom per arm")
 head = memory_headroom(list(first.values()), list(first))
-st.dataframe(head, hide_index=True)
+st.table(head.set_index(head.columns[0]))
 st.plotly_chart(memory_headroom_figure(head))
 
 st.subheader("SLO")
@@ -148,4 +157,6 @@ else:
     for arm in story.arms:
         st.write(f"**{arm}**: largest concurrency meeting the SLO: "
                  f"{best.get(arm, 'none') if not best.empty else 'none'}")
-    st.dataframe(slo, hide_index=True)
+    with details(f"Per run and point ({len(slo)} rows)", "exp_slo_rows") as open_:
+        if open_:
+            st.dataframe(slo, hide_index=True)

@@ -16,6 +16,7 @@ from core.metrics import DEFINITION, point_cancelled, point_error_rate
 from core.run_folder import RunFolder
 from core.runs_view import is_demo_run
 from pages._auth import can_launch
+from pages._details import details
 from pages._export import export_buttons
 from pages._services import bootstrap
 
@@ -70,7 +71,7 @@ def live_status() -> None:
         st.code(tail(folder.log_path, 15) or "(no server output yet)", language="log")
     steps = status.get("steps") or []
     if steps:
-        st.dataframe(pd.DataFrame(steps), hide_index=True)
+        st.table(pd.DataFrame(steps).set_index("step"))
 
 
 live_status()
@@ -106,7 +107,12 @@ if view.imported:  # core.importers: the tool's summaries only, marked with thei
 left, right = st.columns(2)
 with left:
     st.markdown("**Configuration**")
-    st.json(view.spec, expanded=False)
+    # drawn when opened (pages/_details.py): a JSON viewer or highlighter costs the first paint
+    with details("Spec as JSON, for `python -m core run --plan`", "run_spec_json") as shown:
+        if shown:
+            st.code(json.dumps({k: v for k, v in view.spec.items()
+                                if k not in ("run_id", "created_at")}, indent=2),
+                    language="json")
 with right:
     st.markdown("**Server facts**")
     facts = {k: v for k, v in (view.facts or {}).items() if k != "server_info_raw"}
@@ -117,10 +123,10 @@ with right:
             "available_gpu_mem_gb", "cuda_graph_enabled", "cuda_graph_batch_sizes",
             "ready_after_s", "startup_s", "facts_source"]
     if facts:
-        st.dataframe(pd.DataFrame([{"fact": k, "value": str(facts.get(k, "unknown")
-                                                            if facts.get(k) is not None
-                                                            else "unknown")} for k in keys]),
-                     hide_index=True)
+        st.table(pd.DataFrame([{"fact": k, "value": str(facts.get(k, "unknown")
+                                                       if facts.get(k) is not None
+                                                       else "unknown")} for k in keys])
+                 .set_index("fact"))
 if view.probe:
     p = view.probe
     (st.success if p["passed"] else st.error)(
@@ -173,7 +179,11 @@ st.subheader("Export")
 export_buttons([view], key="run-export")
 
 st.subheader("Server log")
-st.code(tail(folder.log_path, 200) or "(empty)", language="log")
+# open by default when the run did not succeed: then the log is the answer
+with details("Last 200 lines", "run_log", expanded=drawn_state not in ("succeeded",
+                                                                      *LIVE)) as shown:
+    if shown:
+        st.code(tail(folder.log_path, 200) or "(empty)", language="log")
 st.subheader("Raw artifacts")
 files = sorted(p for p in folder.path.rglob("*") if p.is_file() and not p.name.startswith("."))
 for path in files:
@@ -183,6 +193,3 @@ for path in files:
     st.download_button(f"{rel} ({path.stat().st_size:,} bytes)", path.read_bytes,
                        file_name=f"{run_id}-{str(rel).replace('/', '-')}",
                        key=f"dl-{rel}", on_click="ignore")
-st.caption("Spec as JSON for `python -m core run --plan`:")
-st.code(json.dumps({k: v for k, v in view.spec.items() if k not in ("run_id", "created_at")},
-                   indent=2), language="json")

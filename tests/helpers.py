@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -27,3 +27,9 @@ def wait_for(pred: Callable[[], T], timeout: float, what: str) -> T:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {limit_s:g} s waiting for {what}")
         time.sleep(0.05)
+
+
+def page_tables(app: Any) -> list[Any]:
+    """Every table an AppTest page drew, as DataFrames: data grids (``st.dataframe``) and
+    static tables (``st.table``, e.g. the summary card)."""
+    return [e.value for e in (*app.dataframe, *app.table)]

@@ -30,6 +30,7 @@ from core.export import select, verdict_lines
 from core.importers import parse_text, plan_runs, store_runs
 from core.run_folder import RunFolder, write_json_atomic
 from core.settings import Settings
+from tests.helpers import page_tables
 
 REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -254,13 +255,14 @@ def test_compare_page_with_an_imported_run(lab: Lab, app: AppTest,
     monkeypatch.setenv("SERVELAB_DATA_DIR", str(lab.data))
     app.query_params["runs"] = f"{lab.launched},{lab.imported}"
     app.run()
+    app.session_state["cmp_all_metrics"] = True  # open the full metrics table (drawn lazily)
     app.switch_page("pages/compare.py").run()
     assert not app.exception, app.exception
     infos = " ".join(i.value for i in app.info)
     assert f"**imported h200-sweep.jsonl** ({lab.imported}) does not state" in infos
     assert "no per-request records" in infos
     assert not any("different prompts" in w.value for w in app.warning)
-    tables = " ".join(df.value.to_csv() for df in app.dataframe)
+    tables = " ".join(df.to_csv() for df in page_tables(app))
     assert "verdict_imported h200-sweep.jsonl" in tables  # named, not by id
     labels = [b.label for b in app.get("download_button")]
     assert "Tables as Parquet (zip)" in labels

@@ -22,6 +22,7 @@ from core.demo import install_demo
 from core.importers import parse_text, plan_runs, store_runs
 from core.run_folder import RunFolder
 from core.settings import Settings
+from tests.helpers import page_tables
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -121,11 +122,12 @@ def test_compare_warns_when_more_than_the_intended_knob_differs(app: AppTest,
             if RunFolder(data_dir / "runs" / r).status()["state"] == "succeeded"][:2]
     app.query_params["runs"] = f"{a},{b}"
     app.run()
+    app.session_state["cmp_all_metrics"] = True  # open the full metrics table (drawn lazily)
     app.switch_page("pages/compare.py").run()
     assert not app.exception, app.exception
     warnings = " ".join(w.value for w in app.warning)
     assert "server.mem_fraction_static" in warnings
-    tables = " ".join(df.value.to_csv() for df in app.dataframe)
+    tables = " ".join(df.to_csv() for df in page_tables(app))
     assert "server.cuda_graphs" in tables and "rel_" in tables
 
 
@@ -319,7 +321,7 @@ def test_demo_tells_one_story_on_experiment_compare_and_report(states_app: AppTe
     assert "peak GPU memory" in regs and "MiB" in regs
     assert "graphs on** vs **graphs off** (baseline)" in text
     assert "A/A noise floor: not measured on vm" in text
-    card = next(d.value for d in exp.dataframe if "c=64" in d.value.columns)
+    card = next(d for d in page_tables(exp) if "c=64" in d.columns)
     assert "peak GPU memory (MiB)" in card.index and "c=64" in card.columns
     assert card.loc["median TTFT (ms)", "c=64"].endswith("▼")
     assert card.loc["output throughput (tok/s)", "c=64"].startswith("+241")
