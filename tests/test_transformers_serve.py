@@ -18,6 +18,7 @@ from core.engines import transformers_serve
 from core.engines.base import EngineInfo
 from core.engines.transformers_serve import (
     CLI_MODULE,
+    NOTE_CB_CPU_BOUNDED,
     NOTE_CB_HOST_MEMORY,
     NOTE_CUDA_ABSENT,
     NOTE_CUDA_AVAILABLE,
@@ -316,11 +317,27 @@ def test_detect_installed_transformers_and_cache_it_per_version(
     assert any("--help" in argv for argv in calls)
 
 
-def test_continuous_batching_on_cpu_says_it_takes_host_memory(tmp_path: Path) -> None:
+def test_continuous_batching_on_cpu_gets_a_bounded_cache_unless_sized(tmp_path: Path) -> None:
+    """The engine's default (0.9 of free host memory) took ~14 GB on a 24 GB host: on CPU
+    ServeLab passes a bounded fraction and says so, unless the user sized the cache."""
     info = _info(HELP_WITH_GRAPHS, NOTE_CUDA_ABSENT)
     plan = _adapter(tmp_path).plan_launch(_config(), 31234, info)
-    assert NOTE_CB_HOST_MEMORY in plan.notes
-    bounded = _adapter(tmp_path).plan_launch(_config(cb_max_memory_percent=0.1), 31234, info)
-    assert NOTE_CB_HOST_MEMORY not in bounded.notes
+    assert NOTE_CB_CPU_BOUNDED in plan.notes
+    i = plan.argv.index("--cb-max-memory-percent")
+    assert plan.argv[i + 1] == "0.1"
+    chosen = _adapter(tmp_path).plan_launch(_config(cb_max_memory_percent=0.5), 31234, info)
+    assert chosen.argv.count("--cb-max-memory-percent") == 1
+    assert chosen.argv[chosen.argv.index("--cb-max-memory-percent") + 1] == "0.5"
+    assert NOTE_CB_CPU_BOUNDED not in chosen.notes
+    with_blocks = _info(HELP_WITH_GRAPHS + "  --cb-num-blocks INTEGER   KV cache blocks\n",
+                        NOTE_CUDA_ABSENT)
+    blocks = _adapter(tmp_path).plan_launch(_config(extra_args=("--cb-num-blocks", "16")),
+                                            31234, with_blocks)
+    assert "--cb-max-memory-percent" not in blocks.argv
     no_cb = _adapter(tmp_path).plan_launch(_config(continuous_batching=False), 31234, info)
-    assert NOTE_CB_HOST_MEMORY not in no_cb.notes
+    assert "--cb-max-memory-percent" not in no_cb.argv
+    assert NOTE_CB_CPU_BOUNDED not in no_cb.notes and NOTE_CB_HOST_MEMORY not in no_cb.notes
+    # an engine without the option: nothing to bound with, the note says what it takes
+    old = _info(HELP_WITH_GRAPHS.replace("--cb-max-memory-percent", "--cb-other"),
+                NOTE_CUDA_ABSENT)
+    assert NOTE_CB_HOST_MEMORY in _adapter(tmp_path).plan_launch(_config(), 31234, old).notes

@@ -38,6 +38,7 @@ from core.model_setup import resolve_model
 
 __all__ = [
     "CLI_MODULE",
+    "NOTE_CB_CPU_BOUNDED",
     "NOTE_CB_HOST_MEMORY",
     "NOTE_CUDA_ABSENT",
     "NOTE_CUDA_AVAILABLE",
@@ -61,6 +62,15 @@ NOTE_CUDA_GRAPHS_CPU = "CUDA graphs do not apply on CPU"
 NOTE_CB_HOST_MEMORY = ("continuous batching on a CPU sizes its KV cache from free host memory "
                        "(0.9 of it unless server.cb_max_memory_percent is set), built on the "
                        "first request")
+# What ServeLab does instead when nothing sizes that cache: a laptop's default run must not
+# take most of its memory (and the build of that cache most of a CPU run's time: a CLI run
+# on this repository's CPU host went from 90 s to 15 s with a bounded cache).
+CPU_CB_MEMORY_FRACTION = 0.1
+NOTE_CB_CPU_BOUNDED = ("continuous batching on a CPU: ServeLab bounds the KV cache to "
+                       f"{CPU_CB_MEMORY_FRACTION:g} of free host memory (the engine's default "
+                       "0.9 built ~14 GB on a 24 GB host); set server.cb_max_memory_percent "
+                       "or --cb-num-blocks to choose")
+_CB_SIZING_FLAGS = ("--cb-num-blocks", "--cb-max-memory-percent", "--cb-max-batch-tokens")
 NOTE_IGNORE_EOS = ("transformers serve rejects ignore_eos (HTTP 422); exact output lengths need "
                    "generation_config={\"eos_token_id\": -1} in the request")
 
@@ -349,8 +359,14 @@ class TransformersServeAdapter:
                                   f"CUDA graphs need a CUDA device; this host has none ({where}). "
                                   "Leave server.cuda_graphs unset on CPU.")
             notes.append(NOTE_CUDA_GRAPHS_CPU)
-            if config.continuous_batching and config.cb_max_memory_percent is None:
-                notes.append(NOTE_CB_HOST_MEMORY)
+            sized = config.cb_max_memory_percent is not None or any(
+                a.split("=", 1)[0] in _CB_SIZING_FLAGS for a in config.extra_args)
+            if config.continuous_batching and not sized:
+                if "--cb-max-memory-percent" in opts:
+                    argv += ["--cb-max-memory-percent", f"{CPU_CB_MEMORY_FRACTION:g}"]
+                    notes.append(NOTE_CB_CPU_BOUNDED)
+                else:
+                    notes.append(NOTE_CB_HOST_MEMORY)
         elif config.cuda_graphs is not None:
             if not config.continuous_batching:
                 raise ConfigError("server.cuda_graphs",
