@@ -36,9 +36,10 @@ E2E_TIMEOUT_S = 600
 # ``./servelab test`` runs two pytest-xdist workers. Each test module stays on one worker (its
 # module fixtures are set up once); a free worker takes the next module in the order below, so
 # the run ends when the total work is done, provided the longest modules start first. Every
-# real ``transformers serve`` a test starts bounds its continuous-batching KV cache
-# (--cb-num-blocks 16: ~1.6 GB; by default it sizes the cache from host memory, ~14 GB, and
-# two at once were OOM-killed), so real-model modules may run side by side. Browser modules
+# real ``transformers serve`` a test starts has a bounded continuous-batching KV cache (on CPU
+# ServeLab passes 0.1 of free host memory: ~3 GB resident here; test_explain_e2e.py sizes it
+# at 16 blocks: ~1.6 GB) instead of the engine's ~14 GB from host memory, two of which were
+# OOM-killed, so real-model modules may run side by side. Browser modules
 # (test_e2e_portal.py, test_*_browser.py: a portal + chromium each) share one unit: one
 # browser at a time on the 2-core host.
 BROWSER_GROUP = "browser"

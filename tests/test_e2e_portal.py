@@ -80,9 +80,6 @@ def test_launch_watch_and_compare_in_a_browser(portal: tuple[str, Path]) -> None
         page.get_by_label("Output tokens", exact=True).fill("8")
         page.get_by_label("Input tokens", exact=True).fill("16")
         page.get_by_label("Trials per arm").fill("1")  # one pair (the default is 3 trials)
-        # The batching-on arm would size its CPU KV cache from host memory (~14 GB, ~50 s of
-        # page faults); 16 blocks of 256 tokens hold this plan, as in test_explain_e2e.py.
-        page.get_by_label("Extra engine flags").fill("--cb-num-blocks 16")
         page.screenshot(path=str(ARTIFACTS / "01-launch.png"), full_page=True)
         page.get_by_role("button", name="Queue runs").click()
         page.get_by_text("Queued 2 run(s)").wait_for(timeout=60_000)

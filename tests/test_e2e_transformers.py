@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from core.engines.transformers_serve import NOTE_CB_CPU_BOUNDED
 from core.model_setup import ensure_default_model
 from core.run_folder import RunFolder
 from core.settings import load_settings
@@ -32,11 +33,7 @@ def test_default_run_answers_paris_and_lands_in_the_catalog(model_dir: Path,
     env = {**os.environ, "SERVELAB_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1"}
     out = subprocess.run(
         [sys.executable, "-m", "core", "run", "--engine", "transformers",
-         "--concurrency", "1,2", "--num-prompts", "2", "--output-len", "8", "--input-len", "16",
-         # Continuous batching (the default) on CPU sizes its KV cache from host memory: ~14 GB
-         # built on the first request (~50 s of page faults on a 2-core host). 16 blocks of 256
-         # tokens hold this plan many times over, as in tests/test_explain_e2e.py.
-         "--extra-arg=--cb-num-blocks", "--extra-arg=16"],
+         "--concurrency", "1,2", "--num-prompts", "2", "--output-len", "8", "--input-len", "16"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     runs = sorted((data / "runs").iterdir())
@@ -51,5 +48,8 @@ def test_default_run_answers_paris_and_lands_in_the_catalog(model_dir: Path,
         assert m["median_ttft_ms"] > 0 and m["output_throughput"] > 0
     launch = folder.read("launch.json")
     assert "CUDA graphs do not apply on CPU" in launch["notes"]
+    # the default continuous-batching cache is bounded on CPU (not ~14 GB from host memory)
+    assert NOTE_CB_CPU_BOUNDED in launch["notes"]
+    assert "--cb-max-memory-percent" in launch["argv"]
     row = Catalog(data / "servelab.duckdb", data / "runs").get_run(folder.run_id)
     assert row is not None and row["state"] == "succeeded" and row["engine"] == "transformers"
