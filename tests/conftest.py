@@ -30,8 +30,9 @@ WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo li
 
 
 # The real model on CPU through a real server (marker e2e) takes tens of seconds to minutes
-# on a busy 2-core host (test_e2e_portal's A/B: ~40-70 s); everything else must end within
-# the default per-test timeout (pyproject.toml). test_explain_e2e.py sets its own (12 servers).
+# on a busy 2-core host (test_e2e_portal's A/B: 40 s, 116 s with one core kept busy);
+# everything else must end within the default per-test timeout (pyproject.toml).
+# test_explain_e2e.py sets its own (12 servers).
 E2E_TIMEOUT_S = 600
 # ``./servelab test`` runs two pytest-xdist workers. Each test module stays on one worker (its
 # module fixtures are set up once); a free worker takes the next module in the order below, so
