@@ -89,8 +89,10 @@ def metric_label(metric: str) -> str:
 def _layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.Figure:
     fig.update_layout(title={"text": title, "x": 0.01, "xanchor": "left"}, template=TEMPLATE,
                       height=HEIGHT, margin={"l": 60, "r": 20, "t": 60, "b": 50},
-                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.0,
-                              "xanchor": "right", "x": 1.0},
+                      # below the x axis: above the plot, a legend of several arms wrapped
+                      # onto the title (plotly grows the bottom margin to fit it)
+                      legend={"orientation": "h", "yanchor": "top", "y": -0.2,
+                              "xanchor": "left", "x": 0.0},
                       xaxis_title=x_title, yaxis_title=y_title)
     return fig
 
