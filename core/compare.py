@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -50,6 +50,7 @@ __all__ = [
     "derived_differences",
     "differing_fields",
     "find_runs",
+    "first_points",
     "flatten_config",
     "has_records",
     "headline_point",
@@ -402,6 +403,16 @@ def point_key(summary: dict[str, Any]) -> PointKey:
     p = summary.get("point") or {}
     return (p.get("concurrency"), _rate(p.get("request_rate")), p.get("input_len"),
             p.get("output_len"))
+
+
+def first_points(view: RunView) -> Iterator[tuple[PointKey, dict[str, Any]]]:
+    """Each load setting's first point summary in a run (a plan may repeat a point)."""
+    seen: set[PointKey] = set()
+    for s in view.points:
+        key = point_key(s)
+        if key not in seen:
+            seen.add(key)
+            yield key, s
 
 
 @dataclass(frozen=True)

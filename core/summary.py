@@ -29,9 +29,9 @@ from core.compare import (
     METRIC_DIRECTIONS,
     SAME_THRESHOLD,
     RunView,
+    first_points,
     memory_headroom,
     peak_gpu_mib_by_point,
-    point_key,
 )
 from core.metrics import CAVEAT_KINDS, Caveat, point_caveats
 from core.stats import MIN_TRIALS_FOR_CI, relative_diff
@@ -180,12 +180,7 @@ def _point_values(views: Sequence[RunView]) -> dict[tuple[Any, ...], dict[str, l
                  if isinstance(g, dict)]
         total_mib = max((t for t in total if t is not None), default=None)
         free_gb = _num(v.facts.get("available_gpu_mem_gb"))
-        seen: set[tuple[Any, ...]] = set()
-        for s in v.points:
-            key = point_key(s)
-            if key in seen:
-                continue
-            seen.add(key)
+        for key, s in first_points(v):
             cell = out.setdefault(key, {})
             metrics = s.get("metrics") or {}
             for m in CARD_METRICS:
@@ -268,12 +263,7 @@ def caveats(arms: Mapping[str, Sequence[RunView]]) -> list[PointCaveat]:
     measured: dict[tuple[tuple[Any, ...], str], int] = {}
     for arm, views in arms.items():
         for v in views:
-            seen: set[tuple[Any, ...]] = set()
-            for s in v.points:
-                key = point_key(s)
-                if key in seen:
-                    continue
-                seen.add(key)
+            for key, s in first_points(v):
                 measured[(key, arm)] = measured.get((key, arm), 0) + 1
                 for c in point_caveats(s, v.status):
                     flagged.setdefault((key, c.kind), {}).setdefault(arm, []).append(c)
