@@ -100,7 +100,8 @@ def portal(repo: Path, env: dict[str, str], log_path: Path,
                     raise RuntimeError(f"portal not ready after {start_timeout_s:g} s: {log_path}")
                 time.sleep(0.5)
             if proc.poll() is not None:
-                raise RuntimeError(f"portal exited {proc.returncode}: {log_path}")
+                raise RuntimeError(f"portal exited {proc.returncode}: "
+                                   f"{log_path.read_text(errors='replace')[-3000:]}")
             yield base
         finally:
             os.killpg(proc.pid, 15)

@@ -19,17 +19,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from bench.common import REPO, machine, portal, save
-from bench.page_speed import ARGS, CHARTS_JS, CHROMIUM, IDLE_JS, PAGES
-from core.demo import install_demo
-from core.settings import Settings
+from bench.page_speed import ARGS, CHARTS_JS, CHROMIUM, IDLE_JS, PAGES, demo_portal_env
 
 # Recorded in the page from its first script on (performance.now() is ms from navigation).
 OBSERVER_JS = """
@@ -142,19 +138,13 @@ def main() -> None:
     ap.add_argument("--repo", type=Path, default=REPO, help="checkout whose portal to profile")
     ap.add_argument("--name", default="page-profile")
     a = ap.parse_args()
-    if not Path(CHROMIUM).exists():
-        raise SystemExit(f"needs {CHROMIUM} (apt-get install chromium)")
-    data = Path(tempfile.mkdtemp(prefix="servelab-pages-")) / "data"
-    install_demo(Settings(data_dir=data, sglang_python=sys.executable,
-                          transformers_python=sys.executable))
-    env = {**os.environ, "SERVELAB_DATA_DIR": str(data), "SERVELAB_WORKER": "off",
-           "PYTHONPATH": str(a.repo.resolve())}
+    env = demo_portal_env(a.repo)
     from playwright.sync_api import sync_playwright
 
     res: dict[str, Any] = {"repo": str(a.repo), "repeats": a.repeats,
                            "load_before": os.getloadavg()[0]}
-    with portal(a.repo.resolve(), env, data.parent / "portal.log") as base, \
-            sync_playwright() as pw:
+    log = Path(env["SERVELAB_DATA_DIR"]).parent / "portal.log"
+    with portal(a.repo.resolve(), env, log) as base, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
             profile_page(browser, base, "/", "run(s)", 0)  # warm the server's imports

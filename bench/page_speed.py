@@ -75,24 +75,30 @@ def time_page(browser: Any, url: str, text: str, charts_n: int, repeats: int
             "main_s": main, "charts_s": charts}
 
 
+def demo_portal_env(repo: Path) -> dict[str, str]:
+    """The environment of a portal (``repo``'s checkout, worker off) on a fresh data folder
+    holding the shipped demo; exits when Debian's chromium is missing."""
+    if not Path(CHROMIUM).exists():
+        raise SystemExit(f"needs {CHROMIUM} (apt-get install chromium)")
+    data = Path(tempfile.mkdtemp(prefix="servelab-pages-")) / "data"
+    install_demo(Settings(data_dir=data, sglang_python=sys.executable,
+                          transformers_python=sys.executable))
+    return {**os.environ, "SERVELAB_DATA_DIR": str(data), "SERVELAB_WORKER": "off",
+            "PYTHONPATH": str(repo.resolve())}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--repo", type=Path, default=REPO, help="checkout whose portal to time")
     ap.add_argument("--name", default="page-speed")
     a = ap.parse_args()
-    if not Path(CHROMIUM).exists():
-        raise SystemExit(f"needs {CHROMIUM} (apt-get install chromium)")
-    data = Path(tempfile.mkdtemp(prefix="servelab-pages-")) / "data"
-    install_demo(Settings(data_dir=data, sglang_python=sys.executable,
-                          transformers_python=sys.executable))
-    env = {**os.environ, "SERVELAB_DATA_DIR": str(data), "SERVELAB_WORKER": "off",
-           "PYTHONPATH": str(a.repo.resolve())}
+    env = demo_portal_env(a.repo)
     from playwright.sync_api import sync_playwright
 
     res: dict[str, Any] = {"repo": str(a.repo), "repeats": a.repeats, "load_before": _load()}
-    with portal(a.repo.resolve(), env, data.parent / "portal.log") as base, \
-            sync_playwright() as pw:
+    log = Path(env["SERVELAB_DATA_DIR"]).parent / "portal.log"
+    with portal(a.repo.resolve(), env, log) as base, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
             time_page(browser, base + "/", "run(s)", 0, 1)  # warm the server's imports

@@ -13,21 +13,18 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
+from bench.common import portal as start_portal
 from core.demo import install_demo
-from core.launcher import free_port
 from core.model_setup import ensure_default_model
 from core.run_folder import RunFolder
 from core.settings import Settings, load_settings
-from tests.helpers import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts"
@@ -180,32 +177,10 @@ def demo_portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
         yield base, data
 
 
-@contextlib.contextmanager
-def _portal(env: dict[str, str], log_path: Path) -> Iterator[str]:
-    """The portal (app.py) as its own process group on a free loopback port; yields its URL."""
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
-             "--server.port", str(port), "--server.headless", "true",
-             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            wait_for(lambda: _healthy(base) or proc.poll() is not None, timeout=120,
-                     what="the portal to start")
-            assert proc.poll() is None, "portal did not start: " + log_path.read_text()
-            yield base
-        finally:
-            os.killpg(proc.pid, 15)
-            proc.wait(20)
-
-
-def _healthy(base: str) -> bool:
-    try:
-        return httpx.get(base + "/_stcore/health", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
+def _portal(env: dict[str, str], log_path: Path) -> contextlib.AbstractContextManager[str]:
+    """The portal (app.py) as its own process group on a free loopback port; yields its URL
+    (bench.common.portal: one way to start a portal for a browser, tests and benchmarks)."""
+    return start_portal(REPO, env, log_path)
 
 
 def _queued_copy(data: Path, src: str, run_id: str, tags: list[str] | None = None) -> None:
