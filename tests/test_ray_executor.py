@@ -225,9 +225,15 @@ def test_runs_go_in_parallel_on_distinct_gpus_and_never_share_one(rh: RayHarness
     assert overlapping, spans
     for a, b in overlapping:
         assert spans[a][2] != spans[b][2], f"{a} and {b} overlapped on GPU {spans[a][2]}"
-    rows = {r["run_id"]: r for r in Catalog(rh.settings.catalog_path,
-                                            rh.settings.runs_dir).list_runs()}
-    assert all(rows[r]["state"] == "succeeded" for r in ids)
+    # The catalog follows the run folders (the worker indexes a fetched run after its
+    # status is final): wait for it rather than race it.
+    cat = Catalog(rh.settings.catalog_path, rh.settings.runs_dir)
+
+    def indexed() -> bool:
+        rows = {r["run_id"]: r for r in cat.list_runs()}
+        return all(r in rows and rows[r]["state"] == "succeeded" for r in ids)
+
+    wait_for(indexed, 60, "the catalog to list the 4 Ray runs as succeeded")
     wait_for(lambda: not w.snapshot()["running"], 30, "the dispatcher to forget the runs")
     assert recover_runs(rh.settings) == []
 
