@@ -3,9 +3,12 @@ loopback); the only fake is the SGLang server in tests/fakes, at the process bou
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import signal
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +79,133 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _split_scope(self, nodeid: str) -> str:
             return _work_unit(nodeid)
 
+        def remove_node(self, node: Any) -> str | None:
+            """The base class queues the dead worker's unfinished unit again, crashed test
+            included; a test that crashed before is not run a third time."""
+            crashitem: str | None = super().remove_node(node)
+            if crashitem is not None and crashitem in _CRASHES:
+                scope = self._split_scope(crashitem)
+                unit = self.workqueue.get(scope)
+                if unit is not None:
+                    unit[crashitem] = True
+                    if all(unit.values()):
+                        del self.workqueue[scope]
+            return crashitem
+
     config.option.loadscopereorder = False  # keep the order below: the longest first
     return ByModuleBrowsersTogether(config, log)
+
+
+# --- a worker that dies -------------------------------------------------------------------
+# A worker that dies mid-test (a signal, a fatal error in native code) leaves no traceback:
+# xdist reports "node down: Not properly terminated" and fails the test it was running. Seen
+# once in CI (tests/test_e2e_portal.py, the last test of the browser unit; 565 other tests
+# passed, the test itself passed when re-run); no cause found: no OOM (that unit peaks at
+# 3.1 GB of 24), nothing on stderr. So each worker records what it can of its own death
+# (fatal errors through faulthandler; SIGTERM/SIGHUP/SIGINT with every thread's stack), the
+# controller records the worker's exit status, and the summary prints both.
+# LoadScopeScheduling puts the dead worker's unfinished unit back on the queue, so a fresh
+# worker runs the test again: a test's first crash is reported as "rerun" (the re-run's own
+# result stands), a second crash of the same test fails the suite.
+_CRASHES: dict[str, str] = {}  # controller: crashed test -> what is known of the death
+_DOWN: list[str] = []  # controller: workers that went down, with their exit status
+
+
+def _crash_dir(controller_pid: int) -> Path:
+    return Path(tempfile.gettempdir()) / f"servelab-pytest-{controller_pid}"
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's faulthandler plugin, whose stderr we replace
+def pytest_configure(config: pytest.Config) -> None:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return
+    folder = _crash_dir(os.getppid())  # the controller started this worker
+    folder.mkdir(exist_ok=True)
+    log = (folder / f"{workerinput['workerid']}.log").open("a")
+    config.stash[_CRASH_LOG] = log
+    faulthandler.enable(file=log, all_threads=True)
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.write(f"{time.strftime('%H:%M:%S')} worker {workerinput['workerid']} "
+                  f"(pid {os.getpid()}) got {signal.Signals(signum).name}\n")
+        log.flush()
+        faulthandler.dump_traceback(file=log, all_threads=True)
+        log.flush()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+
+
+_CRASH_LOG = pytest.StashKey[Any]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object | None) -> None:
+    if error is None:
+        return
+    status = "unknown"
+    popen = getattr(getattr(getattr(node, "gateway", None), "_io", None), "popen", None)
+    if popen is not None:  # execnet's private handle on the worker process
+        try:
+            code = popen.wait(5)
+            status = (f"killed by {signal.Signals(-code).name}" if code < 0
+                      else f"exit status {code}")
+        except Exception as exc:  # a diagnostic must not fail the run
+            status = f"exit status not read: {exc}"
+    _DOWN.append(f"{node.gateway.id}: {error} ({status})")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+    if crashitem in _CRASHES:
+        return  # crashed again: the failure stands
+    _CRASHES[crashitem] = _DOWN[-1] if _DOWN else "worker down"
+    report.outcome = "rerun"  # type: ignore[assignment]
+
+
+def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] | None:
+    if report.outcome == "rerun":
+        return "rerun", "R", "RERUN"
+    return None
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        return
+    folder = _crash_dir(os.getpid())
+    logs = {f.stem: f.read_text(errors="replace") for f in sorted(folder.glob("*.log"))
+            } if folder.exists() else {}
+    if not _DOWN and not any(logs.values()):
+        return
+    terminalreporter.write_sep("=", "workers that died")
+    for line in _DOWN:
+        terminalreporter.write_line(line)
+    passed = {r.nodeid for r in terminalreporter.stats.get("passed", [])}
+    for nodeid in _CRASHES:
+        again = "passed" if nodeid in passed else "did not pass"
+        terminalreporter.write_line(f"{nodeid}: its worker died; re-run on a fresh worker: "
+                                    f"{again}")
+    for worker, text in logs.items():
+        if text:
+            terminalreporter.write_line(f"--- what worker {worker} recorded ---")
+            terminalreporter.write_line(text[-6000:])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        log = config.stash.get(_CRASH_LOG, None)
+        if log is not None:
+            faulthandler.disable()
+            log.close()
+        return
+    folder = _crash_dir(os.getpid())
+    if folder.exists():
+        for f in folder.glob("*.log"):
+            f.unlink()
+        folder.rmdir()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

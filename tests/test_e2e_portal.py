@@ -22,6 +22,7 @@ import pytest
 
 from bench.common import portal as start_portal
 from core.demo import install_demo
+from core.jobs import cancel
 from core.model_setup import ensure_default_model
 from core.run_folder import RunFolder
 from core.settings import Settings, load_settings
@@ -45,12 +46,15 @@ def portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
         with _portal(env, data.parent / "portal.log") as base:
             yield base, data
     finally:
-        # The worker's run processes are their own sessions: end any still alive.
+        # The worker's run processes are their own sessions: cancel any still running through
+        # core's guarded path (a run's recorded pid is checked against its command line and
+        # start time first). Never os.kill a pid read from status.json: these runs ended
+        # minutes ago, and with pid_max 32768 a busy CI host reuses pids within minutes.
+        settings = Settings(data_dir=data, sglang_python=sys.executable,
+                            transformers_python=sys.executable)
         for folder in (data / "runs").glob("*") if (data / "runs").exists() else []:
-            pid = RunFolder(folder).status().get("pid")
-            if isinstance(pid, int):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, 9)
+            if RunFolder(folder).status().get("state") == "running":
+                cancel(settings, folder.name)
 
 
 def _browser():  # type: ignore[no-untyped-def]
