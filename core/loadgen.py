@@ -14,8 +14,9 @@ import json
 import math
 import os
 import random
+import sys
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from core.shards import ShardPool
 
 __all__ = ["ClientHealth", "Clock", "LoadGenerator", "LoadOptions", "SteadyGate", "arrival_times",
-           "run_load", "send_on_schedule"]
+           "fine_gil_switching", "run_load", "send_on_schedule"]
 
 # Above this event-loop lag the client, not the server, may be what was measured.
 LOOP_LAG_WARN_MS = 5.0
@@ -45,6 +46,13 @@ MIN_LAG_COVER_S = 1.0
 # its loop lag stays low: with few streams each callback is short, so a loop that is busy
 # all the time still wakes timers on time (docs/BENCHMARKS.md, load-generator headroom).
 CPU_SHARE_WARN = 0.9
+# The GIL switch interval while the loop measures. Another thread of the run process (the
+# Sampler scraping and polling NVML, the pipeline) holding the GIL delays the loop by up to
+# the interval: at CPython's default 5 ms a token's timestamp came late by up to 5 ms and
+# the H200 points showed loop-lag p99 of 5.0-5.4 ms at 4-20% of a core (docs/BENCHMARKS.md
+# §3.4). 0.5 ms bounds that wait at a cost of more frequent switches, which only matter
+# while two threads compete.
+MEASURE_SWITCH_INTERVAL_S = 0.0005
 
 
 @dataclass(frozen=True)
@@ -603,8 +611,9 @@ class LoadGenerator:
                 self._shards = ShardPool(opts.workers, *self._shard_args)
             records, health = self._shards.run(opts, prompts, opts.workers, on_done)
         else:
-            records, health = self._runner.run(_run(self._pool or self._client, opts,
-                                                    prompts, on_done))
+            with fine_gil_switching():
+                records, health = self._runner.run(_run(self._pool or self._client, opts,
+                                                        prompts, on_done))
         self.seen = [*self.seen, *(r for r in records if r.ok)][-2000:]
         return records, health
 
@@ -621,6 +630,17 @@ class LoadGenerator:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@contextlib.contextmanager
+def fine_gil_switching(interval_s: float = MEASURE_SWITCH_INTERVAL_S) -> Iterator[None]:
+    """The process's GIL switch interval at most ``interval_s`` inside, restored after."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(min(before, interval_s))
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
 
 
 def run_load(opts: LoadOptions, prompts: list[Prompt],

@@ -1,5 +1,10 @@
 """Background sampling while a point runs: the server's Prometheus /metrics and
-GPU memory. Samples are long-format rows (t_s, source, name, labels, value)."""
+GPU memory. Samples are long-format rows (t_s, source, name, labels, value).
+
+The sampler thread shares the GIL with the load generator's event loop, so it does as
+little Python as it can while a point runs: it keeps each scrape's text and parses them
+all in ``table()``, after the points (parsing SGLang's ~800 lines of /metrics took
+~10 ms of pure Python a scrape, long enough to delay token timestamps)."""
 
 from __future__ import annotations
 
@@ -41,10 +46,16 @@ class Sampler:
         self.interval_s = interval_s
         self.t0 = t0
         self.point = -1
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[dict[str, Any]] = []  # NVML rows as taken; metrics rows in table()
         self.metrics_error: str | None = None
+        self._scrapes: list[tuple[float, int, str]] = []  # (t_s, point, /metrics text)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="servelab-sampler", daemon=True)
+
+    @property
+    def unparsed_scrapes(self) -> int:
+        """Scrapes taken and kept as text, to be parsed by ``table()``."""
+        return len(self._scrapes)
 
     def start(self) -> Sampler:
         self._thread.start()
@@ -67,10 +78,8 @@ class Sampler:
                     # No /metrics on this server: stop asking, say why once.
                     self.metrics_error = f"HTTP {resp.status_code} from {self.metrics_url}"
                     return
-                for name, labels, value in parse_prometheus(resp.text):
-                    self.rows.append({"t_s": t, "point": self.point, "source": "metrics",
-                                      "name": name, "labels": labels, "value": value})
-            except (httpx.HTTPError, ValueError) as exc:
+                self._scrapes.append((t, self.point, resp.text))
+            except httpx.HTTPError as exc:
                 self.metrics_error = f"{type(exc).__name__}: {exc}"[:200]
 
     def _loop(self) -> None:
@@ -80,4 +89,17 @@ class Sampler:
                 self._stop.wait(self.interval_s)
 
     def table(self) -> pa.Table:
-        return pa.Table.from_pylist(self.rows, schema=SAMPLE_SCHEMA)
+        """Every sample so far; parses the scrapes kept since the last call. A scrape that
+        is not Prometheus text is dropped and named in ``metrics_error``."""
+        scrapes, self._scrapes = self._scrapes, []
+        for t, point, text in scrapes:
+            try:
+                parsed = parse_prometheus(text)
+            except ValueError as exc:
+                self.metrics_error = self.metrics_error or f"ValueError: {exc}"[:200]
+                continue
+            self.rows.extend({"t_s": t, "point": point, "source": "metrics", "name": name,
+                              "labels": labels, "value": value}
+                             for name, labels, value in parsed)
+        return pa.Table.from_pylist(sorted(self.rows, key=lambda r: r["t_s"]),
+                                    schema=SAMPLE_SCHEMA)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from core.launcher import ManagedServer, free_port
-from core.loadgen import LoadOptions, run_load
+from core.loadgen import MEASURE_SWITCH_INTERVAL_S, LoadOptions, run_load
 from core.metrics import compute_point_metrics
 from core.prompts import Prompt
 from core.records import RequestRecord
@@ -82,6 +82,18 @@ def test_concurrency_1_measures_every_chunk(server: str) -> None:
     assert m["median_ttft_ms"] >= TTFT_MS - 1 and m["median_itl_ms"] > 0
     # the point reports what it cost the client (the saturation rule: test_client_saturation.py)
     assert health.cpu_s > 0 and health.wall_s >= 12 * (TTFT_MS + 19 * ITL_MS) / 1000
+
+
+def test_the_loop_gets_the_gil_back_quickly_while_it_measures(server: str) -> None:
+    """Another thread of the run process (the sampler) may hold the GIL for CPython's
+    switch interval: 5 ms late token timestamps by default. While a point runs the
+    interval is 0.5 ms; the process's own setting is back afterwards."""
+    seen: list[float] = []
+    before = sys.getswitchinterval()
+    run_load(opts(server, 2), prompts(4, out=3),
+             on_done=lambda _done, _total: seen.append(sys.getswitchinterval()))
+    assert seen and set(seen) == {MEASURE_SWITCH_INTERVAL_S}
+    assert sys.getswitchinterval() == before
 
 
 def test_concurrency_32_steady_state(server: str) -> None:
