@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from core.metrics import CLIENT_CPU_BOUND_SHARE
 from core.prompts import Prompt
 from core.records import CANCELLED, RequestRecord
 from core.sse_client import ProtocolError, SSEConnectionPool
@@ -45,12 +46,12 @@ MIN_LAG_COVER_S = 1.0
 # At or above this share of one core the one-threaded client is the bottleneck even when
 # its loop lag stays low: with few streams each callback is short, so a loop that is busy
 # all the time still wakes timers on time (docs/BENCHMARKS.md, load-generator headroom).
-CPU_SHARE_WARN = 0.9
+CPU_SHARE_WARN = CLIENT_CPU_BOUND_SHARE  # core.metrics tells the two flags apart with it
 # The GIL switch interval while the loop measures. Another thread of the run process (the
 # Sampler scraping and polling NVML, the pipeline) holding the GIL delays the loop by up to
 # the interval: at CPython's default 5 ms a token's timestamp came late by up to 5 ms and
 # the H200 points showed loop-lag p99 of 5.0-5.4 ms at 4-20% of a core (docs/BENCHMARKS.md
-# §3.4). 0.5 ms bounds that wait at a cost of more frequent switches, which only matter
+# §2). 0.5 ms bounds that wait at a cost of more frequent switches, which only matter
 # while two threads compete.
 MEASURE_SWITCH_INTERVAL_S = 0.0005
 

@@ -251,7 +251,14 @@ class Caveat:
 
 
 # The order the caveats are told in: what invalidates the point first.
-CAVEAT_KINDS = ("cut short by a cancel", "load generator saturated", "not steady state")
+CAVEAT_KINDS = ("cut short by a cancel", "load generator saturated", "client timestamps late",
+                "not steady state")
+# At or above this share of one core the one-threaded client is the bottleneck even when its
+# loop lag stays low (core.loadgen flags it): the offered load itself may have been short.
+# Below it, a lag flag means the loop woke late (another thread or process had the CPU or
+# the GIL): every request was sent, but chunks were stamped up to the lag late, which
+# inflates latency tails, not medians or throughput (docs/BENCHMARKS.md §2, 2026-12-01).
+CLIENT_CPU_BOUND_SHARE = 0.9
 
 
 def point_cancelled(summary: Mapping[str, Any], status: Mapping[str, Any] | None = None) -> bool:
@@ -280,7 +287,8 @@ def point_error_rate(summary: Mapping[str, Any],
 def point_caveats(summary: Mapping[str, Any],
                   status: Mapping[str, Any] | None = None) -> list[Caveat]:
     """Why a stored point's numbers are suspect, in words (empty when they are not): cut
-    short by a cancel, the load generator saturated (its client health), not steady state
+    short by a cancel, the load generator saturated (its client used a core) or its
+    timestamps late (its loop lagged with CPU to spare), not steady state
     (``point_warnings``). The one rule behind the verdict, the summary card and the exports
     (core/summary.py); ``status``: the run's, for folders older than ``cancelled``."""
     out = []
@@ -296,11 +304,16 @@ def point_caveats(summary: Mapping[str, Any],
     if client.get("client_saturated"):
         lag = client.get("loop_lag_ms_p99")
         lag = float(lag) if isinstance(lag, int | float) else 0.0
-        out.append(Caveat(CAVEAT_KINDS[1], str(client.get("client_saturated_why")
-                                               or f"event-loop lag p99 {lag:.1f} ms"), lag))
+        why = str(client.get("client_saturated_why") or f"event-loop lag p99 {lag:.1f} ms")
+        shares = [w.get("client_cpu_share") for w in client.get("workers") or [client]]
+        shares = [float(x) for x in shares if isinstance(x, int | float)]
+        if any(x >= CLIENT_CPU_BOUND_SHARE for x in shares) or not shares:
+            out.append(Caveat(CAVEAT_KINDS[1], why, lag))
+        else:  # the loop woke late with CPU to spare: stamps late, load offered in full
+            out.append(Caveat(CAVEAT_KINDS[2], f"{why} at {max(shares):.0%} of a core", lag))
     for w in summary.get("warnings") or ():
         # the finding, without the advice on how to size the point
-        out.append(Caveat(CAVEAT_KINDS[2], str(w).split(": ")[0].split("; ")[0]))
+        out.append(Caveat(CAVEAT_KINDS[3], str(w).split(": ")[0].split("; ")[0]))
     return out
 
 

@@ -113,3 +113,22 @@ def test_point_caveats_name_the_cancel_the_saturated_client_and_the_ramp() -> No
     assert point_error_rate(old, status) is None and point_error_rate(old) == 1.0
     assert [c.kind for c in point_caveats(old, status)] == ["cut short by a cancel"]
     assert point_caveats({**old, "index": 5}, status) == []
+
+
+def test_a_lagging_loop_with_cpu_to_spare_is_late_stamps_not_a_short_load() -> None:
+    """Lag alone, the client well under a core: every request went out, chunks were stamped
+    late (tails inflated). The client at a core (or any worker of a sharded point): the
+    offered load itself may have been short."""
+    lag = {"client_saturated": True, "loop_lag_ms_p99": 5.2, "client_cpu_share": 0.04,
+           "client_saturated_why": "event-loop lag p99 5.2 ms > 5 ms"}
+    assert [(c.kind, c.detail) for c in point_caveats({"client": lag})] == [
+        ("client timestamps late", "event-loop lag p99 5.2 ms > 5 ms at 4% of a core")]
+    busy = {**lag, "client_cpu_share": 0.95,
+            "client_saturated_why": "client CPU 95% of a core >= 90%"}
+    assert [c.kind for c in point_caveats({"client": busy})] == ["load generator saturated"]
+    sharded = {**lag, "client_cpu_share": 1.3,  # cores, summed over the workers
+               "workers": [{"client_cpu_share": 0.4}, {"client_cpu_share": 0.92}]}
+    assert [c.kind for c in point_caveats({"client": sharded})] == ["load generator saturated"]
+    spread = {**sharded, "workers": [{"client_cpu_share": 0.4}, {"client_cpu_share": 0.5}]}
+    assert [c.detail for c in point_caveats({"client": spread})] == [
+        "event-loop lag p99 5.2 ms > 5 ms at 50% of a core"]

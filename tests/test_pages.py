@@ -367,11 +367,12 @@ def test_demo_tells_one_story_on_experiment_compare_and_report(states_app: AppTe
 
 def test_the_verdict_and_card_say_which_points_to_read_with_care(states_app: AppTest,
                                                                  states_dir: Path) -> None:
-    """The demo's c=64 points fired the load generator's saturation flag (docs/BENCHMARKS.md
-    5.2): the Experiment page's card and verdict, the HTML report and the CLI say so; a
-    Compare with a run cancelled during a point names that point as cut short."""
-    said = "c=64: load generator saturated (worst: event-loop lag p99 34.3 ms) in all 3 runs " \
-           "of graphs on, 2 of 3 runs of graphs off"
+    """The demo's c=64 points fired the client's lag flag with CPU to spare (the client
+    shared 2 cores with transformers serve): the Experiment page's card and verdict, the
+    HTML report and the CLI say its timestamps came late; a Compare with a run cancelled
+    during a point names that point as cut short."""
+    said = "c=64: client timestamps late (worst: event-loop lag p99 34.3 ms at 31% of a " \
+           "core) in all 3 runs of graphs on, 2 of 3 runs of graphs off"
     exp = _open(states_app, "pages/experiment.py", experiment=DEMO_EXP)
     care = [w.value for w in exp.warning if "Read with care" in w.value]
     assert care and said + " — read with care" in care[0]
