@@ -253,6 +253,14 @@ class Caveat:
 # The order the caveats are told in: what invalidates the point first.
 CAVEAT_KINDS = ("cut short by a cancel", "load generator saturated", "client timestamps late",
                 "not steady state")
+# What each kind means for the numbers, as the Run page and the CLI say it.
+CAVEAT_MEANING = {
+    "cut short by a cancel": "its figures cover only the requests that finished",
+    "load generator saturated": "the client, not the server, may have limited these numbers",
+    "client timestamps late": "its latency tails (p99) may include that much client delay; "
+                              "medians and throughput do not",
+    "not steady state": "mostly ramp-up and drain, not the load the point names",
+}
 # At or above this share of one core the one-threaded client is the bottleneck even when its
 # loop lag stays low (core.loadgen flags it): the offered load itself may have been short.
 # Below it, a lag flag means the loop woke late (another thread or process had the CPU or
@@ -282,6 +290,13 @@ def point_error_rate(summary: Mapping[str, Any],
         return None
     rate = m.get("error_rate")
     return float(rate) if isinstance(rate, int | float) else None
+
+
+def caveat_lines(label: str, caveats: list[Caveat]) -> list[str]:
+    """``c=64: client timestamps late (event-loop lag p99 8.4 ms > 5 ms at 13% of a core):
+    its latency tails ...``: one line per caveat of one point of one run."""
+    return [f"{label}: {c.kind} ({c.detail}): {CAVEAT_MEANING.get(c.kind, 'read with care')}"
+            for c in caveats]
 
 
 def point_caveats(summary: Mapping[str, Any],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.executors import node_line
-from core.metrics import DEFINITION, point_cancelled
+from core.metrics import DEFINITION, caveat_lines, point_cancelled, point_caveats
 from core.run_folder import RunFolder
 
 __all__ = ["format_experiment", "format_run", "format_runs", "run_details"]
@@ -81,15 +81,10 @@ def format_run(folder: RunFolder) -> str:
         src = d["points"][0].get("token_source", "server")
         definition = d["points"][0].get("metrics", {}).get("definition") or DEFINITION
         out.append(f"\nmetrics: {definition}; output tokens counted by: {src}")
-        for p in d["points"]:
-            if p["client"].get("client_saturated"):
-                why = p["client"].get("client_saturated_why") or "event-loop lag"
-                out.append(f"WARNING: point {p.get('label', p.get('index'))}: the load "
-                           f"generator was saturated ({why}): the client, not the server, "
-                           "may have limited these numbers")
-        for p in d["points"]:
-            for warning in p.get("warnings") or ():  # steady state (docs/METRICS.md)
-                out.append(f"WARNING: point {p.get('label', p.get('index'))}: {warning}")
+        for p in d["points"]:  # read with care (docs/METRICS.md): one rule, core.metrics
+            label = f"point {p.get('label', p.get('index'))}"
+            out += [f"WARNING: {line}" for line in caveat_lines(
+                label, point_caveats(p, d.get("status")))]
     return "\n".join(out)
 
 

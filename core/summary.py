@@ -7,8 +7,8 @@ p99), ITL and TPOT (median), the peak GPU memory and the memory headroom, plus t
 (``core.stats.relative_diff``: log scale, never below -100%) and better / worse / within
 noise. Regressions come first, in words (``regressions``), and the verdicts quote them.
 Points whose numbers are suspect (cut short by a cancel, the load generator saturated or
-its timestamps late, not steady state: ``core.metrics.point_caveats``) are named too (``caveats``), in the card and
-the verdict alike.
+its timestamps late, not steady state: ``core.metrics.point_caveats``) are named too
+(``caveats``), in the card and the verdict alike.
 
 An arm is a list of runs: the trials of an experiment arm, or one run of a comparison.
 With fewer than 3 runs per arm there is no interval; a change then counts as noise when

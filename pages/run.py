@@ -12,7 +12,7 @@ from core.executors import node_line
 from core.figures import cdf_figure, gpu_memory_figure
 from core.jobs import cancel
 from core.launcher import tail
-from core.metrics import DEFINITION, point_cancelled, point_error_rate
+from core.metrics import DEFINITION, caveat_lines, point_cancelled, point_caveats, point_error_rate
 from core.run_folder import RunFolder
 from core.runs_view import is_demo_run
 from pages._auth import can_launch
@@ -147,14 +147,10 @@ if view.points:
                            "client lag p99 ms": s["client"].get("loop_lag_ms_p99")}
                           for s in view.points])
     st.dataframe(table, hide_index=True)
-    busy = [f"{s['label']}: {s['client'].get('client_saturated_why') or 'event-loop lag'}"
-            for s in view.points if s["client"].get("client_saturated")]
-    if busy:
-        st.warning("The load generator was saturated during this run, so the client may have "
-                   "limited the numbers: " + "; ".join(busy))
-    short = [f"{s['label']}: {w}" for s in view.points for w in s.get("warnings") or ()]
-    if short:  # steady state (docs/METRICS.md): short or mostly-ramp points
-        st.warning("Not steady state: " + "; ".join(short))
+    care = [line for s in view.points
+            for line in caveat_lines(s["label"], point_caveats(s, view.status))]
+    if care:  # the one rule of Compare, Experiment and the CLI (core.metrics.point_caveats)
+        st.warning("**Read with care**\n\n" + "\n".join(f"- {line}" for line in care))
     st.subheader("Latency distributions")
     c1, c2 = st.columns(2)
     labels = [s["label"] for s in view.points]

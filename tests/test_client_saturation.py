@@ -63,7 +63,16 @@ def test_cli_report_names_the_point_and_the_reason(tmp_path: Path) -> None:
         "index": 0, "label": "c=8", "metrics": {**metrics, "completed": 8, "num_requests": 8},
         "client": ClientHealth(loop_lag_ms_p99=1.0, cpu_s=0.97, wall_s=1.0).as_dict()}))
     text = format_run(folder)
-    assert "WARNING: point c=8: the load generator was saturated (client CPU 97%" in text
+    assert ("WARNING: point c=8: load generator saturated (client CPU 97% of a core >= 90%): "
+            "the client, not the server, may have limited these numbers") in text
+    # a loop that lagged with CPU to spare: every request went out, the stamps came late
+    (d / "summary.json").write_text(json.dumps({
+        "index": 0, "label": "c=8", "metrics": {**metrics, "completed": 8, "num_requests": 8},
+        "client": ClientHealth(loop_lag_ms_p99=6.0, cpu_s=0.1, wall_s=1.0,
+                               lag_samples=MIN_LAG_SAMPLES).as_dict()}))
+    assert ("WARNING: point c=8: client timestamps late (event-loop lag p99 6.0 ms > 5 ms at "
+            "10% of a core): its latency tails (p99) may include that much client delay"
+            ) in format_run(folder)
 
 
 class LateClock:

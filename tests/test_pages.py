@@ -390,6 +390,13 @@ def test_the_verdict_and_card_say_which_points_to_read_with_care(states_app: App
     cmp = _open(AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
                 "pages/compare.py", runs=f"20990101-000000-cancel,{on}")
     assert "c=64: cut short by a cancel" in " ".join(w.value for w in cmp.warning)
+    # the Run page of one of those runs says the same, with what it means for the numbers
+    run = _open(AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
+                "pages/run.py", run=on)
+    told = " ".join(w.value for w in run.warning if "Read with care" in w.value)
+    assert "c=64 rate=inf in=64 out=64: client timestamps late (event-loop lag p99" in told
+    assert "its latency tails (p99) may include that much client delay" in told
+    assert "saturated" not in told
 
 
 def test_the_private_streamlit_switch_still_exists() -> None:
