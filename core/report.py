@@ -1,4 +1,5 @@
-"""Plain-text views of runs for the command line."""
+"""Plain-text views of runs for the command line, and the rows of a run's steps as the
+Run page shows them."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from core.executors import node_line
 from core.metrics import DEFINITION, caveat_lines, point_cancelled, point_caveats
 from core.run_folder import RunFolder
 
-__all__ = ["format_experiment", "format_run", "format_runs", "run_details"]
+__all__ = ["format_experiment", "format_run", "format_runs", "run_details", "step_rows"]
 
 
 def _f(v: Any, digits: int = 1) -> str:
@@ -26,6 +27,33 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     return "\n".join(lines)
+
+
+def step_rows(steps: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """A run's steps for reading: when each started (UTC, to the tenth of a second; the day
+    only where it changes) and how long it took, in the unit that fits."""
+    rows, day = [], None
+    for s in steps:
+        started = str(s.get("started_at") or "")
+        when = started[11:21] if len(started) >= 21 else started
+        if started[:10] and started[:10] != day:
+            day = started[:10]
+            when = f"{day} {when}"
+        took = s.get("duration_s")
+        rows.append({"step": str(s.get("step") or ""), "outcome": str(s.get("outcome") or ""),
+                     "started (UTC)": when, "took": _took(took),
+                     "detail": str(s.get("detail") or "")})
+    return rows
+
+
+def _took(seconds: Any) -> str:
+    if not isinstance(seconds, int | float):
+        return ""  # still running, or never timed
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"{int(seconds // 60)} min {seconds % 60:.0f} s"
 
 
 def run_details(folder: RunFolder) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from core.figures import cdf_figure, gpu_memory_figure
 from core.jobs import cancel
 from core.launcher import tail
 from core.metrics import DEFINITION, caveat_lines, point_cancelled, point_caveats, point_error_rate
+from core.report import step_rows
 from core.run_folder import RunFolder
 from core.runs_view import is_demo_run
 from pages._auth import can_launch
@@ -48,8 +49,9 @@ def live_status() -> None:
     icon = {"succeeded": ":material/check_circle:", "failed": ":material/error:",
             "invalid": ":material/report:", "running": ":material/progress_activity:"}.get(
         state, ":material/info:")
-    phase = status.get("phase") or ""
-    st.subheader(state if phase in ("", state) else f"{state} · {phase}")
+    phase = status.get("phase") or ""  # where a live run is; an ended run's last step
+    live = state in ("queued", "running") and phase not in ("", state)
+    st.subheader(f"{state} · {phase}" if live else state)
     if where := node_line(status):  # a Ray run: which node and GPUs (core/executors)
         st.caption(where + (" · below: the server log's last lines from the node; the whole "
                             "log comes back with the run folder" if state == "running" else ""))
@@ -71,7 +73,7 @@ def live_status() -> None:
         st.code(tail(folder.log_path, 15) or "(no server output yet)", language="log")
     steps = status.get("steps") or []
     if steps:
-        st.table(pd.DataFrame(steps).set_index("step"))
+        st.table(pd.DataFrame(step_rows(steps)).set_index("step"))
 
 
 live_status()

@@ -234,6 +234,8 @@ def _text(app: AppTest) -> str:
 def test_run_page_renders_every_state(states_app: AppTest, state: str) -> None:
     app = _open(states_app, "pages/run.py", run=f"20990101-000000-{state[:6]}")
     assert any(state in h.value for h in app.subheader)
+    if state != "running":  # an ended run's last phase is no news: the state alone
+        assert state in [h.value for h in app.subheader]
     text = _text(app)
     assert "no server launched: )" not in text  # a queued run is not yet launched
     if state == "queued":
@@ -242,6 +244,15 @@ def test_run_page_renders_every_state(states_app: AppTest, state: str) -> None:
         points = next(d.value for d in app.dataframe if "error_rate" in d.value.columns)
         row = points[points["point"].str.startswith("c=64")].iloc[0]
         assert row["point"].endswith("(cancelled)") and pd.isna(row["error_rate"])
+
+
+def test_run_page_steps_say_when_and_how_long(states_app: AppTest) -> None:
+    app = _open(states_app, "pages/run.py", run="20261130-045815-c6a73d")  # a demo run
+    assert next(h.value for h in app.subheader) == "succeeded"  # not "succeeded · store"
+    (steps,) = [t for t in page_tables(app) if "took" in t.columns]
+    assert list(steps.columns) == ["outcome", "started (UTC)", "took", "detail"]
+    assert steps.loc["wait_ready", "took"].endswith(" s")
+    assert steps["started (UTC)"].iloc[0].startswith("2026-11-30 ")
 
 
 def test_run_page_of_an_imported_run(states_app: AppTest, states_dir: Path) -> None:
