@@ -58,7 +58,7 @@ def runs_frame(rows: Sequence[dict[str, Any]], runs_dir: Path) -> pd.DataFrame:
     one column per knob under test (the runs' declared ``intended_diff``), ``headline at``
     (the point of the headline metrics), the model with the demo named "H200 demo", and
     ``live``. A cancelled run's headline error rate is left empty: its last point was cut
-    short by the cancel, not failed by the server."""
+    short by the cancel, not failed by the server; an ended run's phase too."""
     specs = {r["run_id"]: _spec(runs_dir / str(r["run_id"])) for r in rows}
     knobs: list[str] = []
     for spec in specs.values():
@@ -86,6 +86,8 @@ def runs_frame(rows: Sequence[dict[str, Any]], runs_dir: Path) -> pd.DataFrame:
         if r.get("state") == "cancelled":
             row["error_rate"] = None
         row["live"] = r.get("state") in LIVE_STATES
+        if not row["live"]:
+            row["phase"] = None  # where a live run is; an ended run's is its last step
         out.append(row)
     frame = pd.DataFrame(out)
     frame.attrs["knobs"] = [k.partition(".")[2] or k for k in knobs]

@@ -294,6 +294,9 @@ def test_runs_page_with_every_state(states_app: AppTest) -> None:
     # a cancelled run's cut-short point is not "100% errors"
     cancelled = frame[frame["status"] == "cancelled"].iloc[0]
     assert pd.isna(cancelled["errors"])
+    # the phase is where a live run is; an ended run has none to show
+    phases = dict(zip(frame["status"], frame["phase"], strict=True))
+    assert phases["running"] == "point 1" and pd.isna(demo["phase"])
 
 
 def test_runs_page_offers_cancel_only_for_live_runs(states_app: AppTest) -> None:
