@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from core.experiments import knob_text
 from core.metrics import LATENCY_FAMILIES, STAT_NAMES, TokenSource, latency_arrays
 from core.run_folder import RunFolder
 
@@ -723,19 +724,6 @@ def find_runs(runs_dir: Path, ids: Iterable[str]) -> tuple[list[RunFolder], list
         else:
             unknown.append(rid)
     return found, unknown
-
-
-def knob_text(value: Any) -> str:
-    """A knob value as a reader says it: on / off / default / the value."""
-    if value is True:
-        return "on"
-    if value is False:
-        return "off"
-    if value is None:
-        return "default"
-    if isinstance(value, str) and "/" in value.rstrip("/"):
-        return Path(value.rstrip("/")).name  # a model path: its last part says enough
-    return str(value)
 
 
 def _arm_tag(view: RunView) -> str | None:

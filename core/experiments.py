@@ -160,14 +160,27 @@ def _same_value(a: Any, b: Any) -> bool:
 
 
 def knob_text(value: Any) -> str:
-    """A knob value as a label shows it: true/false, 0.85, bfloat16, default (None)."""
+    """A knob value as a reader says it, in labels, tables and verdicts alike: on / off,
+    default (None), 0.85, bfloat16, a model path's last part."""
+    if value is True:
+        return "on"
+    if value is False:
+        return "off"
     if value is None:
         return "default"
-    if isinstance(value, bool):
-        return "true" if value else "false"
     if isinstance(value, float):
         return f"{value:g}"
+    if isinstance(value, str) and "/" in value.rstrip("/"):
+        return Path(value.rstrip("/")).name  # a model path: its last part says enough
     return str(value)
+
+
+# Names a team says for the knobs that meet most often in a grid, so an arm's label reads
+# "graphs=on mem=0.92" in legends and verdicts (a label is at most 40 characters).
+KNOB_ALIASES = {"cuda_graphs": "graphs", "mem_fraction_static": "mem",
+                "continuous_batching": "batching", "tp_size": "tp",
+                "attention_backend": "attn", "cuda_graph_max_bs": "graph_bs",
+                "cb_max_memory_percent": "cb_mem"}
 
 
 def _short(name: str) -> str:
@@ -178,9 +191,16 @@ def _short(name: str) -> str:
 _LABEL_UNSAFE = re.compile(r"[^\w.:+=/-]")
 
 
-def _cell_label(cell: dict[str, Any], index: int, long: bool) -> str:
-    text = " ".join(f"{(k.split('.', 1)[-1] if long else _short(k))}="
-                    f"{_LABEL_UNSAFE.sub('_', knob_text(v))}" for k, v in cell.items())
+def _cell_label(cell: dict[str, Any], index: int, names: str) -> str:
+    """``names``: "alias" (graphs=on: KNOB_ALIASES, else the field, dtype=bfloat16) or
+    "initials" (cg=on)."""
+    def name(knob: str) -> str:
+        field = knob.split(".", 1)[-1]
+        if names == "initials":
+            return _short(knob)
+        return KNOB_ALIASES.get(field, field)
+
+    text = " ".join(f"{name(k)}={_LABEL_UNSAFE.sub('_', knob_text(v))}" for k, v in cell.items())
     return text if len(text) <= 40 else f"arm {index + 1}"
 
 
@@ -192,8 +212,8 @@ def grid_arms(grid: KnobGrid) -> tuple[tuple[Arm, ...], str]:
                else "use fewer knobs or values")
         raise ConfigError("grid.design", f"{grid.resolved_design} gives {len(cells)} arms, at "
                                          f"most {MAX_ARMS}: {fix}")
-    for long in (True, False):
-        labels = [_cell_label(c, i, long) for i, c in enumerate(cells)]
+    for names in ("alias", "initials"):  # the first that fits every label
+        labels = [_cell_label(c, i, names) for i, c in enumerate(cells)]
         if len(set(labels)) == len(labels) and not any(x.startswith("arm ") for x in labels):
             break
     if len(set(labels)) != len(labels):

@@ -118,9 +118,9 @@ def test_with_noise_the_sentence_names_each_part_and_adds_up() -> None:
     assert not parts["mem_fraction_static"].within_noise
     text = verdict_sentence(attr, noise_floor={"output_throughput": 0.03})
     assert text.startswith(f"Of the {parts['total'].rel * 100:+.1f}% output throughput at "
-                           "concurrency 64 (cuda_graphs true + mem_fraction_static 0.92 vs "
-                           "cuda_graphs false + mem_fraction_static 0.85; 95% CI")
-    assert "cuda_graphs false→true +" in text and "within noise" in text
+                           "concurrency 64 (cuda_graphs on + mem_fraction_static 0.92 vs "
+                           "cuda_graphs off + mem_fraction_static 0.85; 95% CI")
+    assert "cuda_graphs off→on +" in text and "within noise" in text
     assert "A/A noise floor ±3%" in text
     logs = text.split("add up: ")[1].split(" = ")
     assert sum(float(x) for x in logs[0].split()) == pytest.approx(float(logs[1]), abs=2e-3)

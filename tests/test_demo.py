@@ -47,9 +47,9 @@ def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
     assert ("cg=true mfs=0.85 vs cg=false mfs=0.85: +963% output throughput at concurrency 1 "
             "(95% CI +") in sg
     # the factorial splits the seed's two-knob change into its parts
-    assert ("Of the +244.4% output throughput at concurrency 64 (cuda_graphs true + "
-            "mem_fraction_static 0.92 vs cuda_graphs false + mem_fraction_static 0.85") in sg
-    assert "cuda_graphs false→true +226.7% (95% CI +" in sg
+    assert ("Of the +244.4% output throughput at concurrency 64 (cuda_graphs on + "
+            "mem_fraction_static 0.92 vs cuda_graphs off + mem_fraction_static 0.85") in sg
+    assert "cuda_graphs off→on +226.7% (95% CI +" in sg
     assert "mem_fraction_static 0.85→0.92 +9.1% (95% CI -7.6%…+29.0%, within noise)" in sg
     assert "On the log scale the parts add up: +1.184 +0.088 -0.035 = +1.237" in sg
     assert "KV pool cg=true mfs=0.92 +8%, cg=false mfs=0.92 +8%, cg=true mfs=0.85 +0%" in sg

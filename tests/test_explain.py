@@ -174,7 +174,7 @@ def test_experiment_page_shows_the_attribution_of_a_grid(settings: Settings,
     assert not app.exception, app.exception
     text = " ".join(m.value for m in app.markdown)
     assert "Of the " in text and "output throughput at concurrency 4" in text
-    assert "cuda_graphs false→true +9" in text
+    assert "cuda_graphs off→on +9" in text
     assert "mem_fraction_static 0.85→0.92 -21" in text
     assert "the parts add up" in text
     assert any("Attribution" in h.value for h in app.subheader)

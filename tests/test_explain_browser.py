@@ -148,7 +148,7 @@ def test_experiment_page_of_a_finished_grid_shows_the_waterfall_and_the_verdict(
         verdict.wait_for(timeout=60_000)
         sentence = verdict.inner_text()
         assert "output throughput at concurrency 4" in sentence, sentence
-        assert "cuda_graphs false→true +9" in sentence, sentence
+        assert "cuda_graphs off→on +9" in sentence, sentence
         assert "mem_fraction_static 0.85→0.92 -21" in sentence, sentence
         waterfall = page.locator(".js-plotly-plot").filter(has_text="part by part")
         waterfall.wait_for(timeout=60_000)
