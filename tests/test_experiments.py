@@ -13,7 +13,15 @@ import pytest
 
 from core.config import RunSpec
 from core.errors import ConfigError
-from core.experiments import Arm, ExperimentSpec, expand, list_experiments, parse_experiment
+from core.experiments import (
+    Arm,
+    ExperimentSpec,
+    KnobGrid,
+    expand,
+    grid_arms,
+    list_experiments,
+    parse_experiment,
+)
 from core.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -155,3 +163,19 @@ def test_bad_grids_are_refused_naming_the_field(grid: dict[str, object], field: 
         parse_experiment({**_grid_plan(), "grid": grid})
     assert info.value.field == field
     assert words in info.value.message
+
+
+def test_grid_arms_are_labelled_with_the_names_a_team_says() -> None:
+    arms, baseline = grid_arms(KnobGrid.model_validate({"knobs": {
+        "server.cuda_graphs": [False, True], "server.mem_fraction_static": [0.85, 0.92]}}))
+    assert [a.label for a in arms] == ["graphs=off mem=0.85", "graphs=off mem=0.92",
+                                       "graphs=on mem=0.85", "graphs=on mem=0.92"]
+    assert baseline == "graphs=off mem=0.85"
+    # a knob with no short name keeps its field name; past 40 characters, initials
+    arms, _ = grid_arms(KnobGrid.model_validate({"knobs": {
+        "server.dtype": ["float32", "bfloat16"], "server.continuous_batching": [True, False]}}))
+    assert arms[1].label == "dtype=float32 batching=off"
+    arms, _ = grid_arms(KnobGrid.model_validate({"knobs": {
+        "server.attention_backend": ["triton", "flashinfer"],
+        "server.cuda_graph_max_bs": [8, 160], "server.dtype": ["float16", "bfloat16"]}}))
+    assert arms[-1].label == "ab=flashinfer cgmb=160 d=bfloat16"
