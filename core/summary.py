@@ -33,7 +33,7 @@ from core.compare import (
     memory_headroom,
     peak_gpu_mib_by_point,
 )
-from core.metrics import CAVEAT_KINDS, Caveat, point_caveats
+from core.metrics import CAVEAT_KINDS, CAVEAT_MEANING, Caveat, point_caveats
 from core.stats import MIN_TRIALS_FOR_CI, relative_diff
 
 __all__ = [
@@ -246,14 +246,16 @@ class PointCaveat:
     runs: tuple[tuple[str, int, int], ...]  # (arm, runs flagged, runs that measured the point)
 
     def sentence(self, care: bool = True) -> str:
-        """``c=64: load generator saturated (worst: event-loop lag p99 7.4 ms > 5 ms) in 2 of
-        3 runs of graphs on — read with care`` (``care``: with that last part)."""
+        """``c=64: load generator saturated (worst: client CPU 97% of a core >= 90%) in 2 of
+        3 runs of graphs on — the client, not the server, may have limited these numbers``
+        (``care``: with that last part, what the caveat means: core.metrics.CAVEAT_MEANING)."""
         worst = "worst: " if sum(k for _, k, _ in self.runs) > 1 else ""
         where = ", ".join(f"the run of {arm}" if n == 1 else f"all {n} runs of {arm}"
                           if k == n else f"{k} of {n} runs of {arm}"
                           for arm, k, n in self.runs)
+        meaning = CAVEAT_MEANING.get(self.kind, "read with care")
         return (f"{self.point}: {self.kind} ({worst}{self.detail}) in {where}"
-                + (" — read with care" if care else ""))
+                + (f" — {meaning}" if care else ""))
 
 
 def caveats(arms: Mapping[str, Sequence[RunView]]) -> list[PointCaveat]:

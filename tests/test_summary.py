@@ -106,9 +106,9 @@ def test_the_verdict_and_card_name_points_whose_numbers_are_suspect() -> None:
     found = caveats({"on": on, "off": off})
     assert [c.sentence() for c in found] == [
         "c=1: not steady state (all 1 slots were never busy at once) in 1 of 3 runs of off "
-        "— read with care",
+        "— mostly ramp-up and drain, not the load the point names",
         "c=64: load generator saturated (worst: event-loop lag p99 7.1 ms > 5 ms) in 2 of 3 "
-        "runs of on — read with care"]
+        "runs of on — the client, not the server, may have limited these numbers"]
     # a comparison of plain runs: the verdict's last line names them
     story = comparison_story([on[0], off[0]], 1, ["graphs on", "graphs off"])
     assert story.caveats and story.verdict[-1] == (
