@@ -33,7 +33,7 @@ import pandas as pd
 import statsmodels.api as sm
 
 from core.compare import METRIC_DIRECTIONS, memory_headroom, point_key
-from core.experiments import knob_text
+from core.config import knob_text
 from core.stats import RunOfArm, baseline_arm
 
 __all__ = [

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from core.experiments import knob_text
+from core.config import knob_text
 from core.metrics import LATENCY_FAMILIES, STAT_NAMES, TokenSource, latency_arrays
 from core.run_folder import RunFolder
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
@@ -33,6 +34,7 @@ __all__ = [
     "ProbeSpec",
     "RunSpec",
     "ServerConfig",
+    "knob_text",
     "parse_request_rate",
     "parse_spec",
     "plain_error",
@@ -411,3 +413,19 @@ def parse_spec(data: dict[str, Any]) -> RunSpec:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "spec"
         raise ConfigError(field, plain_error(err)) from exc
+
+
+def knob_text(value: Any) -> str:
+    """A knob value as a reader says it, in labels, tables and verdicts alike: on / off,
+    default (None), 0.85, bfloat16, a model path's last part."""
+    if value is True:
+        return "on"
+    if value is False:
+        return "off"
+    if value is None:
+        return "default"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, str) and "/" in value.rstrip("/"):
+        return Path(value.rstrip("/")).name  # a model path: its last part says enough
+    return str(value)

@@ -30,7 +30,7 @@ from pydantic import (
     model_validator,
 )
 
-from core.config import BenchmarkPlan, RunSpec, ServerConfig, plain_error
+from core.config import BenchmarkPlan, RunSpec, ServerConfig, knob_text, plain_error
 from core.errors import ConfigError, StoreError
 from core.run_folder import read_json, write_json_atomic
 from core.safety import redact_spec
@@ -157,22 +157,6 @@ class KnobGrid(BaseModel):
 
 def _same_value(a: Any, b: Any) -> bool:
     return isinstance(a, bool) == isinstance(b, bool) and bool(a == b)
-
-
-def knob_text(value: Any) -> str:
-    """A knob value as a reader says it, in labels, tables and verdicts alike: on / off,
-    default (None), 0.85, bfloat16, a model path's last part."""
-    if value is True:
-        return "on"
-    if value is False:
-        return "off"
-    if value is None:
-        return "default"
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, str) and "/" in value.rstrip("/"):
-        return Path(value.rstrip("/")).name  # a model path: its last part says enough
-    return str(value)
 
 
 # Names a team says for the knobs that meet most often in a grid, so an arm's label reads

@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.attribution import Design, Part, higher_is_better
-from core.experiments import knob_text
+from core.config import knob_text
 from core.figures import ARM_PALETTE, _layout, _note, _rgb, metric_label
 
 __all__ = ["attribution_waterfall", "sweep_figure"]

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from core.compare import knob_text
+from core.config import knob_text
 from core.demo import DEMO_DIR
 from core.run_folder import read_json
 

@@ -15,7 +15,8 @@ PAGES_MAY_IMPORT = frozenset({
     "core.errors", "core.executors", "core.executors.registry", "core.experiments",
     "core.explain", "core.export", "core.figures", "core.figures_attribution", "core.forms",
     "core.forms_grid", "core.host", "core.importers", "core.jobs", "core.launcher",
-    "core.metrics", "core.presets", "core.run_folder", "core.runs_view", "core.settings",
+    "core.metrics", "core.presets", "core.report", "core.run_folder", "core.runs_view",
+    "core.settings",
     "core.stats", "core.store", "core.summary", "core.transfer",
 })
 
