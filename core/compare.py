@@ -57,7 +57,6 @@ __all__ = [
     "headline_point",
     "is_run_id",
     "knob_fields",
-    "knob_text",
     "latency_samples",
     "load_run",
     "match_points",
@@ -67,6 +66,7 @@ __all__ = [
     "peak_gpu_mib_by_point",
     "point_key",
     "prompt_check",
+    "readable_cells",
     "run_labels",
     "unknown_fields",
 ]
@@ -300,6 +300,27 @@ def config_diff(views: Sequence[RunView], names: Sequence[str] | None = None) ->
     rows = [{"field": f, **{lab: flat.get(f) for lab, flat in zip(labels, flats, strict=True)}}
             for f in differing_fields(views)]
     return pd.DataFrame(rows, columns=["field", *labels], dtype=object)
+
+
+def readable_cells(frame: pd.DataFrame) -> pd.DataFrame:
+    """A table as a reader sees it (pages, the HTML report): on / off for booleans, "—"
+    where unset, numbers to the precision their unit deserves (the column's suffix: ``_gb``
+    2 decimals, ``_mib`` and ``tokens`` whole and grouped), every other value as it is, in
+    full (a model path is not shortened here: two paths may share their last part).
+    Exports keep the raw values."""
+    def cell(value: Any, column: str) -> str:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return "—"
+        if isinstance(value, bool):
+            return knob_text(value)
+        if isinstance(value, int | float):
+            if column.endswith("_gb"):
+                return f"{value:,.2f}"
+            if column.endswith(("_mib", "tokens")):
+                return f"{value:,.0f}"
+        return str(value)
+
+    return frame.apply(lambda col: col.map(lambda v: cell(v, str(col.name))))
 
 
 def declared_intended(views: Iterable[RunView]) -> set[str]:

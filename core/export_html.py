@@ -15,7 +15,14 @@ from typing import Any
 
 import pandas as pd
 
-from core.compare import HEADLINE_METRICS, config_diff, confounders, metric_deltas, unknown_fields
+from core.compare import (
+    HEADLINE_METRICS,
+    config_diff,
+    confounders,
+    metric_deltas,
+    readable_cells,
+    unknown_fields,
+)
 from core.export_charts import figures
 from core.export_tables import arm_stats_frame, config_frame, effects_of, summaries_frame
 from core.metrics import DEFINITION
@@ -246,7 +253,7 @@ def html_report(sel: Selection) -> str:
     if len(views) > 1:
         diff = config_diff(views, sel.names)
         parts.append("<p>Fields that differ:</p>" + (
-            _frame_html(diff.astype(str)) if not diff.empty
+            _frame_html(readable_cells(diff)) if not diff.empty
             else "<p>The configurations are identical.</p>"))
     parts.append("<details><summary>Every field</summary>"
                  + _frame_html(config_frame(sel).astype(str)) + "</details>")

@@ -24,6 +24,7 @@ from core.compare import (
     memory_headroom,
     metric_deltas,
     no_records_note,
+    readable_cells,
     unknown_fields,
 )
 from core.export import selection_of
@@ -133,7 +134,7 @@ diff = config_diff(views, names)
 if diff.empty:
     st.write("The configurations are identical.")
 else:
-    st.table(diff.astype(str).set_index(diff.columns[0]))
+    st.table(readable_cells(diff).set_index(diff.columns[0]))
 explain_block(settings, views, baseline)  # two or more knobs differ: queue the factorial
 
 st.subheader("Throughput and latency by concurrency")
@@ -165,7 +166,7 @@ if labels:
 
 st.subheader("Memory headroom")
 mem = memory_headroom(views, names)
-st.table(mem.set_index(mem.columns[0]))
+st.table(readable_cells(mem).set_index(mem.columns[0]))
 st.plotly_chart(memory_headroom_figure(mem))
 
 st.subheader("Export")

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from core.compare import confounders, is_run_id, memory_headroom
+from core.compare import confounders, is_run_id, memory_headroom, readable_cells
 from core.experiments import experiment_runs, list_experiments, load_experiment
 from core.figures import arm_bands_figure, arm_colours, frontier_figure, memory_headroom_figure
 from core.metrics import DEFINITION
@@ -142,7 +142,7 @@ st.plotly_chart(frontier_figure(frontier(table, gpus), gpus, colours))
 
 st.subheader("Memory headroom per arm")
 head = memory_headroom(list(first.values()), list(first))
-st.table(head.set_index(head.columns[0]))
+st.table(readable_cells(head).set_index(head.columns[0]))
 st.plotly_chart(memory_headroom_figure(head))
 
 st.subheader("SLO")

@@ -432,3 +432,16 @@ def test_the_private_streamlit_switch_still_exists() -> None:
     assert "PagesManager.uses_pages_directory" in inspect.getsource(script_runner), (
         "Streamlit's script runner no longer reads uses_pages_directory: check how it "
         "chooses the legacy pages/ mode and update pages/_services.py")
+
+
+def test_compare_tables_read_as_a_person_says_them(states_app: AppTest) -> None:
+    """The configuration differences say on/off, not True/False; the memory table gives GB
+    to 2 decimals and MiB/tokens whole, not 4-decimal floats (the exports keep raw values)."""
+    app = _open(states_app, "pages/compare.py",
+                runs="20261130-045815-c6a73d,20261130-045815-c6b21c")  # graphs off, on
+    tables = page_tables(app)
+    diff = next(t for t in tables if "server.cuda_graphs" in t.index)
+    assert list(diff.loc["server.cuda_graphs"]) == ["off", "on"]
+    mem = next(t for t in tables if "peak_gpu_used_mib" in t.columns)
+    assert all(re.fullmatch(r"[\d,]+", v) for v in mem["peak_gpu_used_mib"])
+    assert all(re.fullmatch(r"\d+\.\d\d|—", v) for v in mem["weight_mem_gb"])
