@@ -166,7 +166,7 @@ if labels:
 
 st.subheader("Memory headroom")
 mem = memory_headroom(views, names)
-st.table(readable_cells(mem).set_index(mem.columns[0]))
+st.table(readable_cells(mem).set_index(mem.columns[0]).rename_axis("run"))
 st.plotly_chart(memory_headroom_figure(mem))
 
 st.subheader("Export")

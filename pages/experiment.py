@@ -142,7 +142,7 @@ st.plotly_chart(frontier_figure(frontier(table, gpus), gpus, colours))
 
 st.subheader("Memory headroom per arm")
 head = memory_headroom(list(first.values()), list(first))
-st.table(readable_cells(head).set_index(head.columns[0]))
+st.table(readable_cells(head).set_index(head.columns[0]).rename_axis("arm"))
 st.plotly_chart(memory_headroom_figure(head))
 
 st.subheader("SLO")
