@@ -20,13 +20,15 @@ TTFT_MS, ITL_MS = 50.0, 10.0
 
 
 @contextlib.contextmanager
-def fake_server(log: Path, fault: str = "") -> Iterator[str]:
+def fake_server(log: Path, fault: str = "", args: tuple[str, ...] = ()) -> Iterator[str]:
+    """The fake SGLang on a free port (``args``: more flags, e.g. --enable-metrics)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = {"FAKE_SGLANG_TTFT_MS": str(TTFT_MS), "FAKE_SGLANG_ITL_MS": str(ITL_MS),
            "FAKE_SGLANG_FAULT": fault}
     srv = ManagedServer([sys.executable, "-m", "sglang.launch_server", "--model-path", "m",
-                         "--host", "127.0.0.1", "--port", str(port)], log, base + "/health", env)
+                         "--host", "127.0.0.1", "--port", str(port), *args], log,
+                        base + "/health", env)
     srv.start()
     try:
         srv.wait_ready(30)

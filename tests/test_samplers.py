@@ -2,31 +2,21 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from core.launcher import ManagedServer, free_port
 from core.samplers import Sampler
 from tests.helpers import wait_for
+from tests.test_loadgen import fake_server
 
 
 @pytest.fixture
 def metrics_server(fake_sglang: Path, tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    srv = ManagedServer([sys.executable, "-m", "sglang.launch_server", "--model-path", "m",
-                         "--host", "127.0.0.1", "--port", str(port), "--enable-metrics"],
-                        tmp_path / "server.log", base + "/health", {})
-    srv.start()
-    try:
-        srv.wait_ready(30)
+    with fake_server(tmp_path / "server.log", args=("--enable-metrics",)) as base:
         yield base
-    finally:
-        assert srv.stop() == []
 
 
 def test_scrapes_are_kept_as_text_during_the_points_and_parsed_after(
@@ -66,18 +56,9 @@ def test_a_metrics_url_that_is_not_prometheus_is_named(metrics_server: str) -> N
 
 
 def test_a_server_without_metrics_is_asked_no_more(fake_sglang: Path, tmp_path: Path) -> None:
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    srv = ManagedServer([sys.executable, "-m", "sglang.launch_server", "--model-path", "m",
-                         "--host", "127.0.0.1", "--port", str(port)],
-                        tmp_path / "server.log", base + "/health", {})
-    srv.start()
-    try:
-        srv.wait_ready(30)
+    with fake_server(tmp_path / "server.log") as base:
         sampler = Sampler(base + "/metrics", 0.02, time.perf_counter()).start()
         wait_for(lambda: sampler.metrics_error is not None, 30, "the 404 to be seen")
         sampler.stop()
-    finally:
-        assert srv.stop() == []
     assert sampler.metrics_error is not None and "HTTP 404" in sampler.metrics_error
     assert sampler.unparsed_scrapes == 0
