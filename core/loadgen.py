@@ -43,10 +43,9 @@ MIN_LAG_SAMPLES = 100
 # ...or over samples that together cover this much of the point: a loop too busy to wake its
 # 10 ms timer takes few samples, each one long (flooded: 9 samples of ~1 s in a 9 s point).
 MIN_LAG_COVER_S = 1.0
-# At or above this share of one core the one-threaded client is the bottleneck even when
+# The client is flagged CPU-bound at core.metrics.CLIENT_CPU_BOUND_SHARE of one core even when
 # its loop lag stays low: with few streams each callback is short, so a loop that is busy
 # all the time still wakes timers on time (docs/BENCHMARKS.md, load-generator headroom).
-CPU_SHARE_WARN = CLIENT_CPU_BOUND_SHARE  # core.metrics tells the two flags apart with it
 # The GIL switch interval while the loop measures. Another thread of the run process (the
 # Sampler scraping and polling NVML, the pipeline) holding the GIL delays the loop by up to
 # the interval: at CPython's default 5 ms a token's timestamp came late by up to 5 ms and
@@ -116,9 +115,9 @@ class ClientHealth:
         if self.loop_lag_ms_p99 > LOOP_LAG_WARN_MS and enough:
             why.append(f"event-loop lag p99 {self.loop_lag_ms_p99:.1f} ms > "
                        f"{LOOP_LAG_WARN_MS:g} ms")
-        if self.wall_s > 0 and self.cpu_s / self.wall_s >= CPU_SHARE_WARN:
+        if self.wall_s > 0 and self.cpu_s / self.wall_s >= CLIENT_CPU_BOUND_SHARE:
             why.append(f"client CPU {self.cpu_s / self.wall_s:.0%} of a core >= "
-                       f"{CPU_SHARE_WARN:.0%}")
+                       f"{CLIENT_CPU_BOUND_SHARE:.0%}")
         return "; ".join(why)
 
     def as_dict(self) -> dict[str, Any]:

@@ -3,8 +3,8 @@ GPU memory. Samples are long-format rows (t_s, source, name, labels, value).
 
 The sampler thread shares the GIL with the load generator's event loop, so it does as
 little Python as it can while a point runs: it keeps each scrape's text and parses them
-all in ``table()``, after the points (parsing SGLang's ~800 lines of /metrics took
-~10 ms of pure Python a scrape, long enough to delay token timestamps)."""
+all in ``table()``, after the points (parsing SGLang 0.5.17's ~750 lines of /metrics took
+~31 ms of pure Python a scrape, long enough to delay token timestamps: docs/BENCHMARKS.md §2)."""
 
 from __future__ import annotations
 

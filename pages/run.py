@@ -15,7 +15,7 @@ from core.launcher import tail
 from core.metrics import DEFINITION, caveat_lines, point_cancelled, point_caveats, point_error_rate
 from core.report import step_rows
 from core.run_folder import RunFolder
-from core.runs_view import is_demo_run
+from core.runs_view import LIVE_STATES, is_demo_run
 from pages._auth import can_launch
 from pages._details import details
 from pages._export import export_buttons
@@ -33,11 +33,10 @@ if folder is None:
 assert folder is not None
 
 st.title(f"Run {run_id}")
-LIVE = ("queued", "running")
 drawn_state = folder.status().get("state", "?")
 
 
-@st.fragment(run_every="1s" if drawn_state in LIVE else None)
+@st.fragment(run_every="1s" if drawn_state in LIVE_STATES else None)
 def live_status() -> None:
     """State, progress and log tail; when the state changes (queued → running →
     finished) the whole page is redrawn, so launch command, facts and metrics appear
@@ -50,7 +49,7 @@ def live_status() -> None:
             "invalid": ":material/report:", "running": ":material/progress_activity:"}.get(
         state, ":material/info:")
     phase = status.get("phase") or ""  # where a live run is; an ended run's last step
-    live = state in ("queued", "running") and phase not in ("", state)
+    live = state in LIVE_STATES and phase not in ("", state)
     st.subheader(f"{state} · {phase}" if live else state)
     if where := node_line(status):  # a Ray run: which node and GPUs (core/executors)
         st.caption(where + (" · below: the server log's last lines from the node; the whole "
@@ -58,7 +57,7 @@ def live_status() -> None:
     if status.get("reason"):
         st.error(status["reason"], icon=icon)
     prog = status.get("progress") or {}
-    if state in ("queued", "running"):
+    if state in LIVE_STATES:
         frac = 0.0
         if prog:
             frac = (prog["point"] + prog["requests_done"] / max(prog["requests_total"], 1)) / max(
@@ -89,7 +88,7 @@ if launch.get("command"):
 elif launch.get("base_url"):
     st.code(f"(no server launched: measured the endpoint {launch['base_url']})",
             language="bash")
-elif drawn_state in LIVE:
+elif drawn_state in LIVE_STATES:
     st.caption("Not launched yet: the command appears here once preflight has built it.")
 else:
     st.caption(f"No server was launched ({drawn_state} before launch).")
@@ -119,7 +118,7 @@ with right:
     st.markdown("**Server facts**")
     facts = {k: v for k, v in (view.facts or {}).items() if k != "server_info_raw"}
     if not facts:
-        st.caption("None yet: they are read once the server is up." if drawn_state in LIVE
+        st.caption("None yet: they are read once the server is up." if drawn_state in LIVE_STATES
                    else f"None: the run ended ({drawn_state}) before the server was up.")
     keys = ["engine_version", "kv_cache_tokens", "weight_mem_gb", "kv_cache_gb", "graph_mem_gb",
             "available_gpu_mem_gb", "cuda_graph_enabled", "cuda_graph_batch_sizes",
@@ -168,7 +167,7 @@ st.subheader("GPU memory over time")
 if view.imported:
     st.info("No GPU memory samples: this run was imported, not measured by ServeLab.")
 elif not (folder.path / "samples.parquet").exists():
-    st.caption("No samples yet: they are taken while the points run." if drawn_state in LIVE
+    st.caption("No samples yet: they are taken while the points run." if drawn_state in LIVE_STATES
                else "No samples: the run ended before its first point.")
 else:
     st.plotly_chart(gpu_memory_figure(folder.read_table("samples.parquet")
@@ -179,7 +178,7 @@ export_buttons([view], key="run-export")
 st.subheader("Server log")
 # open by default when the run did not succeed: then the log is the answer
 with details("Last 200 lines", "run_log", expanded=drawn_state not in ("succeeded",
-                                                                      *LIVE)) as shown:
+                                                                      *LIVE_STATES)) as shown:
     if shown:
         st.code(tail(folder.log_path, 200) or "(empty)", language="log")
 st.subheader("Raw artifacts")

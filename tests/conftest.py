@@ -102,13 +102,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 # once in CI (tests/test_e2e_portal.py, the last test of the browser unit; 565 other tests
 # passed, the test itself passed when re-run); no cause found: no OOM (that unit peaks at
 # 3.1 GB of 24), nothing on stderr. So each worker records what it can of its own death
-# (fatal errors through faulthandler; SIGTERM/SIGHUP/SIGINT with every thread's stack), the
+# (fatal errors through faulthandler; SIGTERM/SIGHUP with every thread's stack), the
 # controller records the worker's exit status, and the summary prints both.
 # LoadScopeScheduling puts the dead worker's unfinished unit back on the queue, so a fresh
 # worker runs the test again: a test's first crash is reported as "rerun" (the re-run's own
 # result stands), a second crash of the same test fails the suite.
-_CRASHES: dict[str, str] = {}  # controller: crashed test -> what is known of the death
+_CRASHES: set[str] = set()  # controller: tests whose worker died under them once
 _DOWN: list[str] = []  # controller: workers that went down, with their exit status
+
+
+_CRASH_LOG = pytest.StashKey[Any]()  # a worker's open log file
 
 
 def _crash_dir(controller_pid: int) -> Path:
@@ -139,8 +142,6 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(sig, on_signal)
 
 
-_CRASH_LOG = pytest.StashKey[Any]()
-
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object | None) -> None:
@@ -162,7 +163,7 @@ def pytest_testnodedown(node: Any, error: object | None) -> None:
 def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: Any) -> None:
     if crashitem in _CRASHES:
         return  # crashed again: the failure stands
-    _CRASHES[crashitem] = _DOWN[-1] if _DOWN else "worker down"
+    _CRASHES.add(crashitem)
     report.outcome = "rerun"  # type: ignore[assignment]
 
 

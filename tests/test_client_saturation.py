@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from core.loadgen import (
-    CPU_SHARE_WARN,
     MIN_LAG_SAMPLES,
     ClientHealth,
     Clock,
@@ -20,6 +19,7 @@ from core.loadgen import (
     run_load,
     send_on_schedule,
 )
+from core.metrics import CLIENT_CPU_BOUND_SHARE
 from core.prompts import Prompt
 from core.report import format_run
 from core.run_folder import RunFolder
@@ -35,7 +35,7 @@ def test_busy_client_with_a_punctual_loop_is_saturated() -> None:
     lagging = ClientHealth(loop_lag_ms_p99=12.0, cpu_s=0.3, wall_s=1.0,
                            lag_samples=MIN_LAG_SAMPLES)
     assert lagging.saturated and "lag p99 12.0 ms" in lagging.saturated_why
-    idle = ClientHealth(loop_lag_ms_p99=1.0, cpu_s=(CPU_SHARE_WARN - 0.1), wall_s=1.0)
+    idle = ClientHealth(loop_lag_ms_p99=1.0, cpu_s=(CLIENT_CPU_BOUND_SHARE - 0.1), wall_s=1.0)
     assert not idle.saturated and idle.saturated_why == ""
     assert not ClientHealth().saturated
 
