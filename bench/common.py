@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import psutil
 
-from core.launcher import ManagedServer, free_port
+from core.run.launcher import ManagedServer, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE_SGLANG = REPO / "tests" / "fakes" / "sglang_pkg"
@@ -32,8 +32,14 @@ def machine() -> dict[str, Any]:
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
-    return {"cores": os.cpu_count(), "cpu": cpu, "gpu": None, "python": platform.python_version(),
-            "kernel": platform.release(), "date": datetime.now(UTC).strftime("%Y-%m-%d")}
+    return {
+        "cores": os.cpu_count(),
+        "cpu": cpu,
+        "gpu": None,
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+    }
 
 
 class Fake(str):
@@ -48,18 +54,32 @@ class Fake(str):
 
 
 @contextlib.contextmanager
-def fake_sglang(log: Path, ttft_ms: float, itl_ms: float, fault: str = "",
-                cpus: str | None = None) -> Iterator[Fake]:
+def fake_sglang(
+    log: Path, ttft_ms: float, itl_ms: float, fault: str = "", cpus: str | None = None
+) -> Iterator[Fake]:
     """The fake SGLang 0.5.23 (tests/fakes) with injected timing, started and stopped by
-    core.launcher.ManagedServer; ``cpus`` pins it (``taskset -c``). Yields the base URL."""
+    core.run.launcher.ManagedServer; ``cpus`` pins it (``taskset -c``). Yields the base URL."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     old = os.environ.get("PYTHONPATH")
-    env = {"FAKE_SGLANG_TTFT_MS": repr(ttft_ms), "FAKE_SGLANG_ITL_MS": repr(itl_ms),
-           "FAKE_SGLANG_FAULT": fault, "FAKE_SGLANG_STARTUP_S": "0.2",
-           "PYTHONPATH": os.pathsep.join([str(FAKE_SGLANG), str(REPO), *([old] if old else [])])}
-    argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", "m",
-            "--host", "127.0.0.1", "--port", str(port)]
+    env = {
+        "FAKE_SGLANG_TTFT_MS": repr(ttft_ms),
+        "FAKE_SGLANG_ITL_MS": repr(itl_ms),
+        "FAKE_SGLANG_FAULT": fault,
+        "FAKE_SGLANG_STARTUP_S": "0.2",
+        "PYTHONPATH": os.pathsep.join([str(FAKE_SGLANG), str(REPO), *([old] if old else [])]),
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "m",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
     if cpus is not None:
         argv = ["taskset", "-c", cpus, *argv]
     srv = ManagedServer(argv, log, base + "/health", env)
@@ -76,18 +96,38 @@ def fake_sglang(log: Path, ttft_ms: float, itl_ms: float, fault: str = "",
 
 
 @contextlib.contextmanager
-def portal(repo: Path, env: dict[str, str], log_path: Path,
-           start_timeout_s: float = 120.0) -> Iterator[str]:
+def portal(
+    repo: Path, env: dict[str, str], log_path: Path, start_timeout_s: float = 120.0
+) -> Iterator[str]:
     """The portal (``repo``/app.py) as its own process group on a free loopback port, ready
     (health 200) before the URL is yielded; stopped with its group afterwards."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
-             "--server.port", str(port), "--server.headless", "true",
-             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-            cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                "app.py",
+                "--server.address",
+                "127.0.0.1",
+                "--server.port",
+                str(port),
+                "--server.headless",
+                "true",
+                "--browser.gatherUsageStats",
+                "false",
+                "--server.fileWatcherType",
+                "none",
+            ],
+            cwd=repo,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             deadline = time.monotonic() + start_timeout_s
             while proc.poll() is None:
@@ -100,8 +140,10 @@ def portal(repo: Path, env: dict[str, str], log_path: Path,
                     raise RuntimeError(f"portal not ready after {start_timeout_s:g} s: {log_path}")
                 time.sleep(0.5)
             if proc.poll() is not None:
-                raise RuntimeError(f"portal exited {proc.returncode}: "
-                                   f"{log_path.read_text(errors='replace')[-3000:]}")
+                raise RuntimeError(
+                    f"portal exited {proc.returncode}: "
+                    f"{log_path.read_text(errors='replace')[-3000:]}"
+                )
             yield base
         finally:
             os.killpg(proc.pid, 15)
@@ -150,8 +192,11 @@ def time_mono() -> float:
     return time.monotonic()
 
 
-def wait_quiet(max_other: float = 0.25, window_s: float = 2.0, timeout_s: float = 60.0,
-               ) -> float:
+def wait_quiet(
+    max_other: float = 0.25,
+    window_s: float = 2.0,
+    timeout_s: float = 60.0,
+) -> float:
     """Wait (bounded) until the host's CPU use over ``window_s`` is below ``max_other`` cores;
     return the last measured load (cores busy). Prints a note while it waits."""
     import time

@@ -20,8 +20,12 @@ def main(src: Path, out: Path) -> None:
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
     model.save_pretrained(out)
-    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
-                 "generation_config.json"):
+    for name in (
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "chat_template.jinja",
+        "generation_config.json",
+    ):
         if (src / name).exists():
             shutil.copy(src / name, out / name)
     print(f"random-weight model in {out}: {sum(p.numel() for p in model.parameters()):,} params")

@@ -12,7 +12,7 @@ The fake SGLang runs pinned to CPU 0; each client runs as its own process pinned
 
 bench_serving: ``python -m sglang.bench_serving --backend sglang-oai-chat --dataset-name
 random-ids`` from bench/.venv-sglang (see docs/BENCHMARKS.md), offline, with the SmolLM2
-tokenizer; its JSON line gives throughput and ITL. ServeLab: core.loadgen.run_load.
+tokenizer; its JSON line gives throughput and ITL. ServeLab: core.load.generator.run_load.
 
     python -m bench.headroom [--repeats 2] [--skip-bench-serving]
 """
@@ -59,18 +59,25 @@ def _pinned(cpus: str, argv: list[str]) -> list[str]:
     return ["taskset", "-c", cpus, *argv] if shutil.which("taskset") else argv
 
 
-def servelab_client(base: str, c: int, n: int, out_len: int, workers: int = 1
-                    ) -> dict[str, Any]:
+def servelab_client(base: str, c: int, n: int, out_len: int, workers: int = 1) -> dict[str, Any]:
     """Run in the pinned child: one warm-up round, then the measured point. With
-    ``workers`` > 1 the point is sharded (core/shards.py): the client's CPU is every
+    ``workers`` > 1 the point is sharded (core/load/shards.py): the client's CPU is every
     worker's plus this process's (which only waits and merges)."""
-    from core.loadgen import JSON_PARSER, LoadGenerator, LoadOptions, event_loop_factory
+    from core.load.generator import JSON_PARSER, LoadGenerator, LoadOptions, event_loop_factory
+    from core.load.prompts import Prompt
     from core.metrics import compute_point_metrics
-    from core.prompts import Prompt
 
-    common = {"base_url": base, "model": "m", "seed": 1, "concurrency": c,
-              "request_rate": float("inf"), "exact_length_body": {"ignore_eos": True},
-              "request_timeout_s": 300.0, "point_timeout_s": 600.0, "workers": workers}
+    common = {
+        "base_url": base,
+        "model": "m",
+        "seed": 1,
+        "concurrency": c,
+        "request_rate": float("inf"),
+        "exact_length_body": {"ignore_eos": True},
+        "request_timeout_s": 300.0,
+        "point_timeout_s": 600.0,
+        "workers": workers,
+    }
     prompt = Prompt(text=" ".join(["alpha"] * 32), prompt_tokens=32, output_len=out_len)
     with LoadGenerator(base, c, 300.0) as gen:
         gen.run(LoadOptions(**common), [Prompt(prompt.text, 32, 16)] * c)  # type: ignore[arg-type]
@@ -82,26 +89,49 @@ def servelab_client(base: str, c: int, n: int, out_len: int, workers: int = 1
     chunks_all = sum(len(r.chunk_s) for r in records)
     reads = sum(len(set(r.chunk_s)) for r in records if r.ok)
     chunks = sum(len(r.chunk_s) for r in records if r.ok)
-    return {"completed": m["completed"], "output_throughput": m["output_throughput"],
-            "median_itl_ms": m["median_itl_ms"], "p99_itl_ms": m["p99_itl_ms"],
-            "median_ttft_ms": m["median_ttft_ms"], "duration_s": m["duration_s"],
-            "chunks_per_read": chunks / reads if reads else None,
-            "client_cpu_us_per_chunk": 1e6 * health.cpu_s / max(chunks_all, 1),
-            "parent_cpu_s": parent_cpu_s, "workers": workers, "json_parser": JSON_PARSER,
-            "event_loop": "uvloop" if event_loop_factory() else "asyncio",
-            **{k: v for k, v in health.as_dict().items() if k != "workers"},
-            "client_cpu_share": health.cpu_s / health.wall_s if health.wall_s else None}
+    return {
+        "completed": m["completed"],
+        "output_throughput": m["output_throughput"],
+        "median_itl_ms": m["median_itl_ms"],
+        "p99_itl_ms": m["p99_itl_ms"],
+        "median_ttft_ms": m["median_ttft_ms"],
+        "duration_s": m["duration_s"],
+        "chunks_per_read": chunks / reads if reads else None,
+        "client_cpu_us_per_chunk": 1e6 * health.cpu_s / max(chunks_all, 1),
+        "parent_cpu_s": parent_cpu_s,
+        "workers": workers,
+        "json_parser": JSON_PARSER,
+        "event_loop": "uvloop" if event_loop_factory() else "asyncio",
+        **{k: v for k, v in health.as_dict().items() if k != "workers"},
+        "client_cpu_share": health.cpu_s / health.wall_s if health.wall_s else None,
+    }
 
 
-def run_servelab(base: str, c: int, n: int, out_len: int, workers: int = 1,
-                 event_loop: str = "auto", cpus: str = CLIENT_CPU,
-                 json_parser: str = "auto") -> dict[str, Any]:
-    code = ("import json,sys; from bench.headroom import servelab_client; "
-            f"print('RESULT ' + json.dumps(servelab_client({base!r}, {c}, {n}, {out_len}, "
-            f"{workers})))")
+def run_servelab(
+    base: str,
+    c: int,
+    n: int,
+    out_len: int,
+    workers: int = 1,
+    event_loop: str = "auto",
+    cpus: str = CLIENT_CPU,
+    json_parser: str = "auto",
+) -> dict[str, Any]:
+    code = (
+        "import json,sys; from bench.headroom import servelab_client; "
+        f"print('RESULT ' + json.dumps(servelab_client({base!r}, {c}, {n}, {out_len}, "
+        f"{workers})))"
+    )
     env = {**os.environ, "SERVELAB_EVENT_LOOP": event_loop, "SERVELAB_JSON": json_parser}
-    proc = subprocess.run(_pinned(cpus, [sys.executable, "-c", code]), cwd=REPO,
-                          capture_output=True, text=True, timeout=900, check=False, env=env)
+    proc = subprocess.run(
+        _pinned(cpus, [sys.executable, "-c", code]),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        env=env,
+    )
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             return dict(json.loads(line[7:]))
@@ -111,28 +141,64 @@ def run_servelab(base: str, c: int, n: int, out_len: int, workers: int = 1,
 def run_bench_serving(base: str, c: int, n: int, out_len: int, tag: str) -> dict[str, Any]:
     out = OUT / f"headroom-bench-serving-{tag}.jsonl"
     out.unlink(missing_ok=True)
-    argv = ["taskset", "-c", CLIENT_CPU, str(SGLANG_PY), "-c", CPU_TIMED,
-            "--backend", "sglang-oai-chat", "--base-url", base, "--model", "m",
-            "--dataset-name", "random-ids", "--tokenizer", str(TOKENIZER),
-            "--num-prompts", str(n), "--random-input-len", "32",
-            "--random-output-len", str(out_len), "--random-range-ratio", "1.0",
-            "--max-concurrency", str(c), "--request-rate", "inf",
-            "--warmup-requests", str(c), "--disable-tqdm", "--output-file", str(out)]
+    argv = [
+        "taskset",
+        "-c",
+        CLIENT_CPU,
+        str(SGLANG_PY),
+        "-c",
+        CPU_TIMED,
+        "--backend",
+        "sglang-oai-chat",
+        "--base-url",
+        base,
+        "--model",
+        "m",
+        "--dataset-name",
+        "random-ids",
+        "--tokenizer",
+        str(TOKENIZER),
+        "--num-prompts",
+        str(n),
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        str(out_len),
+        "--random-range-ratio",
+        "1.0",
+        "--max-concurrency",
+        str(c),
+        "--request-rate",
+        "inf",
+        "--warmup-requests",
+        str(c),
+        "--disable-tqdm",
+        "--output-file",
+        str(out),
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    proc = subprocess.run(argv, cwd=OUT, capture_output=True, text=True, timeout=900,
-                          env=env, check=False)
+    proc = subprocess.run(
+        argv, cwd=OUT, capture_output=True, text=True, timeout=900, env=env, check=False
+    )
     if proc.returncode != 0 or not out.exists():
-        raise RuntimeError(f"bench_serving failed ({proc.returncode}): {proc.stdout[-1500:]}"
-                           f"{proc.stderr[-1500:]}")
+        raise RuntimeError(
+            f"bench_serving failed ({proc.returncode}): {proc.stdout[-1500:]}{proc.stderr[-1500:]}"
+        )
     rec = json.loads(out.read_text().splitlines()[-1].replace("Infinity", "1e999"))
-    timed = next(json.loads(line[10:]) for line in proc.stdout.splitlines()
-                 if line.startswith("CPU_TIMED "))
+    timed = next(
+        json.loads(line[10:]) for line in proc.stdout.splitlines() if line.startswith("CPU_TIMED ")
+    )
     chunks = rec["total_output_tokens"] + c * min(out_len, 32)  # + its warm-up requests
-    return {"completed": rec["completed"], "output_throughput": rec["output_throughput"],
-            "client_cpu_share": timed["cpu_s"] / timed["wall_s"],
-            "client_cpu_us_per_chunk": 1e6 * timed["cpu_s"] / chunks,
-            "median_itl_ms": rec["median_itl_ms"], "p99_itl_ms": rec["p99_itl_ms"],
-            "median_ttft_ms": rec["median_ttft_ms"], "duration_s": rec["duration"]}
+    return {
+        "completed": rec["completed"],
+        "output_throughput": rec["output_throughput"],
+        "client_cpu_share": timed["cpu_s"] / timed["wall_s"],
+        "client_cpu_us_per_chunk": 1e6 * timed["cpu_s"] / chunks,
+        "median_itl_ms": rec["median_itl_ms"],
+        "p99_itl_ms": rec["p99_itl_ms"],
+        "median_ttft_ms": rec["median_ttft_ms"],
+        "duration_s": rec["duration"],
+    }
 
 
 def main() -> None:
@@ -140,18 +206,28 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--skip-bench-serving", action="store_true")
     ap.add_argument("--modes", default="flood,paced")
-    ap.add_argument("--workers", default="1,4,8",
-                    help="--scale: ServeLab client processes per point (core/shards.py)")
-    ap.add_argument("--variants", default="1-auto-auto",
-                    help="ServeLab variants WORKERS-LOOP-JSON, comma-separated: LOOP auto "
-                         "(uvloop where installed) or asyncio, JSON auto (orjson where "
-                         "installed) or json; e.g. 1-auto-auto,1-asyncio-json,2-auto-auto")
-    ap.add_argument("--scale", action="store_true",
-                    help="the many-core run instead: W client workers against several fake "
-                         "servers on one port (--server-procs), flood, c=64")
+    ap.add_argument(
+        "--workers",
+        default="1,4,8",
+        help="--scale: ServeLab client processes per point (core/load/shards.py)",
+    )
+    ap.add_argument(
+        "--variants",
+        default="1-auto-auto",
+        help="ServeLab variants WORKERS-LOOP-JSON, comma-separated: LOOP auto "
+        "(uvloop where installed) or asyncio, JSON auto (orjson where "
+        "installed) or json; e.g. 1-auto-auto,1-asyncio-json,2-auto-auto",
+    )
+    ap.add_argument(
+        "--scale",
+        action="store_true",
+        help="the many-core run instead: W client workers against several fake "
+        "servers on one port (--server-procs), flood, c=64",
+    )
     ap.add_argument("--server-procs", type=int, default=6)
-    ap.add_argument("--seconds", type=float, default=8.0,
-                    help="--scale: about how long each point streams")
+    ap.add_argument(
+        "--seconds", type=float, default=8.0, help="--scale: about how long each point streams"
+    )
     a = ap.parse_args()
     workers = [int(w) for w in a.workers.split(",")]
     if a.scale:
@@ -173,8 +249,9 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     t_start = time.monotonic()
     for mode, itl, c, n, out_len in settings:
-        with fake_sglang(OUT / "headroom-server.log", 0.0 if mode == "flood" else 20.0, itl,
-                         cpus=SERVER_CPU) as base:
+        with fake_sglang(
+            OUT / "headroom-server.log", 0.0 if mode == "flood" else 20.0, itl, cpus=SERVER_CPU
+        ) as base:
             for rep in range(a.repeats):
                 order = clients if rep % 2 == 0 else clients[::-1]
                 for client in order:
@@ -184,8 +261,9 @@ def main() -> None:
                     with HostLoad() as load:
                         if client.startswith("servelab"):
                             _, w, loop, parser = client.split("-")
-                            res = run_servelab(base, c, n, out_len, int(w), loop,
-                                               json_parser=parser)
+                            res = run_servelab(
+                                base, c, n, out_len, int(w), loop, json_parser=parser
+                            )
                         else:
                             res = run_bench_serving(base, c, n, out_len, tag)
                     # busy cores over the whole client process (bench_serving: with its ~17 s
@@ -194,32 +272,59 @@ def main() -> None:
                     res["load_average_1m"] = os.getloadavg()[0]
                     res["busy_minus_server_cores"] = load.other_share(base.cpu_s() - cpu0)
                     offered = c * 1000.0 / itl if itl else None
-                    row = {"mode": mode, "itl_ms": itl, "concurrency": c, "num_prompts": n,
-                           "out_len": out_len, "repeat": rep, "client": client,
-                           "offered_chunks_per_s": offered, **res}
+                    row = {
+                        "mode": mode,
+                        "itl_ms": itl,
+                        "concurrency": c,
+                        "num_prompts": n,
+                        "out_len": out_len,
+                        "repeat": rep,
+                        "client": client,
+                        "offered_chunks_per_s": offered,
+                        **res,
+                    }
                     rows.append(row)
-                    print(f"{mode:5} c={c:<3} {client:13} {res['output_throughput']:9.0f} "
-                          f"(host before {quiet:.2f}) "
-                          f"chunks/s  ITL p50 {res['median_itl_ms']:.3f} p99 "
-                          f"{res['p99_itl_ms']:.2f} ms  client CPU "
-                          f"{res['client_cpu_us_per_chunk']:.1f} us/chunk "
-                          f"(share {res['client_cpu_share']:.2f}, busy-minus-server "
-                          f"{res['busy_minus_server_cores']:.2f})"
-                          + (f"  lag p99 {res['loop_lag_ms_p99']:.1f} ms cpu "
-                             f"{res['client_cpu_share']:.2f} per-read "
-                             f"{res['chunks_per_read']:.1f}"
-                             f"{' SATURATED' if res['client_saturated'] else ''}"
-                             if client.startswith("servelab") else ""), flush=True)
+                    print(
+                        f"{mode:5} c={c:<3} {client:13} {res['output_throughput']:9.0f} "
+                        f"(host before {quiet:.2f}) "
+                        f"chunks/s  ITL p50 {res['median_itl_ms']:.3f} p99 "
+                        f"{res['p99_itl_ms']:.2f} ms  client CPU "
+                        f"{res['client_cpu_us_per_chunk']:.1f} us/chunk "
+                        f"(share {res['client_cpu_share']:.2f}, busy-minus-server "
+                        f"{res['busy_minus_server_cores']:.2f})"
+                        + (
+                            f"  lag p99 {res['loop_lag_ms_p99']:.1f} ms cpu "
+                            f"{res['client_cpu_share']:.2f} per-read "
+                            f"{res['chunks_per_read']:.1f}"
+                            f"{' SATURATED' if res['client_saturated'] else ''}"
+                            if client.startswith("servelab")
+                            else ""
+                        ),
+                        flush=True,
+                    )
     summary = []
     for mode, itl, c, _n, _o in settings:
-        s: dict[str, Any] = {"mode": mode, "concurrency": c,
-                             "offered": c * 1000.0 / itl if itl else None}
+        s: dict[str, Any] = {
+            "mode": mode,
+            "concurrency": c,
+            "offered": c * 1000.0 / itl if itl else None,
+        }
         for client in clients:
-            sel = [r for r in rows if r["mode"] == mode and r["concurrency"] == c
-                   and r["client"] == client]
-            s[client] = {k: statistics.median(r[k] for r in sel)
-                         for k in ("output_throughput", "median_itl_ms", "p99_itl_ms",
-                                   "client_cpu_us_per_chunk", "client_cpu_share")}
+            sel = [
+                r
+                for r in rows
+                if r["mode"] == mode and r["concurrency"] == c and r["client"] == client
+            ]
+            s[client] = {
+                k: statistics.median(r[k] for r in sel)
+                for k in (
+                    "output_throughput",
+                    "median_itl_ms",
+                    "p99_itl_ms",
+                    "client_cpu_us_per_chunk",
+                    "client_cpu_share",
+                )
+            }
             s[client]["one_core_ceiling"] = 1e6 / s[client]["client_cpu_us_per_chunk"]
             if client.startswith("servelab"):
                 s[client]["saturated_flags"] = [r["client_saturated"] for r in sel]
@@ -227,15 +332,23 @@ def main() -> None:
                 s[client]["lag_p99_ms"] = statistics.median(r["loop_lag_ms_p99"] for r in sel)
         if "bench_serving" in s:
             for v in variants:
-                s[v]["ratio"] = (s[v]["output_throughput"]
-                                 / s["bench_serving"]["output_throughput"])
-                s[v]["ceiling_ratio"] = (s[v]["one_core_ceiling"]
-                                         / s["bench_serving"]["one_core_ceiling"])
+                s[v]["ratio"] = s[v]["output_throughput"] / s["bench_serving"]["output_throughput"]
+                s[v]["ceiling_ratio"] = (
+                    s[v]["one_core_ceiling"] / s["bench_serving"]["one_core_ceiling"]
+                )
         s["load_average_1m"] = statistics.median(
-            r["load_average_1m"] for r in rows if r["mode"] == mode and r["concurrency"] == c)
+            r["load_average_1m"] for r in rows if r["mode"] == mode and r["concurrency"] == c
+        )
         summary.append(s)
-    path = save("headroom.json", {"machine": machine(), "wall_s": time.monotonic() - t_start,
-                                  "summary": summary, "rows": rows})
+    path = save(
+        "headroom.json",
+        {
+            "machine": machine(),
+            "wall_s": time.monotonic() - t_start,
+            "summary": summary,
+            "rows": rows,
+        },
+    )
     print(json.dumps(summary, indent=1))
     print(f"written {path}")
 
@@ -256,7 +369,7 @@ def scale(workers: list[int], procs: int, seconds: float, repeats: int) -> None:
     import urllib.request
 
     from bench.common import FAKE_SGLANG
-    from core.launcher import free_port
+    from core.run.launcher import free_port
 
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < procs + 1:  # W workers beyond the client's cores share them
@@ -264,15 +377,36 @@ def scale(workers: list[int], procs: int, seconds: float, repeats: int) -> None:
     server_cpus, client_cpus = cpus[-procs:], cpus[:-procs]
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "FAKE_SGLANG_TTFT_MS": "0", "FAKE_SGLANG_ITL_MS": "0",
-           "FAKE_SGLANG_STARTUP_S": "0.2",
-           "PYTHONPATH": os.pathsep.join([str(FAKE_SGLANG), str(REPO)])}
+    env = {
+        **os.environ,
+        "FAKE_SGLANG_TTFT_MS": "0",
+        "FAKE_SGLANG_ITL_MS": "0",
+        "FAKE_SGLANG_STARTUP_S": "0.2",
+        "PYTHONPATH": os.pathsep.join([str(FAKE_SGLANG), str(REPO)]),
+    }
     log = (OUT / "headroom-scale-server.log").open("w")
-    servers = [subprocess.Popen(_pinned(str(cpu), [sys.executable, "-c", SERVER_PATCH,
-                                                   "--model-path", "m", "--host", "127.0.0.1",
-                                                   "--port", str(port)]),
-                                env=env, stdout=log, stderr=subprocess.STDOUT)
-               for cpu in server_cpus]
+    servers = [
+        subprocess.Popen(
+            _pinned(
+                str(cpu),
+                [
+                    sys.executable,
+                    "-c",
+                    SERVER_PATCH,
+                    "--model-path",
+                    "m",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                ],
+            ),
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        for cpu in server_cpus
+    ]
     rows: list[dict[str, Any]] = []
     t_start = time.monotonic()
     try:
@@ -288,18 +422,21 @@ def scale(workers: list[int], procs: int, seconds: float, repeats: int) -> None:
         time.sleep(1.0)  # every process listening before the first connections
         c, out_len = 64, 4096
         for rep in range(repeats):
-            for w in (workers if rep % 2 == 0 else workers[::-1]):
+            for w in workers if rep % 2 == 0 else workers[::-1]:
                 # size the point to ~``seconds`` at 150,000 chunks/s per worker
                 n = max(2 * c, int(seconds * 150_000 * w / out_len))
-                res = run_servelab(base, c, n, out_len, w, "auto",
-                                   ",".join(str(x) for x in client_cpus[:w]))
-                res.update(workers=w, repeat=rep, num_prompts=n,
-                           load_average_1m=os.getloadavg()[0])
+                res = run_servelab(
+                    base, c, n, out_len, w, "auto", ",".join(str(x) for x in client_cpus[:w])
+                )
+                res.update(workers=w, repeat=rep, num_prompts=n, load_average_1m=os.getloadavg()[0])
                 rows.append(res)
-                print(f"scale W={w} {res['output_throughput']:10.0f} chunks/s  client "
-                      f"{res['client_cpu_us_per_chunk']:.2f} us/chunk, "
-                      f"{res['client_cpu_share']:.2f} cores, lag p99 "
-                      f"{res['loop_lag_ms_p99']:.1f} ms", flush=True)
+                print(
+                    f"scale W={w} {res['output_throughput']:10.0f} chunks/s  client "
+                    f"{res['client_cpu_us_per_chunk']:.2f} us/chunk, "
+                    f"{res['client_cpu_share']:.2f} cores, lag p99 "
+                    f"{res['loop_lag_ms_p99']:.1f} ms",
+                    flush=True,
+                )
     finally:
         for srv in servers:
             srv.terminate()
@@ -310,14 +447,31 @@ def scale(workers: list[int], procs: int, seconds: float, repeats: int) -> None:
                 srv.kill()
                 srv.wait(5)
         log.close()
-    summary = {w: {k: statistics.median(r[k] for r in rows if r["workers"] == w)
-                   for k in ("output_throughput", "client_cpu_us_per_chunk",
-                             "client_cpu_share", "loop_lag_ms_p99")} for w in workers}
-    path = save("headroom-scale.json", {"machine": machine(), "server_procs": procs,
-                                        "pinned": bool(shutil.which("taskset")),
-                                        "server_cpus": server_cpus, "client_cpus": client_cpus,
-                                        "wall_s": time.monotonic() - t_start,
-                                        "summary": summary, "rows": rows})
+    summary = {
+        w: {
+            k: statistics.median(r[k] for r in rows if r["workers"] == w)
+            for k in (
+                "output_throughput",
+                "client_cpu_us_per_chunk",
+                "client_cpu_share",
+                "loop_lag_ms_p99",
+            )
+        }
+        for w in workers
+    }
+    path = save(
+        "headroom-scale.json",
+        {
+            "machine": machine(),
+            "server_procs": procs,
+            "pinned": bool(shutil.which("taskset")),
+            "server_cpus": server_cpus,
+            "client_cpus": client_cpus,
+            "wall_s": time.monotonic() - t_start,
+            "summary": summary,
+            "rows": rows,
+        },
+    )
     print(json.dumps(summary, indent=1))
     print(f"written {path}")
 

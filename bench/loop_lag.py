@@ -35,11 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO, fake_sglang, fmt, machine, save, wait_quiet
-from core.launcher import free_port
+from core.run.launcher import free_port
 
 TTFT_MS, ITL_MS = 20.0, 5.0
-LABELS = ('engine_type="unified",model_name="/tmp/gpu/models/smollm2-135m-random",'
-          'moe_ep_rank="0",pp_rank="0",tp_rank="0"')
+LABELS = (
+    'engine_type="unified",model_name="/tmp/gpu/models/smollm2-135m-random",'
+    'moe_ep_rank="0",pp_rank="0",tp_rank="0"'
+)
 
 
 def metrics_text() -> str:
@@ -48,26 +50,33 @@ def metrics_text() -> str:
     for i in range(123):
         kind = "counter" if i % 4 == 0 else "gauge"
         name = f"sglang:metric_{i}" + ("_total" if kind == "counter" else "")
-        out += [f"# HELP {name} A ServeLab benchmark stand-in for one SGLang metric.",
-                f"# TYPE {name} {kind}", f"{name}{{{LABELS}}} {i * 1.5}"]
-    buckets = [0.001 * 1.6 ** k for k in range(29)] + [float("inf")]
+        out += [
+            f"# HELP {name} A ServeLab benchmark stand-in for one SGLang metric.",
+            f"# TYPE {name} {kind}",
+            f"{name}{{{LABELS}}} {i * 1.5}",
+        ]
+    buckets = [0.001 * 1.6**k for k in range(29)] + [float("inf")]
     for h in range(11):
         name = f"sglang:histogram_{h}_seconds"
         out += [f"# HELP {name} A stand-in histogram.", f"# TYPE {name} histogram"]
-        out += [f'{name}_bucket{{{LABELS},le="{"+Inf" if b == float("inf") else f"{b:.6g}"}"}} '
-                f"{k * 3}.0" for k, b in enumerate(buckets)]
+        out += [
+            f'{name}_bucket{{{LABELS},le="{"+Inf" if b == float("inf") else f"{b:.6g}"}"}} '
+            f"{k * 3}.0"
+            for k, b in enumerate(buckets)
+        ]
         out += [f"{name}_sum{{{LABELS}}} 12.5", f"{name}_count{{{LABELS}}} 87.0"]
     return "\n".join(out) + "\n"
 
 
-def lag_client(base: str, metrics_url: str, mode: str, c: int, n: int, out_len: int,
-               interval_s: float) -> dict[str, Any]:
+def lag_client(
+    base: str, metrics_url: str, mode: str, c: int, n: int, out_len: int, interval_s: float
+) -> dict[str, Any]:
     """Run in the pinned child: a warm-up round, then one point with a Sampler beside it."""
-    import core.loadgen as loadgen
-    from core.loadgen import LoadGenerator, LoadOptions
+    import core.load.generator as loadgen
+    from core.load.generator import LoadGenerator, LoadOptions
+    from core.load.prompts import Prompt
     from core.metrics import compute_point_metrics
-    from core.prompts import Prompt
-    from core.samplers import Sampler, parse_prometheus
+    from core.run.samplers import Sampler, parse_prometheus
 
     class ParsingSampler(Sampler):
         """The Sampler before: each scrape parsed in the sampler thread as it arrived."""
@@ -75,16 +84,31 @@ def lag_client(base: str, metrics_url: str, mode: str, c: int, n: int, out_len: 
         def sample_once(self, client: Any) -> None:
             super().sample_once(client)
             for t, point, text in self._scrapes:
-                self.rows.extend({"t_s": t, "point": point, "source": "metrics", "name": nm,
-                                  "labels": lb, "value": v}
-                                 for nm, lb, v in parse_prometheus(text))
+                self.rows.extend(
+                    {
+                        "t_s": t,
+                        "point": point,
+                        "source": "metrics",
+                        "name": nm,
+                        "labels": lb,
+                        "value": v,
+                    }
+                    for nm, lb, v in parse_prometheus(text)
+                )
             self._scrapes = []
 
     if mode == "before":
         loadgen.fine_gil_switching = contextlib.nullcontext  # type: ignore[assignment]
-    common = {"base_url": base, "model": "m", "seed": 1, "concurrency": c,
-              "request_rate": float("inf"), "exact_length_body": {"ignore_eos": True},
-              "request_timeout_s": 300.0, "point_timeout_s": 600.0}
+    common = {
+        "base_url": base,
+        "model": "m",
+        "seed": 1,
+        "concurrency": c,
+        "request_rate": float("inf"),
+        "exact_length_body": {"ignore_eos": True},
+        "request_timeout_s": 300.0,
+        "point_timeout_s": 600.0,
+    }
     prompt = Prompt(text=" ".join(["alpha"] * 32), prompt_tokens=32, output_len=out_len)
     cls = ParsingSampler if mode == "before" else Sampler
     with LoadGenerator(base, c, 300.0) as gen:
@@ -97,24 +121,33 @@ def lag_client(base: str, metrics_url: str, mode: str, c: int, n: int, out_len: 
         parse_after_s = time.perf_counter() - t
     m = compute_point_metrics(records)
     h = health.as_dict()
-    return {"mode": mode, "completed": m["completed"], "scrape_rows": rows,
-            "parse_after_s": parse_after_s if mode == "after" else 0.0,
-            "loop_lag_ms_p99": h["loop_lag_ms_p99"], "loop_lag_ms_max": h["loop_lag_ms_max"],
-            "client_cpu_share": h["client_cpu_share"], "flagged": h["client_saturated"],
-            "why": h.get("client_saturated_why"),
-            **{k: m[k] for k in ("median_itl_ms", "p99_itl_ms", "median_ttft_ms",
-                                 "p99_ttft_ms", "duration_s")}}
+    return {
+        "mode": mode,
+        "completed": m["completed"],
+        "scrape_rows": rows,
+        "parse_after_s": parse_after_s if mode == "after" else 0.0,
+        "loop_lag_ms_p99": h["loop_lag_ms_p99"],
+        "loop_lag_ms_max": h["loop_lag_ms_max"],
+        "client_cpu_share": h["client_cpu_share"],
+        "flagged": h["client_saturated"],
+        "why": h.get("client_saturated_why"),
+        **{
+            k: m[k]
+            for k in ("median_itl_ms", "p99_itl_ms", "median_ttft_ms", "p99_ttft_ms", "duration_s")
+        },
+    }
 
 
 def run_mode(base: str, metrics_url: str, mode: str, a: argparse.Namespace) -> dict[str, Any]:
-    code = ("import json; from bench.loop_lag import lag_client; print('RESULT ' + json.dumps("
-            f"lag_client({base!r}, {metrics_url!r}, {mode!r}, {a.concurrency}, {a.requests}, "
-            f"{a.output_len}, {a.interval_s})))")
+    code = (
+        "import json; from bench.loop_lag import lag_client; print('RESULT ' + json.dumps("
+        f"lag_client({base!r}, {metrics_url!r}, {mode!r}, {a.concurrency}, {a.requests}, "
+        f"{a.output_len}, {a.interval_s})))"
+    )
     argv = [sys.executable, "-c", code]
     if not a.no_pin:
         argv = ["taskset", "-c", "1", *argv]
-    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=900,
-                          check=False)
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             return dict(json.loads(line[7:]))
@@ -133,27 +166,44 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="servelab-looplag-"))
     (work / "metrics").write_text(metrics_text())
     port = free_port()
-    http = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind",
-                             "127.0.0.1", "--directory", str(work)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    http = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "http.server",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+            str(work),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     metrics_url = f"http://127.0.0.1:{port}/metrics"
     results: list[dict[str, Any]] = []
     try:
         time.sleep(1.0)  # http.server binds at start-up
-        with fake_sglang(work / "server.log", TTFT_MS, ITL_MS,
-                         cpus=None if a.no_pin else "0") as base:
+        with fake_sglang(
+            work / "server.log", TTFT_MS, ITL_MS, cpus=None if a.no_pin else "0"
+        ) as base:
             for rep in range(a.repeats):
                 for mode in ("before", "after"):
                     load = wait_quiet()
-                    r = {**run_mode(base, metrics_url, mode, a), "repeat": rep,
-                         "host_load_before": load}
+                    r = {
+                        **run_mode(base, metrics_url, mode, a),
+                        "repeat": rep,
+                        "host_load_before": load,
+                    }
                     results.append(r)
-                    print(f"{mode:6s} #{rep}: lag p99 {fmt(r['loop_lag_ms_p99'])} ms "
-                          f"max {fmt(r['loop_lag_ms_max'])} ms, client CPU "
-                          f"{fmt(100 * (r['client_cpu_share'] or 0), '.0f')}%, ITL p50/p99 "
-                          f"{fmt(r['median_itl_ms'])}/{fmt(r['p99_itl_ms'])} ms, TTFT p99 "
-                          f"{fmt(r['p99_ttft_ms'])} ms, flagged: {r['why'] or 'no'}",
-                          flush=True)
+                    print(
+                        f"{mode:6s} #{rep}: lag p99 {fmt(r['loop_lag_ms_p99'])} ms "
+                        f"max {fmt(r['loop_lag_ms_max'])} ms, client CPU "
+                        f"{fmt(100 * (r['client_cpu_share'] or 0), '.0f')}%, ITL p50/p99 "
+                        f"{fmt(r['median_itl_ms'])}/{fmt(r['p99_itl_ms'])} ms, TTFT p99 "
+                        f"{fmt(r['p99_ttft_ms'])} ms, flagged: {r['why'] or 'no'}",
+                        flush=True,
+                    )
     finally:
         http.terminate()
         http.wait(10)
@@ -163,17 +213,34 @@ def main() -> None:
     summary = {}
     for mode in ("before", "after"):
         rs = [r for r in results if r["mode"] == mode]
-        summary[mode] = {k: statistics.median(r[k] for r in rs)
-                         for k in ("loop_lag_ms_p99", "loop_lag_ms_max", "median_itl_ms",
-                                   "p99_itl_ms", "p99_ttft_ms", "client_cpu_share")}
+        summary[mode] = {
+            k: statistics.median(r[k] for r in rs)
+            for k in (
+                "loop_lag_ms_p99",
+                "loop_lag_ms_max",
+                "median_itl_ms",
+                "p99_itl_ms",
+                "p99_ttft_ms",
+                "client_cpu_share",
+            )
+        }
         summary[mode]["flagged_runs"] = sum(bool(r["flagged"]) for r in rs)
-        print(f"{mode}: median of {len(rs)}: " + ", ".join(
-            f"{k} {fmt(v)}" for k, v in summary[mode].items()))
-    path = save("loop-lag.json", {"machine": machine(), "args": vars(a), "truth":
-                                  {"ttft_ms": TTFT_MS, "itl_ms": ITL_MS},
-                                  "metrics_lines": metrics_text().count("\n"),
-                                  "results": results, "summary": summary,
-                                  "pid": os.getpid()})
+        print(
+            f"{mode}: median of {len(rs)}: "
+            + ", ".join(f"{k} {fmt(v)}" for k, v in summary[mode].items())
+        )
+    path = save(
+        "loop-lag.json",
+        {
+            "machine": machine(),
+            "args": vars(a),
+            "truth": {"ttft_ms": TTFT_MS, "itl_ms": ITL_MS},
+            "metrics_lines": metrics_text().count("\n"),
+            "results": results,
+            "summary": summary,
+            "pid": os.getpid(),
+        },
+    )
     print(f"saved {path.relative_to(REPO)}")
 
 

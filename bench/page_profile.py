@@ -59,16 +59,20 @@ def _bucket(url: str, fn: str) -> str:
     if url.endswith(".js") or ".js?" in url:
         return "streamlit front end"
     if fn in ("(garbage collector)", "(program)", "(idle)"):
-        return {"(garbage collector)": "gc", "(program)": "style/layout/paint/other",
-                "(idle)": "idle"}[fn]
+        return {
+            "(garbage collector)": "gc",
+            "(program)": "style/layout/paint/other",
+            "(idle)": "idle",
+        }[fn]
     return "other" if url else "native/other"
 
 
 def cpu_by_bucket(profile: dict[str, Any], until_us: float) -> dict[str, float]:
     """Self time (s) per bucket from a CDP Profiler profile, samples up to ``until_us``."""
-    node_bucket = {n["id"]: _bucket(n["callFrame"].get("url", ""),
-                                    n["callFrame"].get("functionName", ""))
-                   for n in profile["nodes"]}
+    node_bucket = {
+        n["id"]: _bucket(n["callFrame"].get("url", ""), n["callFrame"].get("functionName", ""))
+        for n in profile["nodes"]
+    }
     out: dict[str, float] = defaultdict(float)
     t = float(profile["startTime"])
     for node, dt in zip(profile["samples"], profile["timeDeltas"], strict=True):
@@ -91,9 +95,15 @@ def profile_page(browser: Any, base: str, path: str, text: str, n: int) -> dict[
     cdp.send("Profiler.setSamplingInterval", {"interval": 200})
     frames: list[tuple[float, int]] = []
     t0 = time.perf_counter()
-    page.on("websocket", lambda ws: ws.on(
-        "framereceived", lambda f: frames.append(
-            (time.perf_counter() - t0, len(f) if isinstance(f, bytes | str) else 0))))
+    page.on(
+        "websocket",
+        lambda ws: ws.on(
+            "framereceived",
+            lambda f: frames.append(
+                (time.perf_counter() - t0, len(f) if isinstance(f, bytes | str) else 0)
+            ),
+        ),
+    )
     cdp.send("Profiler.start")
     t0 = time.perf_counter()
     page.goto(base + path)
@@ -112,16 +122,20 @@ def profile_page(browser: Any, base: str, path: str, text: str, n: int) -> dict[
     plots = sorted(timeline["plots"], key=lambda p: p["created"])
     chunk = timeline["plotly_chunk"]
     return {
-        "main_s": main_s, "charts_s": charts_s,
-        "ws_messages": len(frames), "ws_bytes": sum(b for _, b in frames),
+        "main_s": main_s,
+        "charts_s": charts_s,
+        "ws_messages": len(frames),
+        "ws_bytes": sum(b for _, b in frames),
         "ws_last_s": max((t for t, _ in frames), default=0.0),
-        "js_files": timeline["js_files"], "js_bytes": timeline["js_bytes"],
+        "js_files": timeline["js_files"],
+        "js_bytes": timeline["js_bytes"],
         "plotly_chunk_requested_s": chunk["start"] / ms if chunk else None,
         "plotly_chunk_received_s": chunk["end"] / ms if chunk else None,
         "plotly_chunk_bytes": chunk["bytes"] if chunk else None,
         "first_chart_created_s": plots[0]["created"] / ms if plots else None,
-        "first_chart_drawn_s": min((p["drawn"] for p in plots if p["drawn"]),
-                                   default=0.0) / ms if plots else None,
+        "first_chart_drawn_s": min((p["drawn"] for p in plots if p["drawn"]), default=0.0) / ms
+        if plots
+        else None,
         "charts_drawn_s": [None if p["drawn"] is None else p["drawn"] / ms for p in plots],
         "cpu_s": cpu,
     }
@@ -141,8 +155,11 @@ def main() -> None:
     env = demo_portal_env(a.repo)
     from playwright.sync_api import sync_playwright
 
-    res: dict[str, Any] = {"repo": str(a.repo), "repeats": a.repeats,
-                           "load_before": os.getloadavg()[0]}
+    res: dict[str, Any] = {
+        "repo": str(a.repo),
+        "repeats": a.repeats,
+        "load_before": os.getloadavg()[0],
+    }
     log = Path(env["SERVELAB_DATA_DIR"]).parent / "portal.log"
     with portal(a.repo.resolve(), env, log) as base, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
@@ -151,24 +168,34 @@ def main() -> None:
             for name, (path, text, n) in PAGES.items():
                 rows = [profile_page(browser, base, path, text, n) for _ in range(a.repeats)]
                 res[name] = rows
-                cpu = {k: statistics.median(r["cpu_s"].get(k, 0.0) for r in rows)
-                       for k in sorted({k for r in rows for k in r["cpu_s"]})}
-                print(f"{name}: main {_median(rows, 'main_s'):.2f} s, charts "
-                      f"{_median(rows, 'charts_s'):.2f} s; websocket "
-                      f"{_median(rows, 'ws_messages'):.0f} msgs "
-                      f"{(_median(rows, 'ws_bytes') or 0) / 1024:.0f} KiB, last at "
-                      f"{_median(rows, 'ws_last_s'):.2f} s", flush=True)
+                cpu = {
+                    k: statistics.median(r["cpu_s"].get(k, 0.0) for r in rows)
+                    for k in sorted({k for r in rows for k in r["cpu_s"]})
+                }
+                print(
+                    f"{name}: main {_median(rows, 'main_s'):.2f} s, charts "
+                    f"{_median(rows, 'charts_s'):.2f} s; websocket "
+                    f"{_median(rows, 'ws_messages'):.0f} msgs "
+                    f"{(_median(rows, 'ws_bytes') or 0) / 1024:.0f} KiB, last at "
+                    f"{_median(rows, 'ws_last_s'):.2f} s",
+                    flush=True,
+                )
                 if n:
                     drawn = [d for r in rows for d in r["charts_drawn_s"] if d is not None]
-                    print(f"  plotly chunk {(_median(rows, 'plotly_chunk_bytes') or 0) / 1e6:.1f}"
-                          f" MB requested {_median(rows, 'plotly_chunk_requested_s'):.2f} s, "
-                          f"received {_median(rows, 'plotly_chunk_received_s'):.2f} s; first "
-                          f"chart created {_median(rows, 'first_chart_created_s'):.2f} s, "
-                          f"drawn {_median(rows, 'first_chart_drawn_s'):.2f} s; last drawn "
-                          f"{max(drawn, default=0.0):.2f} s (max over repeats)")
-                print("  renderer CPU s: " + ", ".join(
-                    f"{k} {v:.2f}" for k, v in cpu.items() if k != "idle")
-                    + f" (idle {cpu.get('idle', 0.0):.2f})", flush=True)
+                    print(
+                        f"  plotly chunk {(_median(rows, 'plotly_chunk_bytes') or 0) / 1e6:.1f}"
+                        f" MB requested {_median(rows, 'plotly_chunk_requested_s'):.2f} s, "
+                        f"received {_median(rows, 'plotly_chunk_received_s'):.2f} s; first "
+                        f"chart created {_median(rows, 'first_chart_created_s'):.2f} s, "
+                        f"drawn {_median(rows, 'first_chart_drawn_s'):.2f} s; last drawn "
+                        f"{max(drawn, default=0.0):.2f} s (max over repeats)"
+                    )
+                print(
+                    "  renderer CPU s: "
+                    + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items() if k != "idle")
+                    + f" (idle {cpu.get('idle', 0.0):.2f})",
+                    flush=True,
+                )
         finally:
             browser.close()
     res["load_after"] = os.getloadavg()[0]

@@ -28,12 +28,18 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO, machine, portal, save
-from core.demo import install_demo
+from core.portal.demo import install_demo
 from core.settings import Settings
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 EXP = "exp-20261130-045815-42d8"
 OFF, ON = "20261130-045815-c6a73d", "20261130-045815-c6b21c"
 # page -> (path, a text of its answer that every version of the page has drawn: the
@@ -57,8 +63,7 @@ def _load() -> float:
     return os.getloadavg()[0]
 
 
-def time_page(browser: Any, url: str, text: str, charts_n: int, repeats: int
-              ) -> dict[str, Any]:
+def time_page(browser: Any, url: str, text: str, charts_n: int, repeats: int) -> dict[str, Any]:
     main, charts = [], []
     for _ in range(repeats):
         ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
@@ -71,8 +76,12 @@ def time_page(browser: Any, url: str, text: str, charts_n: int, repeats: int
         page.wait_for_function(CHARTS_JS, arg=charts_n, timeout=120_000)
         charts.append(time.perf_counter() - t)
         ctx.close()
-    return {"main_median_s": statistics.median(main), "charts_median_s": statistics.median(charts),
-            "main_s": main, "charts_s": charts}
+    return {
+        "main_median_s": statistics.median(main),
+        "charts_median_s": statistics.median(charts),
+        "main_s": main,
+        "charts_s": charts,
+    }
 
 
 def demo_portal_env(repo: Path) -> dict[str, str]:
@@ -81,10 +90,15 @@ def demo_portal_env(repo: Path) -> dict[str, str]:
     if not Path(CHROMIUM).exists():
         raise SystemExit(f"needs {CHROMIUM} (apt-get install chromium)")
     data = Path(tempfile.mkdtemp(prefix="servelab-pages-")) / "data"
-    install_demo(Settings(data_dir=data, sglang_python=sys.executable,
-                          transformers_python=sys.executable))
-    return {**os.environ, "SERVELAB_DATA_DIR": str(data), "SERVELAB_WORKER": "off",
-            "PYTHONPATH": str(repo.resolve())}
+    install_demo(
+        Settings(data_dir=data, sglang_python=sys.executable, transformers_python=sys.executable)
+    )
+    return {
+        **os.environ,
+        "SERVELAB_DATA_DIR": str(data),
+        "SERVELAB_WORKER": "off",
+        "PYTHONPATH": str(repo.resolve()),
+    }
 
 
 def main() -> None:
@@ -104,8 +118,11 @@ def main() -> None:
             time_page(browser, base + "/", "run(s)", 0, 1)  # warm the server's imports
             for name, (path, text, n) in PAGES.items():
                 res[name] = time_page(browser, base + path, text, n, a.repeats)
-                print(f"{name:11s} main {res[name]['main_median_s']:.2f} s  charts "
-                      f"{res[name]['charts_median_s']:.2f} s", flush=True)
+                print(
+                    f"{name:11s} main {res[name]['main_median_s']:.2f} s  charts "
+                    f"{res[name]['charts_median_s']:.2f} s",
+                    flush=True,
+                )
         finally:
             browser.close()
     res["load_after"] = _load()

@@ -19,16 +19,22 @@ from typing import Any
 from bench.common import OUT, REPO, machine, portal, save
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def wait_idle(page: Any, text: str, timeout_ms: int = 60_000) -> None:
     page.get_by_text(text).first.wait_for(timeout=timeout_ms)
     # Streamlit shows a status widget while the script runs; wait until it is gone.
     page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
-        timeout=timeout_ms)
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout_ms
+    )
 
 
 def time_page(browser: Any, url: str, done_text: str, repeats: int, shot: Path) -> dict[str, Any]:
@@ -42,8 +48,12 @@ def time_page(browser: Any, url: str, done_text: str, repeats: int, shot: Path) 
         if i == 0:
             page.screenshot(path=str(shot), full_page=True)
         page.close()
-    return {"first_s": times[0], "median_s": statistics.median(times), "max_s": max(times),
-            "all_s": times}
+    return {
+        "first_s": times[0],
+        "median_s": statistics.median(times),
+        "max_s": max(times),
+        "all_s": times,
+    }
 
 
 def main() -> None:
@@ -71,18 +81,17 @@ def main() -> None:
         pages = {
             "runs_page": (base + "/", "run(s)"),
             "run_page_heavy": (f"{base}/run?run={heavy[0]}", "Raw artifacts"),
-            "compare_2_heavy": (f"{base}/compare?runs={heavy[0]},{heavy[1]}",
-                                "Memory headroom"),
-            "compare_15_heavy": (f"{base}/compare?runs={','.join(heavy[:15])}",
-                                 "Memory headroom"),
+            "compare_2_heavy": (f"{base}/compare?runs={heavy[0]},{heavy[1]}", "Memory headroom"),
+            "compare_15_heavy": (f"{base}/compare?runs={','.join(heavy[:15])}", "Memory headroom"),
         }
         for name, (url, text) in pages.items():
-            res[name] = time_page(browser, url, text, a.repeats,
-                                  OUT / f"{a.name}-{name}.png")
+            res[name] = time_page(browser, url, text, a.repeats, OUT / f"{a.name}-{name}.png")
             r = res[name]
-            print(f"{name:18} first {r['first_s'] * 1000:7.0f} ms  median "
-                  f"{r['median_s'] * 1000:7.0f} ms  max {r['max_s'] * 1000:7.0f} ms",
-                  flush=True)
+            print(
+                f"{name:18} first {r['first_s'] * 1000:7.0f} ms  median "
+                f"{r['median_s'] * 1000:7.0f} ms  max {r['max_s'] * 1000:7.0f} ms",
+                flush=True,
+            )
         browser.close()
     path = save(f"{a.name}.json", {"machine": machine(), **res})
     print(f"written {path}")

@@ -35,8 +35,9 @@ WORDS = " The quick brown fox jumps over the lazy dog and then runs far away".sp
 CONCURRENCY = (1, 8, 32, 64, 256)
 
 
-def records_table(rng: np.random.Generator, n: int, out_len: int, conc: int,
-                  ttft_ms: float, itl_ms: float) -> pa.Table:
+def records_table(
+    rng: np.random.Generator, n: int, out_len: int, conc: int, ttft_ms: float, itl_ms: float
+) -> pa.Table:
     """n requests, each with out_len chunk arrival times, ~conc in flight."""
     e2e = (ttft_ms + (out_len - 1) * itl_ms) / 1000.0
     send = np.sort(rng.uniform(0.0, e2e * n / conc, n))
@@ -48,8 +49,10 @@ def records_table(rng: np.random.Generator, n: int, out_len: int, conc: int,
     end = chunks[:, -1] + 0.0002
     offsets = pa.array(np.arange(0, n * out_len + 1, out_len, dtype=np.int32))
     chunk_col = pa.ListArray.from_arrays(offsets, pa.array(chunks.ravel()))
-    text = ["".join(f" {WORDS[(i + j) % len(WORDS)]}" for j in range(min(out_len, 64)))
-            for i in range(4)]
+    text = [
+        "".join(f" {WORDS[(i + j) % len(WORDS)]}" for j in range(min(out_len, 64)))
+        for i in range(4)
+    ]
     cols = {
         "index": pa.array(np.arange(n, dtype=np.int32)),
         "send_s": pa.array(send),
@@ -73,8 +76,13 @@ def records_table(rng: np.random.Generator, n: int, out_len: int, conc: int,
 def spec_for(i: int, points: list[Point]) -> dict[str, Any]:
     graphs = i % 2 == 0
     spec = RunSpec(
-        server=ServerConfig(engine="sglang", model=f"/models/model-{i % 7}",
-                            cuda_graphs=graphs, mem_fraction_static=0.85, device="cuda"),
+        server=ServerConfig(
+            engine="sglang",
+            model=f"/models/model-{i % 7}",
+            cuda_graphs=graphs,
+            mem_fraction_static=0.85,
+            device="cuda",
+        ),
         plan=BenchmarkPlan(points=tuple(points), seed=42),
         tags=(f"batch-{i // 500}", "graphs-on" if graphs else "graphs-off"),
         intended_diff=("server.cuda_graphs",),
@@ -83,11 +91,23 @@ def spec_for(i: int, points: list[Point]) -> dict[str, Any]:
 
 
 def summary_of(index: int, point: Point, metrics: dict[str, Any]) -> dict[str, Any]:
-    return {"index": index, "label": point.label, "point": point.model_dump(mode="json"),
-            "started_at": "2026-11-30T00:00:00.000+00:00", "prompts_digest": f"digest-{index}",
-            "token_source": "server", "metrics": metrics, "metrics_retokenized": metrics,
-            "client": {"loop_lag_ms_max": 1.2, "loop_lag_ms_p99": 0.8, "client_cpu_s": 1.0,
-                       "client_cpu_share": 0.2, "client_saturated": False}}
+    return {
+        "index": index,
+        "label": point.label,
+        "point": point.model_dump(mode="json"),
+        "started_at": "2026-11-30T00:00:00.000+00:00",
+        "prompts_digest": f"digest-{index}",
+        "token_source": "server",
+        "metrics": metrics,
+        "metrics_retokenized": metrics,
+        "client": {
+            "loop_lag_ms_max": 1.2,
+            "loop_lag_ms_p99": 0.8,
+            "client_cpu_s": 1.0,
+            "client_cpu_share": 0.2,
+            "client_saturated": False,
+        },
+    }
 
 
 def _scaled(m: dict[str, Any], f: float) -> dict[str, Any]:
@@ -110,14 +130,14 @@ def write_run(args: tuple[Path, int, bool, dict[str, dict[str, Any]]]) -> int:
     (path / "points").mkdir(parents=True, exist_ok=True)
     n, out_len = (1000, 256) if heavy else (250, 32)
     concs = CONCURRENCY if heavy else CONCURRENCY[:4]
-    points = [Point(concurrency=c, num_prompts=n, input_len=256, output_len=out_len)
-              for c in concs]
+    points = [Point(concurrency=c, num_prompts=n, input_len=256, output_len=out_len) for c in concs]
     spec = spec_for(i, points)
     graphs = bool(spec["server"]["cuda_graphs"])
     f = (1.08 if graphs else 1.0) * float(rng.lognormal(0.0, 0.03))
-    write_json_atomic(path / "spec.json", {"run_id": run_id,
-                                           "created_at": "2026-11-30T00:00:00.000+00:00",
-                                           **spec})
+    write_json_atomic(
+        path / "spec.json",
+        {"run_id": run_id, "created_at": "2026-11-30T00:00:00.000+00:00", **spec},
+    )
     for k, p in enumerate(points):
         table = records_table(rng, n, out_len, p.concurrency or n, 40.0 / f, 8.0 / f)
         d = path / "points" / f"{k:03d}"
@@ -129,30 +149,87 @@ def write_run(args: tuple[Path, int, bool, dict[str, dict[str, Any]]]) -> int:
             m = _scaled(templates[str(p.concurrency)], f)
         write_json_atomic(d / "summary.json", summary_of(k, p, m))
     head = m
-    write_json_atomic(path / "facts.json", {
-        "engine_version": "0.5.23", "kv_cache_tokens": 340000, "weight_mem_gb": 0.98,
-        "kv_cache_gb": 20.5, "graph_mem_gb": 1.2 if graphs else None,
-        "available_gpu_mem_gb": 18.0, "cuda_graph_enabled": graphs,
-        "cuda_graph_batch_sizes": [1, 2, 4, 8] if graphs else None,
-        "gpus": [{"index": 0, "name": "NVIDIA H200", "total_mib": 143771, "used_mib": 120000}]})
-    write_json_atomic(path / "launch.json", {
-        "argv": ["python", "-m", "sglang.launch_server", "--model-path",
-                 spec["server"]["model"], "--port", "30000",
-                 *([] if graphs else ["--disable-cuda-graph"])],
-        "base_url": "http://127.0.0.1:30000", "engine": "sglang", "engine_version": "0.5.23",
-        "notes": [], "env": {}, "exact_length_body": {"ignore_eos": True}})
-    write_json_atomic(path / "result.json", {
-        "points": len(points), "headline_point": len(points) - 1,
-        "headline": {k: head.get(k) for k in ("output_throughput", "median_ttft_ms",
-                                              "median_itl_ms", "median_tpot_ms", "error_rate",
-                                              "completed", "num_requests")}})
-    write_json_atomic(path / "status.json", {
-        "run_id": run_id, "state": "succeeded", "phase": "done", "reason": "",
-        "started_at": "2026-11-30T00:00:00.000+00:00",
-        "finished_at": "2026-11-30T00:05:00.000+00:00", "duration_s": 300.0,
-        "steps": [{"step": s, "outcome": "ok", "duration_s": 0.1} for s in (
-            "preflight", "launch", "wait_ready", "facts", "probe", "warmup",
-            *(f"point {k}" for k in range(len(points))), "stop", "verify", "store")]})
+    write_json_atomic(
+        path / "facts.json",
+        {
+            "engine_version": "0.5.23",
+            "kv_cache_tokens": 340000,
+            "weight_mem_gb": 0.98,
+            "kv_cache_gb": 20.5,
+            "graph_mem_gb": 1.2 if graphs else None,
+            "available_gpu_mem_gb": 18.0,
+            "cuda_graph_enabled": graphs,
+            "cuda_graph_batch_sizes": [1, 2, 4, 8] if graphs else None,
+            "gpus": [{"index": 0, "name": "NVIDIA H200", "total_mib": 143771, "used_mib": 120000}],
+        },
+    )
+    write_json_atomic(
+        path / "launch.json",
+        {
+            "argv": [
+                "python",
+                "-m",
+                "sglang.launch_server",
+                "--model-path",
+                spec["server"]["model"],
+                "--port",
+                "30000",
+                *([] if graphs else ["--disable-cuda-graph"]),
+            ],
+            "base_url": "http://127.0.0.1:30000",
+            "engine": "sglang",
+            "engine_version": "0.5.23",
+            "notes": [],
+            "env": {},
+            "exact_length_body": {"ignore_eos": True},
+        },
+    )
+    write_json_atomic(
+        path / "result.json",
+        {
+            "points": len(points),
+            "headline_point": len(points) - 1,
+            "headline": {
+                k: head.get(k)
+                for k in (
+                    "output_throughput",
+                    "median_ttft_ms",
+                    "median_itl_ms",
+                    "median_tpot_ms",
+                    "error_rate",
+                    "completed",
+                    "num_requests",
+                )
+            },
+        },
+    )
+    write_json_atomic(
+        path / "status.json",
+        {
+            "run_id": run_id,
+            "state": "succeeded",
+            "phase": "done",
+            "reason": "",
+            "started_at": "2026-11-30T00:00:00.000+00:00",
+            "finished_at": "2026-11-30T00:05:00.000+00:00",
+            "duration_s": 300.0,
+            "steps": [
+                {"step": s, "outcome": "ok", "duration_s": 0.1}
+                for s in (
+                    "preflight",
+                    "launch",
+                    "wait_ready",
+                    "facts",
+                    "probe",
+                    "warmup",
+                    *(f"point {k}" for k in range(len(points))),
+                    "stop",
+                    "verify",
+                    "store",
+                )
+            ],
+        },
+    )
     (path / "server.log").write_text("synthetic run: no server was started\n")
     return n * len(points)
 
@@ -182,19 +259,31 @@ def main() -> None:
         for k, n in enumerate(pool.imap_unordered(write_run, jobs, chunksize=50)):
             records += n
             if (k + 1) % 1000 == 0:
-                print(f"{k + 1} runs, {records:,} records, {time.perf_counter() - t:.0f} s",
-                      flush=True)
+                print(
+                    f"{k + 1} runs, {records:,} records, {time.perf_counter() - t:.0f} s",
+                    flush=True,
+                )
     t_folders = time.perf_counter() - t
     t = time.perf_counter()
     cat = Catalog(a.out / "servelab.duckdb", runs_dir)
     indexed = cat.reindex()
     t_index = time.perf_counter() - t
     size = sum(p.stat().st_size for p in runs_dir.rglob("*") if p.is_file())
-    print(json.dumps({"runs": a.runs, "records": records, "heavy_runs": a.heavy,
-                      "folders_s": round(t_folders, 1), "reindex_s": round(t_index, 1),
-                      "indexed": indexed, "bytes_on_disk": size,
-                      "heavy_run_ids": sorted(p.name for p in runs_dir.iterdir())[-a.heavy:]},
-                     indent=1))
+    print(
+        json.dumps(
+            {
+                "runs": a.runs,
+                "records": records,
+                "heavy_runs": a.heavy,
+                "folders_s": round(t_folders, 1),
+                "reindex_s": round(t_index, 1),
+                "indexed": indexed,
+                "bytes_on_disk": size,
+                "heavy_run_ids": sorted(p.name for p in runs_dir.iterdir())[-a.heavy :],
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

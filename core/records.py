@@ -13,8 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["CANCELLED", "RECORD_SCHEMA", "RequestRecord", "records_from_table",
-           "records_to_table"]
+__all__ = ["CANCELLED", "RECORD_SCHEMA", "RequestRecord", "records_from_table", "records_to_table"]
 
 # The error of a request a cancel cut short (in flight, or never sent): not a server error,
 # so core.metrics counts it apart (``cancelled_requests``) instead of as a failure.
@@ -86,5 +85,6 @@ def records_to_table(records: list[RequestRecord]) -> pa.Table:
 
 def records_from_table(table: pa.Table) -> list[RequestRecord]:
     names = set(RECORD_SCHEMA.names)
-    return [RequestRecord(**{k: v for k, v in row.items() if k in names})
-            for row in table.to_pylist()]
+    return [
+        RequestRecord(**{k: v for k, v in row.items() if k in names}) for row in table.to_pylist()
+    ]

@@ -44,8 +44,9 @@ __all__ = [
     "write_json_atomic",
 ]
 
-RunState = Literal["queued", "running", "succeeded", "failed", "invalid", "cancelled",
-                   "interrupted"]
+RunState = Literal[
+    "queued", "running", "succeeded", "failed", "invalid", "cancelled", "interrupted"
+]
 ACTIVE_STATES = ("queued", "running")
 SECRETS_FILE = ".secrets.json"  # exists only while a run that was given secrets is active
 FINAL_STATES = ("succeeded", "failed", "invalid", "cancelled", "interrupted")
@@ -158,9 +159,12 @@ class RunStatus(BaseModel):
 
 def interrupted_steps(steps: list[Any], why: str) -> list[Any]:
     """``steps`` with every one still ``running`` marked failed: ``interrupted: why``."""
-    return [{**s, "outcome": "failed", "detail": f"interrupted: {why}"}
-            if isinstance(s, dict) and s.get("outcome") == "running" else s
-            for s in steps]
+    return [
+        {**s, "outcome": "failed", "detail": f"interrupted: {why}"}
+        if isinstance(s, dict) and s.get("outcome") == "running"
+        else s
+        for s in steps
+    ]
 
 
 class RunFolder:
@@ -216,8 +220,9 @@ class RunFolder:
         try:
             return RunStatus.model_validate(data)
         except ValidationError as exc:
-            raise StoreError(f"{self.path / 'status.json'} is not a run status: "
-                             f"{str(exc).splitlines()[0]}") from exc
+            raise StoreError(
+                f"{self.path / 'status.json'} is not a run status: {str(exc).splitlines()[0]}"
+            ) from exc
 
     def update_status(self, **changes: Any) -> dict[str, Any]:
         """Merge ``changes`` into status.json (checked against ``RunStatus``); return the
@@ -232,24 +237,41 @@ class RunFolder:
         self.write("status.json", status)
         return status
 
-    def end(self, state: EndState, reason: str, *, steps: list[Any] | None = None,
-            interrupted: str | None = None, **extra: Any) -> RunStatus:
+    def end(
+        self,
+        state: EndState,
+        reason: str,
+        *,
+        steps: list[Any] | None = None,
+        interrupted: str | None = None,
+        **extra: Any,
+    ) -> RunStatus:
         """Record the end of the run: ``state``, ``reason``, phase ``done``, ``finished_at``
         (unless given), no progress. ``steps`` replace the recorded ones; with
         ``interrupted`` (why the run stopped short), every step still ``running`` is
         marked failed with ``interrupted: <why>``. Every path that ends a run comes here.
         """
         if state not in FINAL_STATES:
-            raise ValueError(f"end() takes a final state ({', '.join(FINAL_STATES)}), "
-                             f"not {state!r}")
+            raise ValueError(
+                f"end() takes a final state ({', '.join(FINAL_STATES)}), not {state!r}"
+            )
         if steps is None:
             steps = self.status().get("steps") or []
         if interrupted is not None:
             steps = interrupted_steps(steps, interrupted)
         extra.setdefault("finished_at", utc_now())
-        return RunStatus.model_validate(self.update_status(
-            **{**extra, "state": state, "reason": reason, "phase": "done", "steps": steps,
-               "progress": None}))
+        return RunStatus.model_validate(
+            self.update_status(
+                **{
+                    **extra,
+                    "state": state,
+                    "reason": reason,
+                    "phase": "done",
+                    "steps": steps,
+                    "progress": None,
+                }
+            )
+        )
 
     @contextlib.contextmanager
     def transition(self) -> Iterator[None]:
@@ -266,8 +288,9 @@ class RunFolder:
         data = self.read("spec.json")
         if not isinstance(data, dict):
             raise StoreError(f"{self.run_id} has no spec.json")
-        return RunSpec.model_validate({k: v for k, v in data.items()
-                                       if k not in ("run_id", "created_at")})
+        return RunSpec.model_validate(
+            {k: v for k, v in data.items() if k not in ("run_id", "created_at")}
+        )
 
     # --- secrets (API keys given to the engine; see core/safety.py) ----------------
     @property
@@ -300,16 +323,27 @@ class RunFolder:
             hidden = self.read_secrets() if self.secrets_path.exists() else {}
         except StoreError:
             hidden = {}
-        items = [v for group in hidden.values() if isinstance(group, dict)
-                 for v in group.values() if isinstance(v, str)]
+        items = [
+            v
+            for group in hidden.values()
+            if isinstance(group, dict)
+            for v in group.values()
+            if isinstance(v, str)
+        ]
         # An item is a value, or `--flag=value`.
-        values = sorted({v.split("=", 1)[1] if v.startswith("-") and "=" in v else v
-                         for v in items}, key=len, reverse=True)
+        values = sorted(
+            {v.split("=", 1)[1] if v.startswith("-") and "=" in v else v for v in items},
+            key=len,
+            reverse=True,
+        )
         values = [v for v in values if len(v) >= 4 and v != REDACTED]
         if values:
             for path in self.path.rglob("*"):
-                if path.suffix not in (".json", ".log", ".txt") or not path.is_file() \
-                        or path == self.secrets_path:
+                if (
+                    path.suffix not in (".json", ".log", ".txt")
+                    or not path.is_file()
+                    or path == self.secrets_path
+                ):
                     continue
                 tmp = path.with_name(f".{path.name}.{os.getpid()}.scrub")
                 try:

@@ -42,8 +42,9 @@ __all__ = [
 REDACTED = "***"
 # A name is secret when one of its `-`/`_`-separated words is one of these (so `--hf-token`
 # and `OPENAI_API_KEY` are, `--max-total-tokens` and `--tokenizer-path` are not).
-_SECRET_WORDS = frozenset({"token", "secret", "password", "passwd", "credential",
-                           "credentials", "apikey"})
+_SECRET_WORDS = frozenset(
+    {"token", "secret", "password", "passwd", "credential", "credentials", "apikey"}
+)
 # A hub id: `name` or `owner/name` (no leading dot, no `..`).
 _HUB_ID_RE = re.compile(r"[A-Za-z0-9][\w.\-]{0,95}(?:/[A-Za-z0-9_][\w.\-]{0,95})?")
 _MIN_SECRET_LEN = 4  # shorter values are not scrubbed from text (too many false hits)
@@ -51,8 +52,10 @@ _MIN_SECRET_LEN = 4  # shorter values are not scrubbed from text (too many false
 
 # --- model paths ----------------------------------------------------------------------------
 
-def model_path_problem(value: str, roots: Sequence[Path], *, must_exist: bool,
-                       cwd: Path | None = None) -> str | None:
+
+def model_path_problem(
+    value: str, roots: Sequence[Path], *, must_exist: bool, cwd: Path | None = None
+) -> str | None:
     """Why ``value`` may not be used as a model or tokenizer location; None when it may.
 
     ``roots`` are the allowed folders; ``must_exist`` also requires a path to exist (at
@@ -64,8 +67,10 @@ def model_path_problem(value: str, roots: Sequence[Path], *, must_exist: bool,
         return f"{value[:80]!r}: cannot find that home folder; give an absolute path"
     if not path.is_absolute():
         if not _HUB_ID_RE.fullmatch(value) or ".." in value:
-            return (f"{value[:80]!r} is neither an absolute path nor a hub id (owner/name); "
-                    f"give the model folder's absolute path inside one of: {where}")
+            return (
+                f"{value[:80]!r} is neither an absolute path nor a hub id (owner/name); "
+                f"give the model folder's absolute path inside one of: {where}"
+            )
         local = (cwd or Path.cwd()) / value
         if not local.exists():
             return None  # a hub id: the engine fetches (or finds in its cache) by name
@@ -81,15 +86,18 @@ def model_path_problem(value: str, roots: Sequence[Path], *, must_exist: bool,
         except (OSError, RuntimeError):
             continue
     else:
-        return (f"{value[:80]!r} is outside the allowed model folders ({where}); move the "
-                "model into one of them or add its folder to SERVELAB_MODEL_ROOTS")
+        return (
+            f"{value[:80]!r} is outside the allowed model folders ({where}); move the "
+            "model into one of them or add its folder to SERVELAB_MODEL_ROOTS"
+        )
     if must_exist and not resolved.exists():
         return f"{value[:80]!r} does not exist on this host"
     return None
 
 
-def server_path_problems(server: ServerConfig, roots: Sequence[Path], *,
-                         must_exist: bool) -> dict[str, str]:
+def server_path_problems(
+    server: ServerConfig, roots: Sequence[Path], *, must_exist: bool
+) -> dict[str, str]:
     """{field: why} for ``server.model`` and ``server.tokenizer``; {} when both may be used.
 
     The endpoint engine's model is the name the server serves under, checked as a path
@@ -101,19 +109,23 @@ def server_path_problems(server: ServerConfig, roots: Sequence[Path], *,
         exist = must_exist and server.engine != "endpoint"
         if why := model_path_problem(model, roots, must_exist=exist):
             out["server.model"] = why
-    if server.tokenizer and (why := model_path_problem(server.tokenizer, roots,
-                                                       must_exist=must_exist)):
+    if server.tokenizer and (
+        why := model_path_problem(server.tokenizer, roots, must_exist=must_exist)
+    ):
         out["server.tokenizer"] = why
     return out
 
 
 # --- secrets ----------------------------------------------------------------------------------
 
+
 def is_secret_name(name: str) -> bool:
     """``api_key``, ``HF_TOKEN``, ``--admin-api-key``: names whose values are secrets."""
     words = [w for w in re.split(r"[-_.]+", name.lower()) if w]
-    return any(w in _SECRET_WORDS or (w == "key" and i > 0 and words[i - 1] == "api")
-               for i, w in enumerate(words))
+    return any(
+        w in _SECRET_WORDS or (w == "key" and i > 0 and words[i - 1] == "api")
+        for i, w in enumerate(words)
+    )
 
 
 def is_secret_flag(item: str) -> bool:
@@ -166,8 +178,9 @@ def secret_values(argv: Sequence[str], env: Mapping[str, str] | None = None) -> 
     """The secret strings in an argv (and an env), longest first, for ``scrub``."""
     values = {s for _i, _p, s in _secret_slots(list(argv))}
     values |= {v for k, v in (env or {}).items() if is_secret_name(k)}
-    return sorted((v for v in values if len(v) >= _MIN_SECRET_LEN and v != REDACTED),
-                  key=len, reverse=True)
+    return sorted(
+        (v for v in values if len(v) >= _MIN_SECRET_LEN and v != REDACTED), key=len, reverse=True
+    )
 
 
 def api_key(argv: Sequence[str]) -> str | None:
@@ -184,8 +197,12 @@ def redact_spec(data: Any) -> Any:
     """A spec dump (or anything holding spec dumps, e.g. an experiment) with every
     ``extra_args`` list redacted, for files that are not the run's own spec.json."""
     if isinstance(data, dict):
-        return {k: redact_argv(v) if k == "extra_args" and isinstance(v, list | tuple)
-                else redact_spec(v) for k, v in data.items()}
+        return {
+            k: redact_argv(v)
+            if k == "extra_args" and isinstance(v, list | tuple)
+            else redact_spec(v)
+            for k, v in data.items()
+        }
     if isinstance(data, list | tuple):
         return [redact_spec(v) for v in data]
     return data
@@ -199,9 +216,14 @@ def scrub(obj: Any, secrets: Sequence[str]) -> Any:
             obj = obj.replace(s, REDACTED)
         return obj
     if isinstance(obj, dict):
-        return {k: (REDACTED if isinstance(k, str) and is_secret_name(k)
-                    and isinstance(v, str) and v else scrub(v, secrets))
-                for k, v in obj.items()}
+        return {
+            k: (
+                REDACTED
+                if isinstance(k, str) and is_secret_name(k) and isinstance(v, str) and v
+                else scrub(v, secrets)
+            )
+            for k, v in obj.items()
+        }
     if isinstance(obj, list | tuple):
         return [scrub(v, secrets) for v in obj]
     return obj

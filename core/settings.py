@@ -77,7 +77,8 @@ def load_settings() -> Settings:
         worker_enabled=env.get("SERVELAB_WORKER", "on").lower() not in ("off", "0", "false"),
         executor=env.get("SERVELAB_EXECUTOR", "local").strip().lower() or "local",
         ray_address=env.get("SERVELAB_RAY_ADDRESS", "").strip() or None,
-        ray_forward_env=tuple(n.strip() for n in env.get("SERVELAB_RAY_FORWARD_ENV", "").split(",")
-                              if n.strip()),
+        ray_forward_env=tuple(
+            n.strip() for n in env.get("SERVELAB_RAY_FORWARD_ENV", "").split(",") if n.strip()
+        ),
         ray_repo=Path(env.get("SERVELAB_RAY_REPO", str(REPO_ROOT))),
     )

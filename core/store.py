@@ -77,19 +77,52 @@ CREATE TABLE IF NOT EXISTS points (
 """
 
 _S, _F, _I = pa.string(), pa.float64(), pa.int32()
-_RUNS_ARROW = pa.schema([
-    ("run_id", _S), ("created_at", _S), ("started_at", _S), ("finished_at", _S), ("state", _S),
-    ("phase", _S), ("reason", _S), ("engine", _S), ("engine_version", _S), ("model", _S),
-    ("device", _S), ("cuda_graphs", pa.bool_()), ("tp_size", _I),
-    ("mem_fraction_static", _F), ("tags", pa.list_(_S)), ("duration_s", _F),
-    ("kv_cache_tokens", pa.int64()), ("output_throughput", _F), ("median_ttft_ms", _F),
-    ("median_itl_ms", _F), ("error_rate", _F), ("spec_json", _S), ("facts_json", _S),
-    ("status_mtime", _F)])
-_POINTS_ARROW = pa.schema([
-    ("run_id", _S), ("point_index", _I), ("label", _S), ("concurrency", _I),
-    ("request_rate", _F), ("input_len", _I), ("output_len", _I), ("output_throughput", _F),
-    ("median_ttft_ms", _F), ("median_itl_ms", _F), ("median_tpot_ms", _F),
-    ("median_e2e_ms", _F), ("error_rate", _F), ("metrics_json", _S)])
+_RUNS_ARROW = pa.schema(
+    [
+        ("run_id", _S),
+        ("created_at", _S),
+        ("started_at", _S),
+        ("finished_at", _S),
+        ("state", _S),
+        ("phase", _S),
+        ("reason", _S),
+        ("engine", _S),
+        ("engine_version", _S),
+        ("model", _S),
+        ("device", _S),
+        ("cuda_graphs", pa.bool_()),
+        ("tp_size", _I),
+        ("mem_fraction_static", _F),
+        ("tags", pa.list_(_S)),
+        ("duration_s", _F),
+        ("kv_cache_tokens", pa.int64()),
+        ("output_throughput", _F),
+        ("median_ttft_ms", _F),
+        ("median_itl_ms", _F),
+        ("error_rate", _F),
+        ("spec_json", _S),
+        ("facts_json", _S),
+        ("status_mtime", _F),
+    ]
+)
+_POINTS_ARROW = pa.schema(
+    [
+        ("run_id", _S),
+        ("point_index", _I),
+        ("label", _S),
+        ("concurrency", _I),
+        ("request_rate", _F),
+        ("input_len", _I),
+        ("output_len", _I),
+        ("output_throughput", _F),
+        ("median_ttft_ms", _F),
+        ("median_itl_ms", _F),
+        ("median_tpot_ms", _F),
+        ("median_e2e_ms", _F),
+        ("error_rate", _F),
+        ("metrics_json", _S),
+    ]
+)
 
 LOCK_TIMEOUT_S = 30.0
 # (catalog, runs dir) -> (catalog file id, {run folder: status.json mtime}) as of this
@@ -115,9 +148,11 @@ class Catalog:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             lock = self.lock_path.open("a")
         except OSError as exc:
-            raise StoreError(f"data folder not writable ({self.path.parent}): "
-                             f"{exc.strerror or exc}; fix its permissions or set "
-                             "SERVELAB_DATA_DIR") from exc
+            raise StoreError(
+                f"data folder not writable ({self.path.parent}): "
+                f"{exc.strerror or exc}; fix its permissions or set "
+                "SERVELAB_DATA_DIR"
+            ) from exc
         with lock:
             deadline = time.monotonic() + LOCK_TIMEOUT_S
             while True:
@@ -126,16 +161,19 @@ class Catalog:
                     break
                 except BlockingIOError:
                     if time.monotonic() > deadline:
-                        raise StoreError(f"catalog busy for {LOCK_TIMEOUT_S:.0f} s "
-                                         f"(lock {self.lock_path})") from None
+                        raise StoreError(
+                            f"catalog busy for {LOCK_TIMEOUT_S:.0f} s (lock {self.lock_path})"
+                        ) from None
                     time.sleep(0.02)
             try:
                 con = duckdb.connect(str(self.path))
             except duckdb.Error as exc:
-                raise StoreError(f"cannot open the catalog {self.path.name}: {exc}. "
-                                 "Another program may hold it open; close it, or run "
-                                 "`python -m core reindex` to rebuild it from the run "
-                                 "folders") from exc
+                raise StoreError(
+                    f"cannot open the catalog {self.path.name}: {exc}. "
+                    "Another program may hold it open; close it, or run "
+                    "`python -m core reindex` to rebuild it from the run "
+                    "folders"
+                ) from exc
             try:
                 con.execute(_SCHEMA)
                 yield con
@@ -164,29 +202,53 @@ class Catalog:
         except OSError:
             mtime = 0.0
         run = [
-            folder.run_id, spec.get("created_at"), status.get("started_at"),
-            status.get("finished_at"), status.get("state", "unknown"), status.get("phase"),
-            status.get("reason"), server.get("engine"), facts.get("engine_version"),
-            server.get("model"), server.get("device"), server.get("cuda_graphs"),
-            server.get("tp_size"), server.get("mem_fraction_static"),
-            list(spec.get("tags", [])), _num(status.get("duration_s")),
-            facts.get("kv_cache_tokens"), _num(head.get("output_throughput")),
-            _num(head.get("median_ttft_ms")), _num(head.get("median_itl_ms")),
-            _num(head.get("error_rate")), json.dumps(spec), json.dumps(facts, default=str),
+            folder.run_id,
+            spec.get("created_at"),
+            status.get("started_at"),
+            status.get("finished_at"),
+            status.get("state", "unknown"),
+            status.get("phase"),
+            status.get("reason"),
+            server.get("engine"),
+            facts.get("engine_version"),
+            server.get("model"),
+            server.get("device"),
+            server.get("cuda_graphs"),
+            server.get("tp_size"),
+            server.get("mem_fraction_static"),
+            list(spec.get("tags", [])),
+            _num(status.get("duration_s")),
+            facts.get("kv_cache_tokens"),
+            _num(head.get("output_throughput")),
+            _num(head.get("median_ttft_ms")),
+            _num(head.get("median_itl_ms")),
+            _num(head.get("error_rate")),
+            json.dumps(spec),
+            json.dumps(facts, default=str),
             mtime,
         ]
         points = []
         for s in folder.point_summaries():
             p, m = s.get("point", {}), s.get("metrics", {})
             rate = p.get("request_rate")
-            points.append([
-                folder.run_id, s.get("index"), s.get("label"), p.get("concurrency"),
-                float("inf") if rate in ("inf", "Infinity") else _num(rate),
-                p.get("input_len"), p.get("output_len"), _num(m.get("output_throughput")),
-                _num(m.get("median_ttft_ms")), _num(m.get("median_itl_ms")),
-                _num(m.get("median_tpot_ms")), _num(m.get("median_e2e_ms")),
-                _num(m.get("error_rate")), json.dumps(m),
-            ])
+            points.append(
+                [
+                    folder.run_id,
+                    s.get("index"),
+                    s.get("label"),
+                    p.get("concurrency"),
+                    float("inf") if rate in ("inf", "Infinity") else _num(rate),
+                    p.get("input_len"),
+                    p.get("output_len"),
+                    _num(m.get("output_throughput")),
+                    _num(m.get("median_ttft_ms")),
+                    _num(m.get("median_itl_ms")),
+                    _num(m.get("median_tpot_ms")),
+                    _num(m.get("median_e2e_ms")),
+                    _num(m.get("error_rate")),
+                    json.dumps(m),
+                ]
+            )
         return run, points
 
     def _write(self, con: duckdb.DuckDBPyConnection, folders: list[RunFolder]) -> None:
@@ -215,7 +277,8 @@ class Catalog:
         if len(rows) >= 20:
             try:
                 batch = pa.Table.from_pylist(  # noqa: F841 (read by DuckDB below)
-                    [dict(zip(schema.names, row, strict=True)) for row in rows], schema=schema)
+                    [dict(zip(schema.names, row, strict=True)) for row in rows], schema=schema
+                )
             except (pa.ArrowException, TypeError, ValueError):
                 pass  # an odd value in some folder: let DuckDB cast row by row
             else:
@@ -237,7 +300,8 @@ class Catalog:
                 try:
                     # os.stat on a string: a Path per folder doubles the cost
                     out[entry.name] = os.stat(  # noqa: PTH116
-                        f"{root}/{entry.name}/status.json").st_mtime
+                        f"{root}/{entry.name}/status.json"
+                    ).st_mtime
                 except OSError:
                     continue  # not a run folder, or still being created
         return out
@@ -256,12 +320,16 @@ class Catalog:
             return 0
         with self.connect() as con:
             known = dict(con.execute("SELECT run_id, status_mtime FROM runs").fetchall())
-            changed = [RunFolder(self.runs_dir / name) for name, mtime in sorted(seen.items())
-                       if known.get(name) != mtime]
-            gone = [name for name in known if name not in seen
-                    and not (self.runs_dir / name).is_dir()]
+            changed = [
+                RunFolder(self.runs_dir / name)
+                for name, mtime in sorted(seen.items())
+                if known.get(name) != mtime
+            ]
+            gone = [
+                name for name in known if name not in seen and not (self.runs_dir / name).is_dir()
+            ]
             for start in range(0, len(changed), 500):
-                self._write(con, changed[start:start + 500])
+                self._write(con, changed[start : start + 500])
             if gone:
                 for table in ("runs", "points"):
                     con.execute(f"DELETE FROM {table} WHERE list_contains(?, run_id)", [gone])
@@ -311,8 +379,9 @@ class Catalog:
 
     def points(self, run_id: str) -> list[dict[str, Any]]:
         with self.connect() as con:
-            cur = con.execute("SELECT * FROM points WHERE run_id = ? ORDER BY point_index",
-                              [run_id])
+            cur = con.execute(
+                "SELECT * FROM points WHERE run_id = ? ORDER BY point_index", [run_id]
+            )
             cols = [d[0] for d in cur.description]
             return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
 
@@ -324,8 +393,9 @@ def folder_rows(runs_dir: Path, limit: int = 500, **filters: str) -> list[dict[s
     block = _SCHEMA.split("CREATE TABLE IF NOT EXISTS runs (", 1)[1].split(");", 1)[0]
     cols = [line.split()[0] for line in block.strip().splitlines() if line.strip()]
     try:
-        paths = sorted((p for p in runs_dir.iterdir() if (p / "status.json").is_file()),
-                       reverse=True)
+        paths = sorted(
+            (p for p in runs_dir.iterdir() if (p / "status.json").is_file()), reverse=True
+        )
     except OSError:
         return []
     rows: list[dict[str, Any]] = []
@@ -334,8 +404,7 @@ def folder_rows(runs_dir: Path, limit: int = 500, **filters: str) -> list[dict[s
             row = dict(zip(cols, Catalog._rows(RunFolder(path))[0], strict=True))
         except (StoreError, OSError, ValueError, TypeError, AttributeError):
             continue
-        if any(filters.get(c) and row.get(c) != filters[c] for c in ("engine", "model",
-                                                                      "state")):
+        if any(filters.get(c) and row.get(c) != filters[c] for c in ("engine", "model", "state")):
             continue
         if filters.get("tag") and filters["tag"] not in (row.get("tags") or []):
             continue

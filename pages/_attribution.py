@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from core.attribution import (
+from core.analysis.attribution import (
     ATTRIBUTION_METRICS,
     attribute,
     decompose,
@@ -16,16 +16,17 @@ from core.attribution import (
     effects_table,
     verdict_sentence,
 )
-from core.experiments import noise_floor
-from core.figures import metric_label
-from core.figures_attribution import attribution_waterfall, sweep_figure
+from core.analysis.stats import RunOfArm
+from core.experiments.design import noise_floor
 from core.settings import Settings
-from core.stats import RunOfArm
+from core.views.figures import metric_label
+from core.views.figures_attribution import attribution_waterfall, sweep_figure
 from pages._details import details
 
 
-def attribution_section(settings: Settings, record: dict[str, Any], runs: list[RunOfArm],
-                        table: pd.DataFrame) -> None:
+def attribution_section(
+    settings: Settings, record: dict[str, Any], runs: list[RunOfArm], table: pd.DataFrame
+) -> None:
     spec = record.get("spec") or {}
     design = design_of(spec) if spec.get("grid") else None
     if design is None:
@@ -37,28 +38,41 @@ def attribution_section(settings: Settings, record: dict[str, Any], runs: list[R
     for note in attr.notes:
         st.warning(note, icon=":material/warning:")
     if not metrics:
-        st.info("No attribution yet: it needs finished runs of the baseline and the "
-                "after-configuration.")
+        st.info(
+            "No attribution yet: it needs finished runs of the baseline and the "
+            "after-configuration."
+        )
         return
     c1, c2 = st.columns(2)
     metric = c1.selectbox("Metric", metrics, format_func=metric_label, key="attr_metric")
     concs = [k[0] for k in attr.decompositions if k[1] == metric]
     known = sorted(c for c in concs if c is not None)
-    conc = c2.selectbox("Concurrency", known, index=len(known) - 1, key="attr_conc") \
-        if known else None
+    conc = (
+        c2.selectbox("Concurrency", known, index=len(known) - 1, key="attr_conc") if known else None
+    )
     st.markdown(f"**{verdict_sentence(attr, metric, conc, floor)}**")
     where = "over all points" if conc is None else f"at concurrency {conc}"
     floor_value = floor.get(metric)
-    st.plotly_chart(attribution_waterfall(
-        decompose(attr, metric, conc), metric, where,
-        float(floor_value) if isinstance(floor_value, int | float) else None))
-    st.caption("Effects are log-ratios from OLS on log(metric) with one block per trial; "
-               "a part's bar shows its own 95% interval; faded = within noise.")
+    st.plotly_chart(
+        attribution_waterfall(
+            decompose(attr, metric, conc),
+            metric,
+            where,
+            float(floor_value) if isinstance(floor_value, int | float) else None,
+        )
+    )
+    st.caption(
+        "Effects are log-ratios from OLS on log(metric) with one block per trial; "
+        "a part's bar shows its own 95% interval; faded = within noise."
+    )
     with details("Every effect, per point and metric", "attr_effects") as shown:
         if shown:
             pct = st.column_config.NumberColumn(format="percent")
-            st.dataframe(effects_table(attr), hide_index=True,
-                         column_config={"rel": pct, "rel_low": pct, "rel_high": pct})
+            st.dataframe(
+                effects_table(attr),
+                hide_index=True,
+                column_config={"rel": pct, "rel_low": pct, "rel_high": pct},
+            )
     swept = [k for k in design.knobs if len(design.levels[k]) > 2 or len(design.knobs) == 1]
     if swept and metric in set(table.get("metric", [])):
         st.subheader("Sweep")

@@ -1,4 +1,4 @@
-"""The portal's gate: sign-in and roles (the rules are in core/access.py).
+"""The portal's gate: sign-in and roles (the rules are in core/portal/access.py).
 
 ``require_login()`` runs before any page content (app.py and ``bootstrap()``): with no
 authentication configured on a loopback address it lets everyone in as a launcher; with
@@ -13,7 +13,7 @@ import os
 
 import streamlit as st
 
-from core.access import (
+from core.portal.access import (
     LAUNCH,
     is_loopback,
     load_access,
@@ -44,11 +44,15 @@ def require_login(sidebar: bool = True) -> str:
     ip = st.context.ip_address  # None for a connection from this machine
     if not refused and cfg.mode == "open" and isinstance(ip, str) and not is_loopback(ip):
         # e.g. `streamlit run app.py` with Streamlit's default of every interface
-        refused = [f"a connection from {ip}, but no authentication is configured, so this "
-                   "portal serves only its own machine (see README, Access)"]
+        refused = [
+            f"a connection from {ip}, but no authentication is configured, so this "
+            "portal serves only its own machine (see README, Access)"
+        ]
     if refused:  # e.g. bound to 0.0.0.0 with no authentication: serve nothing
-        st.error("ServeLab refuses to serve with these access settings: " + "; ".join(refused),
-                 icon=":material/lock:")
+        st.error(
+            "ServeLab refuses to serve with these access settings: " + "; ".join(refused),
+            icon=":material/lock:",
+        )
         st.stop()
     if st.session_state.get(MODE_KEY) != cfg.mode:
         st.session_state.pop(ROLE_KEY, None)
@@ -61,8 +65,9 @@ def require_login(sidebar: bool = True) -> str:
     if cfg.mode == "oidc":
         if not st.user.is_logged_in:
             st.title("ServeLab")
-            st.button("Log in", on_click=st.login, key="servelab_oidc_login",
-                      icon=":material/login:")
+            st.button(
+                "Log in", on_click=st.login, key="servelab_oidc_login", icon=":material/login:"
+            )
             st.stop()
         role = role_for_user(cfg, str(st.user.get("email") or ""))
         if role is None:

@@ -1,4 +1,4 @@
-"""The Compare page's "Explain this difference" block (core/explain.py does the work)."""
+"""The Compare page's "Explain this difference" block (core/launch/explain.py does the work)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from core.compare import RunView
+from core.analysis.compare import RunView
 from core.errors import ConfigError
-from core.experiments import knob_text
-from core.explain import explain_plan, submit_explanation
+from core.experiments.design import knob_text
+from core.launch.explain import explain_plan, submit_explanation
 from core.settings import Settings
 from pages._auth import can_launch
 
@@ -23,23 +23,28 @@ def explain_block(settings: Settings, views: Sequence[RunView], baseline: int) -
         if len(plan.knobs) < 2:
             continue
         st.subheader("Explain this difference")
-        st.write(f"**{other.run_id}** differs from **{base.run_id}** in "
-                 f"{len(plan.knobs)} knobs: "
-                 + ", ".join(f"`{k}` {knob_text(a)}→{knob_text(b)}"
-                             for k, (a, b) in plan.knobs.items())
-                 + ". A factorial experiment over exactly these knobs (every other field at "
-                   f"{base.run_id}'s value) splits the difference into each knob's effect "
-                   "and their interactions.")
+        st.write(
+            f"**{other.run_id}** differs from **{base.run_id}** in "
+            f"{len(plan.knobs)} knobs: "
+            + ", ".join(f"`{k}` {knob_text(a)}→{knob_text(b)}" for k, (a, b) in plan.knobs.items())
+            + ". A factorial experiment over exactly these knobs (every other field at "
+            f"{base.run_id}'s value) splits the difference into each knob's effect "
+            "and their interactions."
+        )
         for field, why in plan.not_explainable.items():
             st.caption(f"Not explainable: `{field}` {why}.")
         key = f"explain-{base.run_id}-{other.run_id}"
         c1, c2 = st.columns(2)
         trials = int(c1.number_input("Trials", 1, 50, 3, key=f"{key}-trials"))
         arms = 2 ** len(plan.knobs)
-        c2.caption(f"{arms} arms × {trials} trials = {arms * trials} runs, each a fresh "
-                   "server on the same prompts.")
-        if st.button("Explain this difference", key=key, disabled=not can_launch()) \
-                and can_launch():  # never trust a disabled button alone
+        c2.caption(
+            f"{arms} arms × {trials} trials = {arms * trials} runs, each a fresh "
+            "server on the same prompts."
+        )
+        if (
+            st.button("Explain this difference", key=key, disabled=not can_launch())
+            and can_launch()
+        ):  # never trust a disabled button alone
             try:
                 exp_id, _ = submit_explanation(settings, base.run_id, other.run_id, trials)
             except ConfigError as exc:
@@ -50,9 +55,15 @@ def explain_block(settings: Settings, views: Sequence[RunView], baseline: int) -
         if queued:
             exp_id, n = queued
             # What was queued, in words: the ids alone do not say it.
-            st.success(f"Queued experiment {exp_id}: {arms} arms × {n} trials = {arms * n} "
-                       f"runs over {', '.join(f'`{k}`' for k in plan.knobs)}. The worker "
-                       "starts them when the GPUs are free; the experiment page fills in "
-                       "as they finish.")
-            st.page_link("pages/experiment.py", label=f"Open experiment {exp_id}",
-                         query_params={"experiment": exp_id}, icon=":material/science:")
+            st.success(
+                f"Queued experiment {exp_id}: {arms} arms × {n} trials = {arms * n} "
+                f"runs over {', '.join(f'`{k}`' for k in plan.knobs)}. The worker "
+                "starts them when the GPUs are free; the experiment page fills in "
+                "as they finish."
+            )
+            st.page_link(
+                "pages/experiment.py",
+                label=f"Open experiment {exp_id}",
+                query_params={"experiment": exp_id},
+                icon=":material/science:",
+            )

@@ -1,5 +1,5 @@
 """The Launch page's "Grid / sweep" mode: knob rows inside the form, and the queueing
-(core/forms_grid.py checks everything)."""
+(core/launch/grid.py checks everything)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import streamlit as st
 from core.errors import StoreError
 from core.executors import launch_host, with_executor
 from core.executors.registry import runs_here
-from core.experiments import GRID_KNOB_FIELDS, submit_experiment
-from core.forms_grid import GRID_ROWS, grid_estimate, grid_from_form
-from core.host import HostInfo
-from core.presets import recent_durations_s
+from core.experiments.design import GRID_KNOB_FIELDS, submit_experiment
+from core.launch.grid import GRID_ROWS, grid_estimate, grid_from_form
+from core.launch.host import HostInfo
+from core.launch.presets import recent_durations_s
 from core.settings import Settings
 from pages._auth import can_launch
 
@@ -22,25 +22,38 @@ DESIGNS = ("auto", "factorial", "one-at-a-time")
 
 
 def _rows() -> list[tuple[str, str]]:
-    return [(str(st.session_state.get(f"grid_knob_{i}") or ""),
-             str(st.session_state.get(f"grid_values_{i}") or "")) for i in range(GRID_ROWS)]
+    return [
+        (
+            str(st.session_state.get(f"grid_knob_{i}") or ""),
+            str(st.session_state.get(f"grid_values_{i}") or ""),
+        )
+        for i in range(GRID_ROWS)
+    ]
 
 
 def grid_fields(err: Callable[[str], None]) -> tuple[bool, bool]:
     """The grid rows (inside the launch form); (check pressed, queue pressed)."""
-    with st.expander("Grid / sweep: vary up to 4 knobs around the configuration above",
-                     expanded=any(k for k, _ in _rows())):
-        st.caption("Each knob's first value is the baseline. Up to 16 arms run as the full "
-                   "factorial (every combination), more as one-at-a-time from the baseline; "
-                   "one knob with many values is a sweep. Every arm runs on a fresh server "
-                   "per trial, in a shuffled order, on the same prompts.")
+    with st.expander(
+        "Grid / sweep: vary up to 4 knobs around the configuration above",
+        expanded=any(k for k, _ in _rows()),
+    ):
+        st.caption(
+            "Each knob's first value is the baseline. Up to 16 arms run as the full "
+            "factorial (every combination), more as one-at-a-time from the baseline; "
+            "one knob with many values is a sweep. Every arm runs on a fresh server "
+            "per trial, in a shuffled order, on the same prompts."
+        )
         for i in range(GRID_ROWS):
             c1, c2 = st.columns([1, 2])
             c1.selectbox(f"Knob {i + 1}", ["", *GRID_KNOB_FIELDS], key=f"grid_knob_{i}")
             with c1:
                 err(f"grid_knob_{i}")
-            c2.text_input(f"Values {i + 1} (comma-separated)", "", key=f"grid_values_{i}",
-                          placeholder="false, true   or   0.85, 0.92")
+            c2.text_input(
+                f"Values {i + 1} (comma-separated)",
+                "",
+                key=f"grid_values_{i}",
+                placeholder="false, true   or   0.85, 0.92",
+            )
             with c2:
                 err(f"grid_values_{i}")
         st.radio("Design", DESIGNS, horizontal=True, key="grid_design")
@@ -49,28 +62,39 @@ def grid_fields(err: Callable[[str], None]) -> tuple[bool, bool]:
         if estimate := st.session_state.get("grid_estimate"):
             st.caption("Estimate: " + estimate)
         g1, g2 = st.columns(2)
-        checked = g1.form_submit_button("Check grid / sweep and estimate (queues nothing)",
-                                        key="check_grid")
-        queued = g2.form_submit_button("Queue grid / sweep", key="submit_grid",
-                                       disabled=not can_launch())
+        checked = g1.form_submit_button(
+            "Check grid / sweep and estimate (queues nothing)", key="check_grid"
+        )
+        queued = g2.form_submit_button(
+            "Queue grid / sweep", key="submit_grid", disabled=not can_launch()
+        )
         return checked, queued
 
 
-def queue_grid(settings: Settings, host: HostInfo, defaults: dict[str, Any],
-               submit: bool) -> None:
+def queue_grid(settings: Settings, host: HostInfo, defaults: dict[str, Any], submit: bool) -> None:
     """Check the form with its grid: the run count and estimate, or the problems beside
     their fields; ``submit``: queue the experiment if every field is fine."""
     form = {k: st.session_state[k] for k in defaults if k in st.session_state}
     executor = st.session_state.get("executor") or settings.executor
     local = runs_here(executor)  # a Ray run's engine and model are checked on its node
-    exp, errors = grid_from_form(form, _rows(), str(st.session_state.get("grid_design")
-                                                    or "auto"),
-                                 launch_host(settings, host, executor), settings=settings,
-                                 local=local)
+    exp, errors = grid_from_form(
+        form,
+        _rows(),
+        str(st.session_state.get("grid_design") or "auto"),
+        launch_host(settings, host, executor),
+        settings=settings,
+        local=local,
+    )
     st.session_state["launched"], st.session_state["experiment"] = [], None
-    st.session_state["grid_estimate"] = None if exp is None else grid_estimate(
-        exp, recent_durations_s(settings, exp.base.server.engine, exp.base.server.model),
-        parallel=not local)
+    st.session_state["grid_estimate"] = (
+        None
+        if exp is None
+        else grid_estimate(
+            exp,
+            recent_durations_s(settings, exp.base.server.engine, exp.base.server.model),
+            parallel=not local,
+        )
+    )
     if exp is not None and submit and can_launch():  # never trust a disabled button alone
         try:
             exp = exp.model_copy(update={"base": with_executor(exp.base, executor)})

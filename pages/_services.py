@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.demo import install_demo
-from core.jobs import Worker
+from core.executors.worker import Worker
+from core.portal.demo import install_demo
 from core.settings import Settings, load_settings
 
 

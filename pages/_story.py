@@ -1,15 +1,18 @@
 """The summary card and verdict shared by the Compare and Experiment pages: the story is
-computed in core (core/summary.py); this only draws it, the same way on both pages."""
+computed in core (core/analysis/card.py); this only draws it, the same way on both pages."""
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from core.summary import Story, card_grid, regression_lines
+from core.analysis.card import Story, card_grid, regression_lines
 
-_CELL = {"better": "background-color: #d4edda", "worse": "background-color: #f8d7da",
-         "within noise": "color: #555"}
+_CELL = {
+    "better": "background-color: #d4edda",
+    "worse": "background-color: #f8d7da",
+    "within noise": "color: #555",
+}
 
 
 def summary_card(story: Story) -> None:
@@ -21,15 +24,20 @@ def summary_card(story: Story) -> None:
         return
     regs = regression_lines(story.card)
     if regs:
-        st.error("**Regressions**\n\n" + "\n".join(f"- {r}" for r in regs),
-                 icon=":material/trending_down:")
+        st.error(
+            "**Regressions**\n\n" + "\n".join(f"- {r}" for r in regs),
+            icon=":material/trending_down:",
+        )
     else:
-        st.success("No regression: no metric reads worse at any concurrency.",
-                   icon=":material/check_circle:")
-    if story.caveats:  # suspect points (core.summary.caveats), as in the verdict
-        st.warning("**Read with care**\n\n" + "\n".join(f"- {c.sentence()}"
-                                                       for c in story.caveats),
-                   icon=":material/warning:")
+        st.success(
+            "No regression: no metric reads worse at any concurrency.",
+            icon=":material/check_circle:",
+        )
+    if story.caveats:  # suspect points (core.analysis.card.caveats), as in the verdict
+        st.warning(
+            "**Read with care**\n\n" + "\n".join(f"- {c.sentence()}" for c in story.caveats),
+            icon=":material/warning:",
+        )
     for arm in dict.fromkeys(r.arm for r in story.card):
         text, verdicts = card_grid(story.card, arm)
         st.markdown(f"**{arm}** vs **{story.baseline}** (baseline)")
@@ -39,10 +47,11 @@ def summary_card(story: Story) -> None:
 
         # a static table: a few cells, no grid component to load (docs/BENCHMARKS.md §7.1)
         st.table(text.style.apply(colour, axis=0))
-    st.caption("Change vs the baseline, [95% interval] over trials (ratio of means on the "
-               "log scale, so never below −100%); ▲ better / ▼ worse / ≈ within noise by each "
-               "metric's direction (green / red); '?' = one run per arm, no interval. "
-               + story.noise)
+    st.caption(
+        "Change vs the baseline, [95% interval] over trials (ratio of means on the "
+        "log scale, so never below −100%); ▲ better / ▼ worse / ≈ within noise by each "
+        "metric's direction (green / red); '?' = one run per arm, no interval. " + story.noise
+    )
 
 
 def verdict(story: Story) -> None:

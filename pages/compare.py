@@ -1,8 +1,8 @@
 """Compare: two or more runs side by side (shareable as ?runs=ID1,ID2,...&baseline=ID).
 
 Thin: which run is the baseline (the control, unless the link names one), what each run is
-called, the headline point, the card and the verdict all come from core (core/compare.py,
-core/summary.py through the export Selection), so this page, the Experiment page and the
+called, the headline point, the card and the verdict all come from core (core/analysis/compare.py,
+core/analysis/card.py through the export Selection), so this page, the Experiment page and the
 HTML report tell the same story.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.compare import (
+from core.analysis.compare import (
     baseline_index,
     config_diff,
     confounders,
@@ -27,9 +27,14 @@ from core.compare import (
     readable_cells,
     unknown_fields,
 )
-from core.export import selection_of
-from core.figures import arm_colours, cdf_figure, memory_headroom_figure, metric_vs_concurrency
+from core.interop.export import selection_of
 from core.metrics import DEFINITION
+from core.views.figures import (
+    arm_colours,
+    cdf_figure,
+    memory_headroom_figure,
+    metric_vs_concurrency,
+)
 from pages import _story
 from pages._details import details
 from pages._explain import explain_block
@@ -40,9 +45,10 @@ settings, _worker = bootstrap()
 folders, unknown = find_runs(settings.runs_dir, st.query_params.get("runs", "").split(","))
 st.title("Compare")
 if len(folders) < 2:
-    st.warning("Pick two or more runs on the Runs page (links look like "
-               "`/compare?runs=ID1,ID2`)." + (f" Unknown: {', '.join(unknown)}" if unknown
-                                               else ""))
+    st.warning(
+        "Pick two or more runs on the Runs page (links look like "
+        "`/compare?runs=ID1,ID2`)." + (f" Unknown: {', '.join(unknown)}" if unknown else "")
+    )
     st.stop()
 if unknown:
     st.warning(f"Not runs here, left out: {', '.join(unknown)}")
@@ -53,9 +59,14 @@ asked = st.query_params.get("baseline", "")
 default = run_ids.index(asked) if asked in run_ids else baseline_index(views)
 sel = selection_of(views, default, settings)
 names = sel.names
-baseline = st.selectbox("Baseline", range(len(views)), index=default,
-                        format_func=lambda i: f"{names[i]} ({run_ids[i]})", key="baseline",
-                        help="Default: the control (the knob's off / default / lower value).")
+baseline = st.selectbox(
+    "Baseline",
+    range(len(views)),
+    index=default,
+    format_func=lambda i: f"{names[i]} ({run_ids[i]})",
+    key="baseline",
+    help="Default: the control (the knob's off / default / lower value).",
+)
 st.query_params["baseline"] = run_ids[baseline]
 if baseline != sel.baseline:
     sel = selection_of(views, baseline, settings)
@@ -74,42 +85,55 @@ _story.verdict(story)
 knobs = knob_fields(views)
 extra = confounders(views)
 if extra:
-    st.warning(f"More differs than the knob under test ({', '.join(knobs) or 'none declared'})"
-               f": **{', '.join(extra)}**. A difference in the numbers cannot be pinned on one "
-               "knob.", icon=":material/warning:")
+    st.warning(
+        f"More differs than the knob under test ({', '.join(knobs) or 'none declared'})"
+        f": **{', '.join(extra)}**. A difference in the numbers cannot be pinned on one "
+        "knob.",
+        icon=":material/warning:",
+    )
 elif knobs:
     st.success(f"Only the knob under test differs: {', '.join(knobs)}.")
 by_id = dict(zip(run_ids, names, strict=True))
 for rid, missing in unknown_fields(views).items():  # imported runs state less
-    st.info(f"**{by_id.get(rid, rid)}** ({rid}) does not state {len(missing)} compared "
-            f"field(s), so they cannot be checked: {', '.join(missing)}.",
-            icon=":material/upload_file:")
+    st.info(
+        f"**{by_id.get(rid, rid)}** ({rid}) does not state {len(missing)} compared "
+        f"field(s), so they cannot be checked: {', '.join(missing)}.",
+        icon=":material/upload_file:",
+    )
 
 # --- details ---------------------------------------------------------------------------------
 st.subheader("Metrics")
 src = {s.get("token_source", "server") for v in views for s in v.points}
-st.caption(f"Definitions: {DEFINITION}. Output tokens counted by: {', '.join(sorted(src))}. "
-           "Deltas are against the baseline; green = better, red = worse by the metric's "
-           "direction.")
+st.caption(
+    f"Definitions: {DEFINITION}. Output tokens counted by: {', '.join(sorted(src))}. "
+    "Deltas are against the baseline; green = better, red = worse by the metric's "
+    "direction."
+)
 deltas = metric_deltas(views, baseline=baseline, names=names)
 head = headline_point(views)
 if head is not None:
     for other in (n for i, n in enumerate(names) if i != baseline):
         cols = st.columns(4)
         cols[0].markdown(f"**{other}** vs **{names[baseline]}**  \n{head.label}")
-        for col, metric in zip(cols[1:], ("output_throughput", "median_ttft_ms",
-                                          "median_itl_ms"), strict=True):
+        for col, metric in zip(
+            cols[1:], ("output_throughput", "median_ttft_ms", "median_itl_ms"), strict=True
+        ):
             row = deltas[(deltas["point"] == head.label) & (deltas["metric"] == metric)]
             if row.empty or pd.isna(row.iloc[0][other]):
                 col.metric(metric, "n/a")
                 continue
             r = row.iloc[0]
             rel = r.get(f"rel_{other}")
-            col.metric(metric, f"{r[other]:.1f}",
-                       delta=None if pd.isna(rel) else f"{rel:+.1%}",
-                       delta_color="normal" if r["direction"] == "higher" else "inverse")
-if "same_prompts" in deltas.columns and deltas["same_prompts"].map(
-        lambda same: same is False).any():
+            col.metric(
+                metric,
+                f"{r[other]:.1f}",
+                delta=None if pd.isna(rel) else f"{rel:+.1%}",
+                delta_color="normal" if r["direction"] == "higher" else "inverse",
+            )
+if (
+    "same_prompts" in deltas.columns
+    and deltas["same_prompts"].map(lambda same: same is False).any()
+):
     st.warning("Some points were measured on different prompts (prompt digests differ).")
 
 
@@ -117,17 +141,24 @@ def _colour(row: pd.Series) -> list[str]:
     out = []
     for col in row.index:
         v = row[col]
-        out.append("background-color: #d4edda" if col.startswith("verdict_") and v == "better"
-                   else "background-color: #f8d7da" if col.startswith("verdict_") and v == "worse"
-                   else "")
+        out.append(
+            "background-color: #d4edda"
+            if col.startswith("verdict_") and v == "better"
+            else "background-color: #f8d7da"
+            if col.startswith("verdict_") and v == "worse"
+            else ""
+        )
     return out
 
 
 with details(f"Every metric at every point ({len(deltas)} rows)", "cmp_all_metrics") as shown:
     if shown:
-        st.dataframe(deltas.style.apply(_colour, axis=1).format(
-            {c: "{:+.1%}" for c in deltas.columns if c.startswith("rel_")}, na_rep="–"),
-            hide_index=True)
+        st.dataframe(
+            deltas.style.apply(_colour, axis=1).format(
+                {c: "{:+.1%}" for c in deltas.columns if c.startswith("rel_")}, na_rep="–"
+            ),
+            hide_index=True,
+        )
 
 st.subheader("Configuration differences")
 diff = config_diff(views, names)
@@ -147,12 +178,14 @@ labels = [s["label"] for s in views[baseline].points]
 if labels:
     q1, q2 = st.columns(2)
     point = st.query_params.get("point", head.label if head is not None else labels[-1])
-    point = q1.selectbox("Point", labels, index=labels.index(point) if point in labels else 0,
-                         key="cmp_point")
+    point = q1.selectbox(
+        "Point", labels, index=labels.index(point) if point in labels else 0, key="cmp_point"
+    )
     metric = st.query_params.get("metric", "ttft")
     metrics = ["ttft", "itl", "tpot", "e2e"]
-    metric = q2.selectbox("Metric", metrics, index=metrics.index(metric)
-                          if metric in metrics else 0, key="cmp_metric")
+    metric = q2.selectbox(
+        "Metric", metrics, index=metrics.index(metric) if metric in metrics else 0, key="cmp_metric"
+    )
     st.query_params["point"], st.query_params["metric"] = point, metric
     series = {}
     for name, v, f in zip(names, views, folders, strict=True):

@@ -1,6 +1,6 @@
 """Experiment: arms × trials with intervals, a verdict and SLO views (?experiment=ID).
 
-Thin: the baseline, the card and the verdict come from core/summary.py (the same story as
+Thin: the baseline, the card and the verdict come from core/analysis/card.py (the same story as
 the Compare page and every export). While runs are queued or running, a fragment follows
 them and redraws the whole page whenever one finishes, so results appear without reload.
 """
@@ -12,12 +12,24 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from core.compare import confounders, is_run_id, memory_headroom, readable_cells
-from core.experiments import experiment_runs, list_experiments, load_experiment
-from core.figures import arm_bands_figure, arm_colours, frontier_figure, memory_headroom_figure
+from core.analysis.card import experiment_story
+from core.analysis.compare import confounders, is_run_id, memory_headroom, readable_cells
+from core.analysis.stats import (
+    EXPERIMENT_METRICS,
+    RunOfArm,
+    arm_stats,
+    first_per_arm,
+    frontier,
+    slo_table,
+)
+from core.experiments.design import experiment_runs, list_experiments, load_experiment
 from core.metrics import DEFINITION
-from core.stats import EXPERIMENT_METRICS, RunOfArm, arm_stats, first_per_arm, frontier, slo_table
-from core.summary import experiment_story
+from core.views.figures import (
+    arm_bands_figure,
+    arm_colours,
+    frontier_figure,
+    memory_headroom_figure,
+)
 from pages import _story
 from pages._attribution import attribution_section
 from pages._details import details
@@ -34,21 +46,28 @@ if record is None:
         st.warning(f"No experiment {exp_id[:80]!r}: pick one below.")
     rows = list_experiments(settings)
     if not rows:
-        st.info("No experiments yet: choose a preset with two arms on the Launch page, or run "
-                "`python -m core experiment PLAN.yaml`.")
+        st.info(
+            "No experiments yet: choose a preset with two arms on the Launch page, or run "
+            "`python -m core experiment PLAN.yaml`."
+        )
     for e in rows:
         s = e.get("spec") or {}
-        st.page_link("pages/experiment.py", label=f"{e['experiment_id']} · {s.get('name')} "
-                     f"({len(s.get('arms') or [])} arms × {s.get('trials')} trials)",
-                     query_params={"experiment": e["experiment_id"]})
+        st.page_link(
+            "pages/experiment.py",
+            label=f"{e['experiment_id']} · {s.get('name')} "
+            f"({len(s.get('arms') or [])} arms × {s.get('trials')} trials)",
+            query_params={"experiment": e["experiment_id"]},
+        )
     st.stop()
 assert record is not None
 
 spec: dict[str, Any] = record.get("spec") or {}
 st.title(spec.get("name") or exp_id)
-st.caption(f"{exp_id} · {len(spec.get('arms') or [])} arms × {spec.get('trials')} trials · arm "
-           f"order shuffled per trial with seed {spec.get('order_seed')} · fresh server per "
-           f"run · same prompts for every arm · host {record.get('host')}")
+st.caption(
+    f"{exp_id} · {len(spec.get('arms') or [])} arms × {spec.get('trials')} trials · arm "
+    f"order shuffled per trial with seed {spec.get('order_seed')} · fresh server per "
+    f"run · same prompts for every arm · host {record.get('host')}"
+)
 
 
 def _states(runs: list[RunOfArm]) -> tuple[str, ...]:
@@ -68,9 +87,18 @@ def progress() -> None:
     done = sum(s not in ACTIVE for s in drawn)
     if done < len(drawn):
         st.progress(done / max(len(drawn), 1), text=f"{done}/{len(drawn)} runs finished")
-    table = pd.DataFrame([{"trial": r.trial, "arm": r.arm, "state": r.view.status.get("state"),
-                           "run": f"run?run={r.view.run_id}",
-                           "reason": r.view.status.get("reason")} for r in now])
+    table = pd.DataFrame(
+        [
+            {
+                "trial": r.trial,
+                "arm": r.arm,
+                "state": r.view.status.get("state"),
+                "run": f"run?run={r.view.run_id}",
+                "reason": r.view.status.get("reason"),
+            }
+            for r in now
+        ]
+    )
     label = f"Runs ({done}/{len(drawn)} finished)"
     column_config = {"run": st.column_config.LinkColumn("run", display_text=r"run\?run=(.*)")}
     if done < len(drawn):  # live: the list is the news
@@ -89,18 +117,28 @@ succeeded = [r for r in runs if r.view.status.get("state") == "succeeded"]
 if not succeeded:
     active = sum(s in ACTIVE for s in drawn)
     if active or not runs:
-        st.info(f"No results yet: {active} run(s) queued or running. This page fills in as "
-                "they finish.", icon=":material/hourglass_top:")
+        st.info(
+            f"No results yet: {active} run(s) queued or running. This page fills in as "
+            "they finish.",
+            icon=":material/hourglass_top:",
+        )
     else:
-        reasons = sorted({str(r.view.status.get("reason") or r.view.status.get("state"))
-                          for r in runs})
-        st.error(f"No run of this experiment succeeded ({len(runs)} run(s): "
-                 f"{', '.join(sorted(set(drawn)))}), so there is nothing to compare. "
-                 "Reasons: " + "; ".join(reasons), icon=":material/error:")
+        reasons = sorted(
+            {str(r.view.status.get("reason") or r.view.status.get("state")) for r in runs}
+        )
+        st.error(
+            f"No run of this experiment succeeded ({len(runs)} run(s): "
+            f"{', '.join(sorted(set(drawn)))}), so there is nothing to compare. "
+            "Reasons: " + "; ".join(reasons),
+            icon=":material/error:",
+        )
     st.stop()
 if still := sum(s in ACTIVE for s in drawn):
-    st.info(f"{still} of {len(drawn)} run(s) still queued or running: the results below are "
-            "partial and update as runs finish.", icon=":material/hourglass_top:")
+    st.info(
+        f"{still} of {len(drawn)} run(s) still queued or running: the results below are "
+        "partial and update as runs finish.",
+        icon=":material/hourglass_top:",
+    )
 
 # --- the answer: card, verdict, and the link to the same comparison on Compare -------------
 _story.summary_card(story)
@@ -108,15 +146,19 @@ _story.verdict(story)
 first = first_per_arm(runs)
 if story.baseline in first and len(first) > 1:
     ids = [v.run_id for v in first.values()]
-    st.page_link("pages/compare.py", label="Compare one run per arm (same baseline)",
-                 query_params={"runs": ",".join(ids),
-                               "baseline": first[story.baseline].run_id},
-                 icon=":material/compare_arrows:")
+    st.page_link(
+        "pages/compare.py",
+        label="Compare one run per arm (same baseline)",
+        query_params={"runs": ",".join(ids), "baseline": first[story.baseline].run_id},
+        icon=":material/compare_arrows:",
+    )
 conf = confounders([r.view for r in runs]) if len(runs) > 1 else []
 if conf:
     st.warning(f"Confounders: {', '.join(conf)} differ between runs beyond the arms' knobs.")
-st.caption(f"Definitions: {DEFINITION}; intervals: Student-t over trials (unknown below 3 "
-           "trials); relative difference vs the baseline arm, its interval on the log scale.")
+st.caption(
+    f"Definitions: {DEFINITION}; intervals: Student-t over trials (unknown below 3 "
+    "trials); relative difference vs the baseline arm, its interval on the log scale."
+)
 
 # --- details --------------------------------------------------------------------------------
 colours = arm_colours(story.arms, story.baseline)
@@ -128,13 +170,19 @@ with details(f"Every arm, point and metric ({len(table)} rows)", "exp_all_metric
         shown = table.copy()
         shown["label"] = shown["label"].where(shown["arm"] != story.baseline, "baseline")
         pct = st.column_config.NumberColumn(format="percent")
-        st.dataframe(shown, hide_index=True, column_config={
-            "rel": pct, "rel_low": pct, "rel_high": pct,
-            "mean": st.column_config.NumberColumn(format="%.2f"),
-            "ci_low": st.column_config.NumberColumn(format="%.2f"),
-            "ci_high": st.column_config.NumberColumn(format="%.2f")})
-metric = st.selectbox("Metric against concurrency", list(EXPERIMENT_METRICS),
-                      key="exp_metric")
+        st.dataframe(
+            shown,
+            hide_index=True,
+            column_config={
+                "rel": pct,
+                "rel_low": pct,
+                "rel_high": pct,
+                "mean": st.column_config.NumberColumn(format="%.2f"),
+                "ci_low": st.column_config.NumberColumn(format="%.2f"),
+                "ci_high": st.column_config.NumberColumn(format="%.2f"),
+            },
+        )
+metric = st.selectbox("Metric against concurrency", list(EXPERIMENT_METRICS), key="exp_metric")
 st.plotly_chart(arm_bands_figure(table, metric, colours))
 
 gpus = max((r.view.spec.get("server", {}).get("tp_size") or 1) for r in runs)
@@ -155,8 +203,10 @@ if slo.empty:
 else:
     best = slo[slo["meets_slo"]].groupby("arm")["concurrency"].max()
     for arm in story.arms:
-        st.write(f"**{arm}**: largest concurrency meeting the SLO: "
-                 f"{best.get(arm, 'none') if not best.empty else 'none'}")
+        st.write(
+            f"**{arm}**: largest concurrency meeting the SLO: "
+            f"{best.get(arm, 'none') if not best.empty else 'none'}"
+        )
     with details(f"Per run and point ({len(slo)} rows)", "exp_slo_rows") as open_:
         if open_:
             st.dataframe(slo, hide_index=True)

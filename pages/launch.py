@@ -15,11 +15,11 @@ from core.executors import (
     with_executor,
 )
 from core.executors.registry import runs_here
-from core.experiments import load_experiment, submit_experiment
-from core.forms import FORM_DEFAULTS, experiment_from_form, launch_from_form
-from core.host import detect_host
-from core.jobs import submit
-from core.presets import PRESETS, estimate_text, recent_durations_s
+from core.executors.worker import submit
+from core.experiments.design import load_experiment, submit_experiment
+from core.launch.forms import FORM_DEFAULTS, experiment_from_form, launch_from_form
+from core.launch.host import detect_host
+from core.launch.presets import PRESETS, estimate_text, recent_durations_s
 from pages._auth import can_launch
 from pages._grid import grid_fields, queue_grid
 from pages._services import bootstrap
@@ -27,15 +27,24 @@ from pages._services import bootstrap
 settings, _worker = bootstrap()
 host = detect_host(settings)
 st.title("Launch")
-st.caption("Host: " + (", ".join(host.gpus) if host.has_gpu else "no GPU (CPU only)")
-           + " · engines: " + ", ".join(
-               f"{n} {i.version or ''}".strip() for n, i in host.engines.items() if i.installed)
-           + " · " + executor_summary(settings))
+st.caption(
+    "Host: "
+    + (", ".join(host.gpus) if host.has_gpu else "no GPU (CPU only)")
+    + " · engines: "
+    + ", ".join(f"{n} {i.version or ''}".strip() for n, i in host.engines.items() if i.installed)
+    + " · "
+    + executor_summary(settings)
+)
 with st.expander("Ray cluster (run on other GPU hosts)", expanded=False):  # core/executors
-    st.text_input("Ray head address (HOST:PORT; empty = SERVELAB_RAY_ADDRESS)",
-                  ray_address(settings) or "", key="ray_address")
-    if st.button("Save address", key="save_ray_address", disabled=not can_launch()) \
-            and can_launch():
+    st.text_input(
+        "Ray head address (HOST:PORT; empty = SERVELAB_RAY_ADDRESS)",
+        ray_address(settings) or "",
+        key="ray_address",
+    )
+    if (
+        st.button("Save address", key="save_ray_address", disabled=not can_launch())
+        and can_launch()
+    ):
         try:
             now = save_ray_address(settings, st.session_state["ray_address"])
             st.toast(f"Ray cluster: {now or 'none'}")
@@ -44,8 +53,9 @@ with st.expander("Ray cluster (run on other GPU hosts)", expanded=False):  # cor
             st.error(exc.message, icon=":material/error:")
 
 D = FORM_DEFAULTS
-default_preset = next(p.name for p in PRESETS
-                      if p.unavailable(host, "transformers") is None and len(p.arms) > 1)
+default_preset = next(
+    p.name for p in PRESETS if p.unavailable(host, "transformers") is None and len(p.arms) > 1
+)
 
 
 def _preset_label(name: str) -> str:
@@ -69,9 +79,9 @@ def err(key: str) -> None:
 
 def estimate() -> str:
     """Runs this launch queues and their likely duration, from earlier runs like it."""
-    preset = next((p for p in PRESETS if p.name == st.session_state.get("preset",
-                                                                          default_preset)),
-                  PRESETS[0])
+    preset = next(
+        (p for p in PRESETS if p.name == st.session_state.get("preset", default_preset)), PRESETS[0]
+    )
     try:
         trials = int(st.session_state.get("trials", D["trials"]))
     except (TypeError, ValueError):
@@ -79,36 +89,54 @@ def estimate() -> str:
     engine = st.session_state.get("engine", D["engine"])
     model = str(st.session_state.get("model", D["model"])).strip()
     chosen = st.session_state.get("executor")  # a Ray run's arms go in parallel
-    return estimate_text(preset, max(trials, 1), recent_durations_s(settings, engine, model),
-                         what=f"{engine} {model}",
-                         parallel=chosen is not None and not runs_here(chosen))
+    return estimate_text(
+        preset,
+        max(trials, 1),
+        recent_durations_s(settings, engine, model),
+        what=f"{engine} {model}",
+        parallel=chosen is not None and not runs_here(chosen),
+    )
 
 
 # Number fields have no min/max here: a bad value reaches core's check and gets a
 # message beside it (a browser-clamped widget would silently refuse to submit).
 with st.form("launch"):
     st.subheader("Preset")
-    st.selectbox("Preset", [p.name for p in PRESETS], key="preset",
-                 index=[p.name for p in PRESETS].index(default_preset),
-                 format_func=_preset_label)
+    st.selectbox(
+        "Preset",
+        [p.name for p in PRESETS],
+        key="preset",
+        index=[p.name for p in PRESETS].index(default_preset),
+        format_func=_preset_label,
+    )
     err("preset")
-    st.number_input("Trials per arm (a preset with two arms runs as an experiment; "
-                    "3 or more give intervals)", value=D["trials"], step=1, key="trials")
+    st.number_input(
+        "Trials per arm (a preset with two arms runs as an experiment; 3 or more give intervals)",
+        value=D["trials"],
+        step=1,
+        key="trials",
+    )
     err("trials")
     st.caption("Estimate: " + estimate())
     if ray_address(settings) or not runs_here(settings.executor):  # core/executors
-        st.selectbox("Executor", EXECUTORS, index=EXECUTORS.index(settings.executor)
-                     if settings.executor in EXECUTORS else 0, key="executor",
-                     format_func=lambda e: "this host (local)" if e == "local" else
-                     f"Ray cluster {ray_address(settings) or '(no address set)'}: arms run "
-                     "in parallel on free GPUs")
+        st.selectbox(
+            "Executor",
+            EXECUTORS,
+            index=EXECUTORS.index(settings.executor) if settings.executor in EXECUTORS else 0,
+            key="executor",
+            format_func=lambda e: (
+                "this host (local)"
+                if e == "local"
+                else f"Ray cluster {ray_address(settings) or '(no address set)'}: arms run "
+                "in parallel on free GPUs"
+            ),
+        )
     st.subheader("Server")
     c1, c2, c3 = st.columns(3)
     with c1:
         st.selectbox("Engine", ENGINES, key="engine", format_func=_engine_label)
         err("engine")
-        st.text_input("Model (folder, hub id, or the bundled default)", D["model"],
-                      key="model")
+        st.text_input("Model (folder, hub id, or the bundled default)", D["model"], key="model")
         err("model")
         st.text_input("Tokenizer folder (optional)", "", key="tokenizer")
         err("tokenizer")
@@ -119,8 +147,12 @@ with st.form("launch"):
         err("device")
         st.selectbox("dtype", ["auto", "bfloat16", "float16", "float32"], key="dtype")
         err("dtype")
-        st.selectbox("CUDA graphs (presets override)", ["engine default", "on", "off"],
-                     key="cuda_graphs", help=host.cuda_graphs_reason)
+        st.selectbox(
+            "CUDA graphs (presets override)",
+            ["engine default", "on", "off"],
+            key="cuda_graphs",
+            help=host.cuda_graphs_reason,
+        )
         err("cuda_graphs")
         st.text_input("CUDA graph max batch size", "", key="cuda_graph_max_bs")
         err("cuda_graph_max_bs")
@@ -131,17 +163,16 @@ with st.form("launch"):
         err("tp_size")
         st.text_input("Attention backend (sglang)", "", key="attention_backend")
         err("attention_backend")
-        st.text_input("KV cache memory fraction (transformers)", "",
-                      key="cb_max_memory_percent")
+        st.text_input("KV cache memory fraction (transformers)", "", key="cb_max_memory_percent")
         err("cb_max_memory_percent")
-    st.text_input("Extra engine flags (checked against the engine's own options)", "",
-                  key="extra_args")
+    st.text_input(
+        "Extra engine flags (checked against the engine's own options)", "", key="extra_args"
+    )
     err("extra_args")
     st.subheader("Benchmark plan")
     p1, p2, p3, p4 = st.columns(4)
     with p1:
-        st.text_input("Concurrency (comma-separated points)", D["concurrency"],
-                      key="concurrency")
+        st.text_input("Concurrency (comma-separated points)", D["concurrency"], key="concurrency")
         err("concurrency")
     with p2:
         st.number_input("Prompts per point", value=D["num_prompts"], step=1, key="num_prompts")
@@ -160,15 +191,17 @@ with st.form("launch"):
         st.number_input("Seed", value=D["seed"], step=1, key="seed")
         err("seed")
     with q3:
-        st.text_input("Warm-up requests (empty = largest concurrency)", "",
-                      key="warmup_requests")
+        st.text_input("Warm-up requests (empty = largest concurrency)", "", key="warmup_requests")
         err("warmup_requests")
     with q4:
         st.text_input("Tags (space-separated)", "", key="tags")
         err("tags")
-    st.checkbox("Exact output lengths (ask the server for exactly the output tokens; the "
-                "request field is chosen per server and recorded in the run)", True,
-                key="exact_length")
+    st.checkbox(
+        "Exact output lengths (ask the server for exactly the output tokens; the "
+        "request field is chosen per server and recorded in the run)",
+        True,
+        key="exact_length",
+    )
     st.checkbox("Sanity probe before the load", True, key="probe")
     err("probe")
     r1, r2 = st.columns([3, 1])
@@ -176,18 +209,22 @@ with st.form("launch"):
         st.text_input("Probe question", D["probe_prompt"], key="probe_prompt")
         err("probe_prompt")
     with r2:
-        st.text_input("Expected answer (regex; empty = any non-empty text)",
-                      D["probe_expect"], key="probe_expect")
+        st.text_input(
+            "Expected answer (regex; empty = any non-empty text)",
+            D["probe_expect"],
+            key="probe_expect",
+        )
         err("probe_expect")
     grid_checked, grid_submitted = grid_fields(err)  # Grid / sweep mode (pages/_grid.py)
     b1, b2 = st.columns(2)
-    checked = b1.form_submit_button("Check and estimate (queues nothing)",
-                                    key="check_launch")
-    submitted = b2.form_submit_button("Queue runs", type="primary", key="submit_launch",
-                                      disabled=not can_launch())
+    checked = b1.form_submit_button("Check and estimate (queues nothing)", key="check_launch")
+    submitted = b2.form_submit_button(
+        "Queue runs", type="primary", key="submit_launch", disabled=not can_launch()
+    )
 if not can_launch():
-    st.info("You are signed in to view: launching runs needs the launch token.",
-            icon=":material/lock:")
+    st.info(
+        "You are signed in to view: launching runs needs the launch token.", icon=":material/lock:"
+    )
 
 if submitted and not can_launch():  # never trust a disabled button alone
     st.session_state["launch_errors"] = {"submit": "this session may view, not launch"}
@@ -222,22 +259,35 @@ if grid_checked or grid_submitted:
 if "submit" in errors:
     st.error(f"Nothing was queued: {errors['submit']}", icon=":material/error:")
 elif errors:
-    st.error(f"Nothing was queued: {len(errors)} field(s) need attention; each message is "
-             "beside its field above.")
+    st.error(
+        f"Nothing was queued: {len(errors)} field(s) need attention; each message is "
+        "beside its field above."
+    )
 elif st.session_state.pop("launch_checked", False):
     st.success("Every field is fine; nothing queued yet. " + estimate())
 if exp_id := st.session_state.get("experiment"):
     record = load_experiment(settings, exp_id) or {}
-    st.session_state["launched"] = [r["run_id"] for r in record.get("runs", [])
-                                    if r["trial"] == 0]
+    st.session_state["launched"] = [r["run_id"] for r in record.get("runs", []) if r["trial"] == 0]
     st.success(f"Queued experiment {exp_id}: {len(record.get('runs', []))} run(s).")
-    st.page_link("pages/experiment.py", label=f"Experiment {exp_id}",
-                 query_params={"experiment": exp_id}, icon=":material/science:")
+    st.page_link(
+        "pages/experiment.py",
+        label=f"Experiment {exp_id}",
+        query_params={"experiment": exp_id},
+        icon=":material/science:",
+    )
 if ids := st.session_state.get("launched"):
     st.success(f"Queued {len(ids)} run(s).")
     for run_id in ids:
-        st.page_link("pages/run.py", label=f"Run {run_id}", query_params={"run": run_id},
-                     icon=":material/description:")
+        st.page_link(
+            "pages/run.py",
+            label=f"Run {run_id}",
+            query_params={"run": run_id},
+            icon=":material/description:",
+        )
     if len(ids) > 1:
-        st.page_link("pages/compare.py", label="Compare these runs",
-                     query_params={"runs": ",".join(ids)}, icon=":material/compare_arrows:")
+        st.page_link(
+            "pages/compare.py",
+            label="Compare these runs",
+            query_params={"runs": ",".join(ids)},
+            icon=":material/compare_arrows:",
+        )

@@ -7,15 +7,15 @@ import json
 import pandas as pd
 import streamlit as st
 
-from core.compare import find_runs, has_records, latency_samples, load_run, no_records_note
+from core.analysis.compare import find_runs, has_records, latency_samples, load_run, no_records_note
 from core.executors import node_line
-from core.figures import cdf_figure, gpu_memory_figure
-from core.jobs import cancel
-from core.launcher import tail
+from core.executors.worker import cancel
 from core.metrics import DEFINITION, caveat_lines, point_cancelled, point_caveats, point_error_rate
-from core.report import step_rows
+from core.run.launcher import tail
 from core.run_folder import RunFolder
-from core.runs_view import LIVE_STATES, is_demo_run
+from core.views.figures import cdf_figure, gpu_memory_figure
+from core.views.report import step_rows
+from core.views.runs_table import LIVE_STATES, is_demo_run
 from pages._auth import can_launch
 from pages._details import details
 from pages._export import export_buttons
@@ -27,8 +27,10 @@ found, _ = find_runs(settings.runs_dir, [run_id])
 folder: RunFolder | None = found[0] if found else None
 if folder is None:
     st.title("Run")
-    st.warning("No run selected, or no such run. Open one from the Runs page "
-               "(links look like `/run?run=RUN_ID`).")
+    st.warning(
+        "No run selected, or no such run. Open one from the Runs page "
+        "(links look like `/run?run=RUN_ID`)."
+    )
     st.stop()
 assert folder is not None
 
@@ -45,15 +47,25 @@ def live_status() -> None:
     state = status.get("state", "?")
     if state != drawn_state:
         st.rerun()
-    icon = {"succeeded": ":material/check_circle:", "failed": ":material/error:",
-            "invalid": ":material/report:", "running": ":material/progress_activity:"}.get(
-        state, ":material/info:")
+    icon = {
+        "succeeded": ":material/check_circle:",
+        "failed": ":material/error:",
+        "invalid": ":material/report:",
+        "running": ":material/progress_activity:",
+    }.get(state, ":material/info:")
     phase = status.get("phase") or ""  # where a live run is; an ended run's last step
     live = state in LIVE_STATES and phase not in ("", state)
     st.subheader(f"{state} · {phase}" if live else state)
     if where := node_line(status):  # a Ray run: which node and GPUs (core/executors)
-        st.caption(where + (" · below: the server log's last lines from the node; the whole "
-                            "log comes back with the run folder" if state == "running" else ""))
+        st.caption(
+            where
+            + (
+                " · below: the server log's last lines from the node; the whole "
+                "log comes back with the run folder"
+                if state == "running"
+                else ""
+            )
+        )
     if status.get("reason"):
         st.error(status["reason"], icon=icon)
     prog = status.get("progress") or {}
@@ -61,13 +73,19 @@ def live_status() -> None:
         frac = 0.0
         if prog:
             frac = (prog["point"] + prog["requests_done"] / max(prog["requests_total"], 1)) / max(
-                prog["points_total"], 1)
-            st.progress(min(frac, 1.0), text=f"point {prog['point'] + 1}/{prog['points_total']}"
-                        f" · {prog['requests_done']}/{prog['requests_total']} requests")
+                prog["points_total"], 1
+            )
+            st.progress(
+                min(frac, 1.0),
+                text=f"point {prog['point'] + 1}/{prog['points_total']}"
+                f" · {prog['requests_done']}/{prog['requests_total']} requests",
+            )
         else:
             st.progress(0.0, text=status.get("phase", "queued"))
-        if st.button("Cancel this run", key="cancel_run", disabled=not can_launch()) \
-                and can_launch():
+        if (
+            st.button("Cancel this run", key="cancel_run", disabled=not can_launch())
+            and can_launch()
+        ):
             st.toast(cancel(settings, run_id))
         st.code(tail(folder.log_path, 15) or "(no server output yet)", language="log")
     steps = status.get("steps") or []
@@ -79,27 +97,31 @@ live_status()
 view = load_run(folder)
 launch = view.launch or {}
 if is_demo_run(run_id):
-    st.info("Part of the shipped **H200 demo**: measured on an NVIDIA H200 (docs/BENCHMARKS.md)"
-            "; `<checkout>` in paths stands for the checkout it was measured from.",
-            icon=":material/science:")
+    st.info(
+        "Part of the shipped **H200 demo**: measured on an NVIDIA H200 (docs/BENCHMARKS.md)"
+        "; `<checkout>` in paths stands for the checkout it was measured from.",
+        icon=":material/science:",
+    )
 st.markdown("**Launch command**")
 if launch.get("command"):
     st.code(launch["command"], language="bash")
 elif launch.get("base_url"):
-    st.code(f"(no server launched: measured the endpoint {launch['base_url']})",
-            language="bash")
+    st.code(f"(no server launched: measured the endpoint {launch['base_url']})", language="bash")
 elif drawn_state in LIVE_STATES:
     st.caption("Not launched yet: the command appears here once preflight has built it.")
 else:
     st.caption(f"No server was launched ({drawn_state} before launch).")
 for note in launch.get("notes") or []:
     st.caption(f"note: {note}")
-if view.imported:  # core.importers: the tool's summaries only, marked with their origin
+if view.imported:  # core.interop.importers: the tool's summaries only, marked with their origin
     imp = view.spec.get("import") or {}
-    st.info(f"Imported from **{imp.get('source_file')}** ({imp.get('format')}; "
-            f"{imp.get('tool')}) at {imp.get('imported_at')}: summary metrics as the tool "
-            "reported them, no per-request records. What the source does not state is "
-            "listed as unknown in each point's summary.", icon=":material/upload_file:")
+    st.info(
+        f"Imported from **{imp.get('source_file')}** ({imp.get('format')}; "
+        f"{imp.get('tool')}) at {imp.get('imported_at')}: summary metrics as the tool "
+        "reported them, no per-request records. What the source does not state is "
+        "listed as unknown in each point's summary.",
+        icon=":material/upload_file:",
+    )
     unread = [f"{s['label']}: {n}" for s in view.points for n in s.get("not_understood") or []]
     if unread:
         with st.expander(f"Not understood in the source ({len(unread)})"):
@@ -111,45 +133,93 @@ with left:
     # drawn when opened (pages/_details.py): a JSON viewer or highlighter costs the first paint
     with details("Spec as JSON, for `python -m core run --plan`", "run_spec_json") as shown:
         if shown:
-            st.code(json.dumps({k: v for k, v in view.spec.items()
-                                if k not in ("run_id", "created_at")}, indent=2),
-                    language="json")
+            st.code(
+                json.dumps(
+                    {k: v for k, v in view.spec.items() if k not in ("run_id", "created_at")},
+                    indent=2,
+                ),
+                language="json",
+            )
 with right:
     st.markdown("**Server facts**")
     facts = {k: v for k, v in (view.facts or {}).items() if k != "server_info_raw"}
     if not facts:
-        st.caption("None yet: they are read once the server is up." if drawn_state in LIVE_STATES
-                   else f"None: the run ended ({drawn_state}) before the server was up.")
-    keys = ["engine_version", "kv_cache_tokens", "weight_mem_gb", "kv_cache_gb", "graph_mem_gb",
-            "available_gpu_mem_gb", "cuda_graph_enabled", "cuda_graph_batch_sizes",
-            "ready_after_s", "startup_s", "facts_source"]
+        st.caption(
+            "None yet: they are read once the server is up."
+            if drawn_state in LIVE_STATES
+            else f"None: the run ended ({drawn_state}) before the server was up."
+        )
+    keys = [
+        "engine_version",
+        "kv_cache_tokens",
+        "weight_mem_gb",
+        "kv_cache_gb",
+        "graph_mem_gb",
+        "available_gpu_mem_gb",
+        "cuda_graph_enabled",
+        "cuda_graph_batch_sizes",
+        "ready_after_s",
+        "startup_s",
+        "facts_source",
+    ]
     if facts:
-        st.table(pd.DataFrame([{"fact": k, "value": str(facts.get(k, "unknown")
-                                                       if facts.get(k) is not None
-                                                       else "unknown")} for k in keys])
-                 .set_index("fact"))
+        st.table(
+            pd.DataFrame(
+                [
+                    {
+                        "fact": k,
+                        "value": str(
+                            facts.get(k, "unknown") if facts.get(k) is not None else "unknown"
+                        ),
+                    }
+                    for k in keys
+                ]
+            ).set_index("fact")
+        )
 if view.probe:
     p = view.probe
     (st.success if p["passed"] else st.error)(
-        f"Sanity probe: {p['prompt']!r} → {p['answer']!r} ({p['reason']})")
+        f"Sanity probe: {p['prompt']!r} → {p['answer']!r} ({p['reason']})"
+    )
 
 if view.points:
     st.subheader("Metrics per point")
     src = view.points[0].get("token_source", "server")
     st.caption(f"Definitions: {DEFINITION} (docs/METRICS.md). Output tokens counted by: {src}.")
-    cols = ["completed", "num_requests", "error_rate", "output_throughput", "total_throughput",
-            "request_throughput", "median_ttft_ms", "p99_ttft_ms", "median_itl_ms",
-            "p99_itl_ms", "median_tpot_ms", "median_e2e_ms", "concurrency", "output_len_ratio"]
+    cols = [
+        "completed",
+        "num_requests",
+        "error_rate",
+        "output_throughput",
+        "total_throughput",
+        "request_throughput",
+        "median_ttft_ms",
+        "p99_ttft_ms",
+        "median_itl_ms",
+        "p99_itl_ms",
+        "median_tpot_ms",
+        "median_e2e_ms",
+        "concurrency",
+        "output_len_ratio",
+    ]
     # a point a cancel cut short is marked; its cut requests are no server errors
-    table = pd.DataFrame([{"point": s["label"] + (" (cancelled)" if point_cancelled(
-                               s, view.status) else ""),
-                           **{c: s["metrics"].get(c) for c in cols},
-                           "error_rate": point_error_rate(s, view.status),
-                           "client lag p99 ms": s["client"].get("loop_lag_ms_p99")}
-                          for s in view.points])
+    table = pd.DataFrame(
+        [
+            {
+                "point": s["label"] + (" (cancelled)" if point_cancelled(s, view.status) else ""),
+                **{c: s["metrics"].get(c) for c in cols},
+                "error_rate": point_error_rate(s, view.status),
+                "client lag p99 ms": s["client"].get("loop_lag_ms_p99"),
+            }
+            for s in view.points
+        ]
+    )
     st.dataframe(table, hide_index=True)
-    care = [line for s in view.points
-            for line in caveat_lines(s["label"], point_caveats(s, view.status))]
+    care = [
+        line
+        for s in view.points
+        for line in caveat_lines(s["label"], point_caveats(s, view.status))
+    ]
     if care:  # the one rule of Compare, Experiment and the CLI (core.metrics.point_caveats)
         st.warning("**Read with care**\n\n" + "\n".join(f"- {line}" for line in care))
     st.subheader("Latency distributions")
@@ -159,26 +229,36 @@ if view.points:
     metric = c2.selectbox("Metric", ["ttft", "itl", "tpot", "e2e"], key="run_metric")
     idx = view.points[labels.index(point_label)]["index"]
     if has_records(view, idx):
-        st.plotly_chart(cdf_figure({run_id: latency_samples(folder, idx, metric)},
-                                   f"{metric.upper()} (ms)"))
+        st.plotly_chart(
+            cdf_figure({run_id: latency_samples(folder, idx, metric)}, f"{metric.upper()} (ms)")
+        )
     else:
         st.info(no_records_note(view), icon=":material/info:")
 st.subheader("GPU memory over time")
 if view.imported:
     st.info("No GPU memory samples: this run was imported, not measured by ServeLab.")
 elif not (folder.path / "samples.parquet").exists():
-    st.caption("No samples yet: they are taken while the points run." if drawn_state in LIVE_STATES
-               else "No samples: the run ended before its first point.")
+    st.caption(
+        "No samples yet: they are taken while the points run."
+        if drawn_state in LIVE_STATES
+        else "No samples: the run ended before its first point."
+    )
 else:
-    st.plotly_chart(gpu_memory_figure(folder.read_table("samples.parquet")
-                                      if (folder.path / "samples.parquet").exists() else None))
+    st.plotly_chart(
+        gpu_memory_figure(
+            folder.read_table("samples.parquet")
+            if (folder.path / "samples.parquet").exists()
+            else None
+        )
+    )
 st.subheader("Export")
 export_buttons([view], key="run-export")
 
 st.subheader("Server log")
 # open by default when the run did not succeed: then the log is the answer
-with details("Last 200 lines", "run_log", expanded=drawn_state not in ("succeeded",
-                                                                      *LIVE_STATES)) as shown:
+with details(
+    "Last 200 lines", "run_log", expanded=drawn_state not in ("succeeded", *LIVE_STATES)
+) as shown:
     if shown:
         st.code(tail(folder.log_path, 200) or "(empty)", language="log")
 st.subheader("Raw artifacts")
@@ -187,6 +267,10 @@ for path in files:
     rel = path.relative_to(folder.path)
     # path.read_bytes, not its result: read on click, not on every rerun (a big run's
     # records would otherwise be read and held in memory each time the page draws)
-    st.download_button(f"{rel} ({path.stat().st_size:,} bytes)", path.read_bytes,
-                       file_name=f"{run_id}-{str(rel).replace('/', '-')}",
-                       key=f"dl-{rel}", on_click="ignore")
+    st.download_button(
+        f"{rel} ({path.stat().st_size:,} bytes)",
+        path.read_bytes,
+        file_name=f"{run_id}-{str(rel).replace('/', '-')}",
+        key=f"dl-{rel}",
+        on_click="ignore",
+    )

@@ -20,16 +20,20 @@ from core.settings import Settings
 REPO = Path(__file__).resolve().parent.parent
 # Test models live under the temp folder: allow it as a model root (besides the defaults),
 # for this process and every run process a test starts (core/safety.py).
-os.environ.setdefault("SERVELAB_MODEL_ROOTS", os.pathsep.join(
-    [tempfile.gettempdir(), "~", "/models", "/opt", "/mnt", "/data"]))
+os.environ.setdefault(
+    "SERVELAB_MODEL_ROOTS",
+    os.pathsep.join([tempfile.gettempdir(), "~", "/models", "/opt", "/mnt", "/data"]),
+)
 FAKE_SGLANG_PATH = REPO / "tests" / "fakes" / "sglang_pkg"
-WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike "
-         "november oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee "
-         "zulu apple banana cherry grape lemon mango melon orange peach pear plum berry "
-         "river mountain valley forest desert ocean island harbor bridge castle garden "
-         "market school temple tower village window winter summer spring autumn morning "
-         "evening silver golden copper marble paper stone water paris capital france the "
-         "answer").split()
+WORDS = (
+    "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike "
+    "november oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee "
+    "zulu apple banana cherry grape lemon mango melon orange peach pear plum berry "
+    "river mountain valley forest desert ocean island harbor bridge castle garden "
+    "market school temple tower village window winter summer spring autumn morning "
+    "evening silver golden copper marble paper stone water paris capital france the "
+    "answer"
+).split()
 
 
 # The real model on CPU through a real server (marker e2e) takes tens of seconds to minutes
@@ -50,8 +54,12 @@ BROWSER_GROUP = "browser"
 # Queued first, longest first (per-module totals of ``pytest --durations=0`` on the 2-core
 # host): a long module started last would end the run alone. Then the other real-model
 # modules (marker e2e, "e2e" in the file name), then the rest in collection order.
-LONGEST_FIRST = ("tests/test_explain_e2e.py", "tests/test_ray_executor.py", BROWSER_GROUP,
-                 "tests/test_faults.py")
+LONGEST_FIRST = (
+    "tests/test_explain_e2e.py",
+    "tests/test_ray_executor.py",
+    BROWSER_GROUP,
+    "tests/test_faults.py",
+)
 
 
 def _work_unit(nodeid: str) -> str:
@@ -130,8 +138,10 @@ def pytest_configure(config: pytest.Config) -> None:
     faulthandler.enable(file=log, all_threads=True)
 
     def on_signal(signum: int, _frame: object) -> None:
-        log.write(f"{time.strftime('%H:%M:%S')} worker {workerinput['workerid']} "
-                  f"(pid {os.getpid()}) got {signal.Signals(signum).name}\n")
+        log.write(
+            f"{time.strftime('%H:%M:%S')} worker {workerinput['workerid']} "
+            f"(pid {os.getpid()}) got {signal.Signals(signum).name}\n"
+        )
         log.flush()
         faulthandler.dump_traceback(file=log, all_threads=True)
         log.flush()
@@ -140,7 +150,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, on_signal)
-
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -152,8 +161,9 @@ def pytest_testnodedown(node: Any, error: object | None) -> None:
     if popen is not None:  # execnet's private handle on the worker process
         try:
             code = popen.wait(5)
-            status = (f"killed by {signal.Signals(-code).name}" if code < 0
-                      else f"exit status {code}")
+            status = (
+                f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+            )
         except Exception as exc:  # a diagnostic must not fail the run
             status = f"exit status not read: {exc}"
     _DOWN.append(f"{node.gateway.id}: {error} ({status})")
@@ -177,8 +187,11 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if hasattr(config, "workerinput"):
         return
     folder = _crash_dir(os.getpid())
-    logs = {f.stem: f.read_text(errors="replace") for f in sorted(folder.glob("*.log"))
-            } if folder.exists() else {}
+    logs = (
+        {f.stem: f.read_text(errors="replace") for f in sorted(folder.glob("*.log"))}
+        if folder.exists()
+        else {}
+    )
     if not _DOWN and not any(logs.values()):
         return
     terminalreporter.write_sep("=", "workers that died")
@@ -187,8 +200,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     passed = {r.nodeid for r in terminalreporter.stats.get("passed", [])}
     for nodeid in _CRASHES:
         again = "passed" if nodeid in passed else "did not pass"
-        terminalreporter.write_line(f"{nodeid}: its worker died; re-run on a fresh worker: "
-                                    f"{again}")
+        terminalreporter.write_line(f"{nodeid}: its worker died; re-run on a fresh worker: {again}")
     for worker, text in logs.items():
         if text:
             terminalreporter.write_line(f"--- what worker {worker} recorded ---")
@@ -213,8 +225,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("e2e"):
             if not _is_real_model(item.nodeid):
-                raise pytest.UsageError(f"{item.nodeid} is marked e2e: put 'e2e' in its file "
-                                        "name (tests/conftest.py schedules those early)")
+                raise pytest.UsageError(
+                    f"{item.nodeid} is marked e2e: put 'e2e' in its file "
+                    "name (tests/conftest.py schedules those early)"
+                )
             if not item.get_closest_marker("timeout"):
                 item.add_marker(pytest.mark.timeout(E2E_TIMEOUT_S))
     items.sort(key=lambda item: _queue_rank(item.nodeid))  # stable: modules stay together
@@ -229,8 +243,9 @@ def tiny_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=600, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=600, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     corpus = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(len(WORDS))] * 20
     tok.train_from_iterator(corpus, trainer)
     folder = tmp_path_factory.mktemp("tiny-model")
@@ -242,16 +257,16 @@ def tiny_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     data = tmp_path / "data"
-    return Settings(data_dir=data, sglang_python=sys.executable,
-                    transformers_python=sys.executable)
+    return Settings(data_dir=data, sglang_python=sys.executable, transformers_python=sys.executable)
 
 
 @pytest.fixture
 def fake_sglang(monkeypatch: pytest.MonkeyPatch) -> Path:
     """Put the fake SGLang package on PYTHONPATH for every subprocess of the test."""
     old = os.environ.get("PYTHONPATH")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        [str(FAKE_SGLANG_PATH), str(REPO), *([old] if old else [])]))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(FAKE_SGLANG_PATH), str(REPO), *([old] if old else [])])
+    )
     for var in list(os.environ):
         if var.startswith("FAKE_SGLANG_"):
             monkeypatch.delenv(var)
@@ -263,8 +278,11 @@ def no_orphans():
     """After every test: no child process of the test survives."""
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     yield
-    leftover = [p for p in psutil.Process().children(recursive=True)
-                if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE]
+    leftover = [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE
+    ]
     for p in leftover:
         p.kill()
     assert not leftover, f"processes survived the test: {[p.cmdline() for p in leftover]}"

@@ -1,5 +1,5 @@
 """Access: loopback by default, authentication required to serve a team, view vs launch
-(core/access.py, pages/_auth.py, ./servelab), and no secrets in the repository."""
+(core/portal/access.py, pages/_auth.py, ./servelab), and no secrets in the repository."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import streamlit as st
 from streamlit import config as st_config
 from streamlit.testing.v1 import AppTest
 
-from core.access import (
+from core.portal.access import (
     LAUNCH,
     VIEW,
     AccessConfig,
@@ -34,6 +34,7 @@ LAUNCH_TOKEN = "launch-token-0123456789abcdef"
 
 # --- the rules ---------------------------------------------------------------------------------
 
+
 def test_loopback_is_the_default_and_needs_nothing() -> None:
     cfg = load_access({}, oidc=False)
     assert cfg.bind == "127.0.0.1" and cfg.mode == "open" and problems(cfg) == []
@@ -45,17 +46,29 @@ def test_serving_a_team_without_authentication_is_refused() -> None:
     for bind in ("0.0.0.0", "::", "10.1.2.3"):
         (why,) = problems(load_access({"SERVELAB_BIND": bind}, oidc=False))
         assert f"refusing to serve on {bind} without authentication" in why
-    ok = load_access({"SERVELAB_BIND": "0.0.0.0", "SERVELAB_TOKEN_VIEW": VIEW_TOKEN,
-                      "SERVELAB_TOKEN_LAUNCH": LAUNCH_TOKEN}, oidc=False)
+    ok = load_access(
+        {
+            "SERVELAB_BIND": "0.0.0.0",
+            "SERVELAB_TOKEN_VIEW": VIEW_TOKEN,
+            "SERVELAB_TOKEN_LAUNCH": LAUNCH_TOKEN,
+        },
+        oidc=False,
+    )
     assert ok.mode == "token" and problems(ok) == []
 
 
-@pytest.mark.parametrize(("env", "words"), [
-    ({"SERVELAB_TOKEN_LAUNCH": "short"}, "at least 16"),
-    ({"SERVELAB_TOKEN_VIEW": VIEW_TOKEN}, "SERVELAB_TOKEN_LAUNCH is not"),
-    ({"SERVELAB_TOKEN_VIEW": LAUNCH_TOKEN, "SERVELAB_TOKEN_LAUNCH": LAUNCH_TOKEN}, "must differ"),
-    ({"SERVELAB_TOKEN_LAUNCH": " " + LAUNCH_TOKEN}, "without surrounding spaces"),
-])
+@pytest.mark.parametrize(
+    ("env", "words"),
+    [
+        ({"SERVELAB_TOKEN_LAUNCH": "short"}, "at least 16"),
+        ({"SERVELAB_TOKEN_VIEW": VIEW_TOKEN}, "SERVELAB_TOKEN_LAUNCH is not"),
+        (
+            {"SERVELAB_TOKEN_VIEW": LAUNCH_TOKEN, "SERVELAB_TOKEN_LAUNCH": LAUNCH_TOKEN},
+            "must differ",
+        ),
+        ({"SERVELAB_TOKEN_LAUNCH": " " + LAUNCH_TOKEN}, "without surrounding spaces"),
+    ],
+)
 def test_weak_token_settings_are_refused(env: dict[str, str], words: str) -> None:
     assert any(words in p for p in problems(load_access(env, oidc=False)))
 
@@ -78,29 +91,44 @@ def test_oidc_is_detected_from_streamlit_secrets(tmp_path: Path) -> None:
     secrets = tmp_path / "secrets.toml"
     secrets.write_text('[auth]\nredirect_uri = "http://x/oauth2callback"\n')
     assert oidc_configured([secrets])
-    secrets.write_text('[other]\nx = 1\n')
+    secrets.write_text("[other]\nx = 1\n")
     assert not oidc_configured([secrets, tmp_path / "missing.toml"])
 
 
 def test_servelab_portal_checks_access_before_streamlit_starts() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVELAB_TOKEN")}
-    refused = subprocess.run([sys.executable, "-m", "core.access", "--bind", "0.0.0.0"],
-                             cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(
+        [sys.executable, "-m", "core.portal.access", "--bind", "0.0.0.0"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert refused.returncode == 2 and "refusing to serve on 0.0.0.0" in refused.stderr
-    ok = subprocess.run([sys.executable, "-m", "core.access"], cwd=REPO,
-                        env={**env, "SERVELAB_BIND": "0.0.0.0",
-                             "SERVELAB_TOKEN_VIEW": VIEW_TOKEN,
-                             "SERVELAB_TOKEN_LAUNCH": LAUNCH_TOKEN},
-                        capture_output=True, text=True, timeout=60)
+    ok = subprocess.run(
+        [sys.executable, "-m", "core.portal.access"],
+        cwd=REPO,
+        env={
+            **env,
+            "SERVELAB_BIND": "0.0.0.0",
+            "SERVELAB_TOKEN_VIEW": VIEW_TOKEN,
+            "SERVELAB_TOKEN_LAUNCH": LAUNCH_TOKEN,
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert ok.returncode == 0 and "token sign-in on 0.0.0.0" in ok.stdout
     script = (REPO / "servelab").read_text()
-    portal = script[script.index("  portal)"):script.index("  test)")]
-    check = portal.index('"$PY" -m core.access || exit 2')
+    portal = script[script.index("  portal)") : script.index("  test)")]
+    check = portal.index('"$PY" -m core.portal.access || exit 2')
     assert check < portal.index("exec") and '--server.address "$BIND"' in portal
     assert "BIND=${SERVELAB_BIND:-127.0.0.1}" in portal
 
 
 # --- the portal ----------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def portal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
@@ -152,19 +180,23 @@ def test_oidc_without_authlib_is_refused_not_opened(portal: Path) -> None:
     pytest.importorskip("tomllib")
     try:
         import authlib  # noqa: F401
+
         pytest.skip("Authlib is installed here")
     except ImportError:
         pass
     a = app()
-    a.secrets["auth"] = {"redirect_uri": "http://localhost:8501/oauth2callback",
-                         "cookie_secret": "x" * 32}
+    a.secrets["auth"] = {
+        "redirect_uri": "http://localhost:8501/oauth2callback",
+        "cookie_secret": "x" * 32,
+    }
     a.run()
     assert "Authlib is not installed" in " ".join(e.value for e in a.error)
     assert not any(t.value == "Runs" for t in a.title)
 
 
 def test_tokens_gate_the_portal_and_separate_view_from_launch(
-        portal: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    portal: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SERVELAB_BIND", "0.0.0.0")
     monkeypatch.setenv("SERVELAB_TOKEN_VIEW", VIEW_TOKEN)
     monkeypatch.setenv("SERVELAB_TOKEN_LAUNCH", LAUNCH_TOKEN)
@@ -186,12 +218,11 @@ def test_tokens_gate_the_portal_and_separate_view_from_launch(
     viewer.switch_page("pages/launch.py").run()
     assert not viewer.exception, viewer.exception
     assert viewer.button(key="submit_launch").disabled
-    assert "view: launching runs needs the launch token" in " ".join(
-        i.value for i in viewer.info)
+    assert "view: launching runs needs the launch token" in " ".join(i.value for i in viewer.info)
     before = runs_in(portal)
     forged = viewer.button(key="submit_launch")
     forged.proto.disabled = False  # what a tampered browser could send anyway: Streamlit
-    forged.click().run()           # drops it, and the page checks the role again
+    forged.click().run()  # drops it, and the page checks the role again
     assert runs_in(portal) == before
     assert not viewer.success
 
@@ -222,17 +253,18 @@ def test_tokens_gate_the_portal_and_separate_view_from_launch(
 
 SECRET_PATTERNS = [
     re.compile(rb"-----BEGIN (?:RSA |EC |OPENSSH )?PRIVATE KEY-----"),
-    re.compile(rb"\bsk-[A-Za-z0-9]{32,}"),          # OpenAI-style API keys
-    re.compile(rb"\bhf_[A-Za-z0-9]{30,}"),          # Hugging Face tokens
-    re.compile(rb"\bgh[pousr]_[A-Za-z0-9]{36,}"),   # GitHub tokens
-    re.compile(rb"\bAKIA[0-9A-Z]{16}\b"),           # AWS access keys
+    re.compile(rb"\bsk-[A-Za-z0-9]{32,}"),  # OpenAI-style API keys
+    re.compile(rb"\bhf_[A-Za-z0-9]{30,}"),  # Hugging Face tokens
+    re.compile(rb"\bgh[pousr]_[A-Za-z0-9]{36,}"),  # GitHub tokens
+    re.compile(rb"\bAKIA[0-9A-Z]{16}\b"),  # AWS access keys
     re.compile(rb"SERVELAB_TOKEN_(?:VIEW|LAUNCH)=[\"']?[A-Za-z0-9_\-]{16,}"),
 ]
 
 
 def test_no_secrets_in_the_repository() -> None:
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True,
-                           check=True).stdout.split(b"\0")
+    files = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
+    ).stdout.split(b"\0")
     found = []
     for name in filter(None, files):
         path = REPO / name.decode()
@@ -241,21 +273,28 @@ def test_no_secrets_in_the_repository() -> None:
         data = path.read_bytes()
         found += [f"{name.decode()}: {p.pattern!r}" for p in SECRET_PATTERNS if p.search(data)]
     assert found == []
-    assert not (REPO / ".streamlit" / "secrets.toml").exists() or subprocess.run(
-        ["git", "check-ignore", "-q", ".streamlit/secrets.toml"], cwd=REPO).returncode == 0
+    assert (
+        not (REPO / ".streamlit" / "secrets.toml").exists()
+        or subprocess.run(
+            ["git", "check-ignore", "-q", ".streamlit/secrets.toml"], cwd=REPO
+        ).returncode
+        == 0
+    )
 
 
 def test_secrets_an_engine_echoed_are_scrubbed_when_the_run_ends(tmp_path: Path) -> None:
     from core.config import RunSpec, ServerConfig
-    from core.pipeline import prepare_run
+    from core.run.pipeline import prepare_run
     from core.safety import redact_env
     from core.settings import Settings
 
     secret = "sk-echoed-0123456789abcdef"
-    settings = Settings(data_dir=tmp_path / "data", sglang_python=sys.executable,
-                        transformers_python=sys.executable)
-    spec = RunSpec(server=ServerConfig(engine="sglang", model="/models/m",
-                                       extra_args=(f"--api-key={secret}",)))
+    settings = Settings(
+        data_dir=tmp_path / "data", sglang_python=sys.executable, transformers_python=sys.executable
+    )
+    spec = RunSpec(
+        server=ServerConfig(engine="sglang", model="/models/m", extra_args=(f"--api-key={secret}",))
+    )
     folder = prepare_run(spec, settings)
     assert folder.read("spec.json")["server"]["extra_args"] == ["--api-key=***"]
     assert oct(folder.secrets_path.stat().st_mode & 0o777) == "0o600"
@@ -267,23 +306,30 @@ def test_secrets_an_engine_echoed_are_scrubbed_when_the_run_ends(tmp_path: Path)
         assert not path.is_file() or secret.encode() not in path.read_bytes(), path
     assert "api_key='***'" in folder.log_path.read_text()
     assert redact_env({"HF_TOKEN": "hf_x", "OPENAI_API_KEY": "k", "PATH": "/bin"}) == {
-        "HF_TOKEN": "***", "OPENAI_API_KEY": "***", "PATH": "/bin"}
+        "HF_TOKEN": "***",
+        "OPENAI_API_KEY": "***",
+        "PATH": "/bin",
+    }
 
 
 def test_experiment_records_hold_no_api_key(tmp_path: Path) -> None:
     from core.config import RunSpec, ServerConfig
-    from core.experiments import experiment_from_preset, submit_experiment
+    from core.experiments.design import experiment_from_preset, submit_experiment
     from core.settings import Settings
 
     secret = "sk-experiment-0123456789abcdef"
-    settings = Settings(data_dir=tmp_path / "data", sglang_python=sys.executable,
-                        transformers_python=sys.executable)
-    base = RunSpec(server=ServerConfig(engine="sglang", model="/models/m",
-                                       extra_args=("--api-key", secret)))
-    exp = experiment_from_preset("A/B", base, [("on", {"cuda_graphs": True}),
-                                               ("off", {"cuda_graphs": False})], trials=2)
+    settings = Settings(
+        data_dir=tmp_path / "data", sglang_python=sys.executable, transformers_python=sys.executable
+    )
+    base = RunSpec(
+        server=ServerConfig(engine="sglang", model="/models/m", extra_args=("--api-key", secret))
+    )
+    exp = experiment_from_preset(
+        "A/B", base, [("on", {"cuda_graphs": True}), ("off", {"cuda_graphs": False})], trials=2
+    )
     submit_experiment(settings, exp)
     stored = [p for p in settings.data_dir.rglob("*") if p.is_file()]
     assert len([p for p in stored if p.name == "spec.json"]) == 4
-    assert [p.name for p in stored if secret.encode() in p.read_bytes()] == \
-        [".secrets.json"] * 4  # the owner-only files the run processes read, deleted at the end
+    assert [p.name for p in stored if secret.encode() in p.read_bytes()] == [
+        ".secrets.json"
+    ] * 4  # the owner-only files the run processes read, deleted at the end

@@ -1,6 +1,6 @@
 """Attribution against synthetic experiments whose effects are known: main effects,
 an interaction, noise, trial drift, failed and missing runs, and agreement with the
-one-knob A/B numbers of core/stats."""
+one-knob A/B numbers of core/analysis/stats."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from core.attribution import attribute, decompose, design_of, verdict_sentence
-from core.compare import RunView
+from core.analysis.attribution import attribute, decompose, design_of, verdict_sentence
+from core.analysis.compare import RunView
+from core.analysis.stats import RunOfArm, arm_stats
 from core.config import RunSpec
-from core.experiments import KnobGrid, grid_experiment
-from core.stats import RunOfArm, arm_stats
+from core.experiments.design import KnobGrid, grid_experiment
 
 GRAPHS, MEM = "server.cuda_graphs", "server.mem_fraction_static"
 CONCS = (1, 64)
@@ -28,20 +28,39 @@ def _grid_spec(trials: int = 3, **grid: Any) -> dict[str, Any]:
     return exp.model_dump(mode="json")
 
 
-def _view(run_id: str, tput: dict[int, float], state: str = "succeeded",
-          kv: float | None = None) -> RunView:
-    points = [{"index": i, "label": f"c={c}", "point": {"concurrency": c, "request_rate": "inf",
-                                                        "input_len": 32, "output_len": 32},
-               "metrics": {"output_throughput": v, "median_ttft_ms": 100.0 / v * 50}}
-              for i, (c, v) in enumerate(tput.items())]
-    return RunView(run_id, {}, {"state": state, "reason": "boom" if state != "succeeded"
-                                else None}, {"kv_cache_tokens": kv} if kv else {}, None, {},
-                   points if state == "succeeded" else [])
+def _view(
+    run_id: str, tput: dict[int, float], state: str = "succeeded", kv: float | None = None
+) -> RunView:
+    points = [
+        {
+            "index": i,
+            "label": f"c={c}",
+            "point": {"concurrency": c, "request_rate": "inf", "input_len": 32, "output_len": 32},
+            "metrics": {"output_throughput": v, "median_ttft_ms": 100.0 / v * 50},
+        }
+        for i, (c, v) in enumerate(tput.items())
+    ]
+    return RunView(
+        run_id,
+        {},
+        {"state": state, "reason": "boom" if state != "succeeded" else None},
+        {"kv_cache_tokens": kv} if kv else {},
+        None,
+        {},
+        points if state == "succeeded" else [],
+    )
 
 
-def _runs(spec: dict[str, Any], effect: Any, trials: int, noise: float = 0.0,
-          drift: float = 0.0, seed: int = 0, skip: set[tuple[str, int]] = frozenset(),
-          fail: set[tuple[str, int]] = frozenset()) -> list[RunOfArm]:
+def _runs(
+    spec: dict[str, Any],
+    effect: Any,
+    trials: int,
+    noise: float = 0.0,
+    drift: float = 0.0,
+    seed: int = 0,
+    skip: set[tuple[str, int]] = frozenset(),
+    fail: set[tuple[str, int]] = frozenset(),
+) -> list[RunOfArm]:
     """One run per arm and trial: value = 200 · exp(effect(levels, conc) + drift·trial + ε)."""
     rng = random.Random(seed)
     out = []
@@ -50,11 +69,18 @@ def _runs(spec: dict[str, Any], effect: Any, trials: int, noise: float = 0.0,
             label = arm["label"]
             if (label, trial) in skip:
                 continue
-            tput = {c: 200 * math.exp(effect(arm["changes"], c) + drift * trial
-                                      + rng.gauss(0, noise)) for c in CONCS}
+            tput = {
+                c: 200 * math.exp(effect(arm["changes"], c) + drift * trial + rng.gauss(0, noise))
+                for c in CONCS
+            }
             state = "failed" if (label, trial) in fail else "succeeded"
-            out.append(RunOfArm(label, trial, _view(f"r-{label}-{trial}", tput, state,
-                                                    kv=1000 * (1 + arm["changes"][MEM]))))
+            out.append(
+                RunOfArm(
+                    label,
+                    trial,
+                    _view(f"r-{label}-{trial}", tput, state, kv=1000 * (1 + arm["changes"][MEM])),
+                )
+            )
     return out
 
 
@@ -67,8 +93,10 @@ def _known(ch: dict[str, Any], conc: int) -> float:
 
 
 def _parts(attr: Any, conc: Any = 64, metric: str = "output_throughput") -> dict[str, Any]:
-    return {p.kind if p.kind in ("total", "interaction") else p.name.split()[0]: p
-            for p in decompose(attr, metric, conc)}
+    return {
+        p.kind if p.kind in ("total", "interaction") else p.name.split()[0]: p
+        for p in decompose(attr, metric, conc)
+    }
 
 
 def test_noise_free_factorial_recovers_the_known_effects_and_parts_sum_to_total() -> None:
@@ -100,8 +128,11 @@ def test_95_percent_intervals_cover_the_true_effects_about_95_percent_of_the_tim
     truth = {"cuda_graphs": G, "mem_fraction_static": M, "interaction": GM}
     reps = 200
     for seed in range(reps):
-        attr = attribute(_runs(spec, _known, 3, noise=0.03, drift=0.02, seed=seed), design,
-                         metrics=("output_throughput",))
+        attr = attribute(
+            _runs(spec, _known, 3, noise=0.03, drift=0.02, seed=seed),
+            design,
+            metrics=("output_throughput",),
+        )
         for name, p in _parts(attr).items():
             if name in covered:
                 assert p.log_low is not None and p.log_high is not None
@@ -117,9 +148,11 @@ def test_with_noise_the_sentence_names_each_part_and_adds_up() -> None:
     assert not parts["cuda_graphs"].within_noise  # 9 % and 21 % stand far above 1 % noise
     assert not parts["mem_fraction_static"].within_noise
     text = verdict_sentence(attr, noise_floor={"output_throughput": 0.03})
-    assert text.startswith(f"Of the {parts['total'].rel * 100:+.1f}% output throughput at "
-                           "concurrency 64 (cuda_graphs on + mem_fraction_static 0.92 vs "
-                           "cuda_graphs off + mem_fraction_static 0.85; 95% CI")
+    assert text.startswith(
+        f"Of the {parts['total'].rel * 100:+.1f}% output throughput at "
+        "concurrency 64 (cuda_graphs on + mem_fraction_static 0.92 vs "
+        "cuda_graphs off + mem_fraction_static 0.85; 95% CI"
+    )
     assert "cuda_graphs off→on +" in text and "within noise" in text
     assert "A/A noise floor ±3%" in text
     logs = text.split("add up: ")[1].split(" = ")
@@ -141,8 +174,12 @@ def test_a_failed_run_is_reported_and_the_fit_uses_the_rest() -> None:
 def test_an_arm_without_any_run_leaves_interactions_unestimable_and_says_so() -> None:
     spec = _grid_spec(trials=3)
     after = spec["arms"][-1]["label"]
-    runs = _runs(spec, lambda ch, c: G * ch[GRAPHS] + M * (ch[MEM] == 0.92), 3,
-                 skip={(after, t) for t in range(3)})
+    runs = _runs(
+        spec,
+        lambda ch, c: G * ch[GRAPHS] + M * (ch[MEM] == 0.92),
+        3,
+        skip={(after, t) for t in range(3)},
+    )
     attr = attribute(runs, design_of(spec))
     parts = _parts(attr)
     assert "interaction" not in parts
@@ -185,26 +222,43 @@ def test_sweep_has_one_main_effect_per_value() -> None:
     assert design is not None and design.after_arm == spec["arms"][-1]["label"]
     runs = _runs(spec, lambda ch, c: 2 * (ch[MEM] - 0.8), 3)
     attr = attribute(runs, design)
-    mains = attr.effects[(attr.effects["metric"] == "output_throughput")
-                         & (attr.effects["concurrency"] == 64)
-                         & (attr.effects["kind"] == "main")]
+    mains = attr.effects[
+        (attr.effects["metric"] == "output_throughput")
+        & (attr.effects["concurrency"] == 64)
+        & (attr.effects["kind"] == "main")
+    ]
     assert list(mains["log_effect"].round(6)) == [0.1, 0.16, 0.24]
 
 
 def test_one_knob_ab_reports_the_same_relative_difference_as_the_ab_verdict() -> None:
     """A plain A/B (arms "on"/"off", baseline the last) attributes all of its difference to
-    its one knob, and that is the relative difference core.stats reports for the arm. The
+    its one knob, and that is the relative difference core.analysis.stats reports for the arm. The
     attribution's estimate is the ratio of geometric means (OLS on logs), the A/B's the ratio
     of arithmetic means: they agree exactly without spread and within about half the
     variance of the logs with it (0.05 % at 3 % noise)."""
-    spec = {"name": "graphs", "trials": 4, "baseline": "off", "base": {"server": {}},
-            "arms": [{"label": "on", "changes": {GRAPHS: True}},
-                     {"label": "off", "changes": {GRAPHS: False}}]}
+    spec = {
+        "name": "graphs",
+        "trials": 4,
+        "baseline": "off",
+        "base": {"server": {}},
+        "arms": [
+            {"label": "on", "changes": {GRAPHS: True}},
+            {"label": "off", "changes": {GRAPHS: False}},
+        ],
+    }
     rng = random.Random(5)
-    runs = [RunOfArm(arm, t, _view(f"{arm}{t}", {c: (230 if arm == "on" else 200)
-                                                 * math.exp(rng.gauss(0, 0.03))
-                                                 for c in CONCS}))
-            for t in range(4) for arm in ("on", "off")]
+    runs = [
+        RunOfArm(
+            arm,
+            t,
+            _view(
+                f"{arm}{t}",
+                {c: (230 if arm == "on" else 200) * math.exp(rng.gauss(0, 0.03)) for c in CONCS},
+            ),
+        )
+        for t in range(4)
+        for arm in ("on", "off")
+    ]
     design = design_of(spec)
     assert design is not None and design.after_arm == "on" and design.baseline_arm == "off"
     attr = attribute(runs, design)
@@ -212,12 +266,17 @@ def test_one_knob_ab_reports_the_same_relative_difference_as_the_ab_verdict() ->
     for conc in CONCS:
         (graphs, total) = decompose(attr, "output_throughput", conc)
         assert graphs.log == pytest.approx(total.log)
-        row = table[(table["metric"] == "output_throughput") & (table["arm"] == "on")
-                    & (table["concurrency"] == conc)].iloc[0]
+        row = table[
+            (table["metric"] == "output_throughput")
+            & (table["arm"] == "on")
+            & (table["concurrency"] == conc)
+        ].iloc[0]
         assert total.rel == pytest.approx(row["rel"], abs=2e-3)
-    exact = [RunOfArm(arm, t, _view(f"{arm}{t}", {c: 230.0 if arm == "on" else 200.0
-                                                  for c in CONCS}))
-             for t in range(3) for arm in ("on", "off")]
+    exact = [
+        RunOfArm(arm, t, _view(f"{arm}{t}", {c: 230.0 if arm == "on" else 200.0 for c in CONCS}))
+        for t in range(3)
+        for arm in ("on", "off")
+    ]
     (_, total) = decompose(attribute(exact, design), "output_throughput", 64)
     row = arm_stats(exact, "off").query("metric == 'output_throughput' and arm == 'on'").iloc[0]
     assert total.rel == pytest.approx(row["rel"], abs=1e-12) and row["rel"] == pytest.approx(0.15)
@@ -227,7 +286,7 @@ def test_one_knob_ab_reports_the_same_relative_difference_as_the_ab_verdict() ->
 
 
 def test_waterfall_bars_step_from_the_baseline_to_the_total() -> None:
-    from core.figures_attribution import attribution_waterfall
+    from core.views.figures_attribution import attribution_waterfall
 
     spec = _grid_spec(trials=3)
     attr = attribute(_runs(spec, _known, 3, noise=0.01, seed=1), design_of(spec))
@@ -248,7 +307,7 @@ def test_waterfall_bars_step_from_the_baseline_to_the_total() -> None:
 
 
 def test_sweep_figure_plots_each_value_with_its_band() -> None:
-    from core.figures_attribution import sweep_figure
+    from core.views.figures_attribution import sweep_figure
 
     spec = _grid_spec(trials=3, knobs={MEM: [0.80, 0.85, 0.88, 0.92]})
     runs = _runs(spec, lambda ch, c: 2 * (ch[MEM] - 0.8), 3, noise=0.01)
@@ -268,9 +327,15 @@ def test_memory_headroom_is_attributed_from_the_servers_free_memory() -> None:
     for r in _runs(spec, _known, 2):
         mem = spec["arms"][[a["label"] for a in spec["arms"]].index(r.arm)]["changes"][MEM]
         facts = {"available_gpu_mem_gb": 140 * (1 - mem) - 2}  # what is left after the pool
-        runs.append(RunOfArm(r.arm, r.trial, RunView(r.view.run_id, {}, r.view.status, facts,
-                                                     None, {}, r.view.points)))
+        runs.append(
+            RunOfArm(
+                r.arm,
+                r.trial,
+                RunView(r.view.run_id, {}, r.view.status, facts, None, {}, r.view.points),
+            )
+        )
     parts = _parts(attribute(runs, design_of(spec)), None, "memory_headroom_gb")
-    assert parts["mem_fraction_static"].rel == pytest.approx((140 * 0.08 - 2) / (140 * 0.15 - 2)
-                                                             - 1)
+    assert parts["mem_fraction_static"].rel == pytest.approx(
+        (140 * 0.08 - 2) / (140 * 0.15 - 2) - 1
+    )
     assert abs(parts["cuda_graphs"].log) < 1e-9 and abs(parts["interaction"].log) < 1e-9

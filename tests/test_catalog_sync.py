@@ -7,26 +7,42 @@ import json
 import shutil
 
 from core.config import RunSpec
-from core.pipeline import prepare_run
+from core.run.pipeline import prepare_run
 from core.run_folder import RunFolder
 from core.settings import Settings
 from core.store import _SYNCED, Catalog
 
 
 def _run(settings: Settings, i: int) -> RunFolder:
-    spec = RunSpec.model_validate({"server": {"engine": "sglang", "mem_fraction_static": 0.8,
-                                              "cuda_graphs": i % 2 == 0},
-                                   "tags": [f"t{i}"]})
+    spec = RunSpec.model_validate(
+        {
+            "server": {"engine": "sglang", "mem_fraction_static": 0.8, "cuda_graphs": i % 2 == 0},
+            "tags": [f"t{i}"],
+        }
+    )
     folder = prepare_run(spec, settings, run_id=f"20260101-000000-{i:06x}")
     folder.write("facts.json", {"kv_cache_tokens": 1000 + i} if i % 3 else {})
-    folder.write("result.json", {"headline": {"output_throughput": 10.0 * i,
-                                              "median_ttft_ms": None if i == 4 else 1.5}})
+    folder.write(
+        "result.json",
+        {"headline": {"output_throughput": 10.0 * i, "median_ttft_ms": None if i == 4 else 1.5}},
+    )
     for k in range(2):
         d = folder.point_dir(k)
-        (d / "summary.json").write_text(json.dumps(
-            {"index": k, "label": f"c={k + 1}", "metrics": {"output_throughput": i + k},
-             "point": {"concurrency": k + 1, "request_rate": "inf" if k else 2.5,
-                       "input_len": 8, "output_len": 8}}))
+        (d / "summary.json").write_text(
+            json.dumps(
+                {
+                    "index": k,
+                    "label": f"c={k + 1}",
+                    "metrics": {"output_throughput": i + k},
+                    "point": {
+                        "concurrency": k + 1,
+                        "request_rate": "inf" if k else 2.5,
+                        "input_len": 8,
+                        "output_len": 8,
+                    },
+                }
+            )
+        )
     folder.update_status(state="succeeded", duration_s=1.0 + i)
     return folder
 

@@ -14,8 +14,11 @@ from core.errors import ConfigError
 @pytest.mark.parametrize(
     ("data", "field", "words"),
     [
-        ({"server": {"engine": "transformers", "mem_fraction_static": 0.9}},
-         "server", "sglang engine only"),
+        (
+            {"server": {"engine": "transformers", "mem_fraction_static": 0.9}},
+            "server",
+            "sglang engine only",
+        ),
         ({"server": {"engine": "endpoint"}}, "server", "endpoint_url is required"),
         ({"server": {"port": 80}}, "server.port", "at least 1024 (you gave 80)"),
         ({"server": {"device": "gpu0"}}, "server.device", "cuda:N"),
@@ -36,9 +39,16 @@ def test_bad_input_names_the_field(data: dict, field: str, words: str) -> None:
 
 
 def test_spec_round_trips_through_json_with_infinite_rate() -> None:
-    spec = parse_spec({"server": {"engine": "sglang", "mem_fraction_static": 0.85},
-                       "plan": {"points": [{"concurrency": 64, "num_prompts": 64,
-                                            "input_len": 256, "output_len": 256}]}})
+    spec = parse_spec(
+        {
+            "server": {"engine": "sglang", "mem_fraction_static": 0.85},
+            "plan": {
+                "points": [
+                    {"concurrency": 64, "num_prompts": 64, "input_len": 256, "output_len": 256}
+                ]
+            },
+        }
+    )
     assert math.isinf(spec.plan.points[0].request_rate)
     again = RunSpec.model_validate(json.loads(spec.model_dump_json()))
     assert again == spec

@@ -9,13 +9,13 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from core.compare import confounders, load_run
-from core.demo import DEMO_DIR, install_demo
-from core.experiments import list_experiments
-from core.report import format_experiment
+from core.analysis.compare import confounders, load_run
+from core.experiments.design import list_experiments
+from core.portal.demo import DEMO_DIR, install_demo
 from core.run_folder import RunFolder
 from core.settings import Settings
 from core.store import Catalog
+from core.views.report import format_experiment
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -35,8 +35,7 @@ def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
     assert sorted(r["state"] for r in rows).count("succeeded") == 20
     assert {r["cuda_graphs"] for r in rows} == {True, False}
     assert {r["engine"] for r in rows} == {"transformers", "sglang"}
-    texts = {r["experiment_id"]: format_experiment(settings, r)
-             for r in list_experiments(settings)}
+    texts = {r["experiment_id"]: format_experiment(settings, r) for r in list_experiments(settings)}
     assert len(texts) == 2
     # the real H200 results: graphs on is far faster at every concurrency
     tf = next(t for e, t in texts.items() if e != SGLANG_EXP)
@@ -44,11 +43,14 @@ def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
     assert "(95% CI +" in tf
     sg = texts[SGLANG_EXP]
     assert "runs: succeeded=12" in sg
-    assert ("cg=true mfs=0.85 vs cg=false mfs=0.85: +963% output throughput at concurrency 1 "
-            "(95% CI +") in sg
+    assert (
+        "cg=true mfs=0.85 vs cg=false mfs=0.85: +963% output throughput at concurrency 1 (95% CI +"
+    ) in sg
     # the factorial splits the seed's two-knob change into its parts
-    assert ("Of the +244.4% output throughput at concurrency 64 (cuda_graphs on + "
-            "mem_fraction_static 0.92 vs cuda_graphs off + mem_fraction_static 0.85") in sg
+    assert (
+        "Of the +244.4% output throughput at concurrency 64 (cuda_graphs on + "
+        "mem_fraction_static 0.92 vs cuda_graphs off + mem_fraction_static 0.85"
+    ) in sg
     assert "cuda_graphs off→on +226.7% (95% CI +" in sg
     assert "mem_fraction_static 0.85→0.92 +9.1% (95% CI -7.6%…+29.0%, within noise)" in sg
     assert "On the log scale the parts add up: +1.184 +0.088 -0.035 = +1.237" in sg
@@ -79,8 +81,9 @@ def test_sglang_demo_runs_carry_what_the_live_server_said(settings: Settings) ->
     assert confounders(views) == ["server.cuda_graphs", "server.mem_fraction_static"]
 
 
-def test_experiment_page_shows_the_demo_verdict(settings: Settings,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_experiment_page_shows_the_demo_verdict(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert DEMO_DIR.is_dir()
     monkeypatch.setenv("SERVELAB_DATA_DIR", str(settings.data_dir))
     monkeypatch.setenv("SERVELAB_WORKER", "off")
@@ -94,8 +97,10 @@ def test_experiment_page_shows_the_demo_verdict(settings: Settings,
         text = " ".join(m.value for m in at.markdown)
         labels = [e.label for e in at.expander]
         if record["experiment_id"] == SGLANG_EXP:
-            assert ("cg=true mfs=0.85 vs cg=false mfs=0.85: +963% output throughput at "
-                    "concurrency 1 (95% CI +") in text
+            assert (
+                "cg=true mfs=0.85 vs cg=false mfs=0.85: +963% output throughput at "
+                "concurrency 1 (95% CI +"
+            ) in text
             assert "Of the +244.4% output throughput at concurrency 64" in text
             assert any("Runs (12/12 finished)" in label for label in labels), labels
         else:

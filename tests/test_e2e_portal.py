@@ -21,18 +21,21 @@ from pathlib import Path
 import pytest
 
 from bench.common import portal as start_portal
-from core.demo import install_demo
-from core.jobs import cancel
-from core.model_setup import ensure_default_model
+from core.engines.model_setup import ensure_default_model
+from core.executors.worker import cancel
+from core.portal.demo import install_demo
 from core.run_folder import RunFolder
 from core.settings import Settings, load_settings
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"
-pytestmark = [pytest.mark.e2e,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian chromium "
-                                 "(.ci/run installs it)")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(), reason="needs Debian chromium (.ci/run installs it)"
+    ),
+]
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +53,9 @@ def portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
         # core's guarded path (a run's recorded pid is checked against its command line and
         # start time first). Never os.kill a pid read from status.json: these runs ended
         # minutes ago, and with pid_max 32768 a busy CI host reuses pids within minutes.
-        settings = Settings(data_dir=data, sglang_python=sys.executable,
-                            transformers_python=sys.executable)
+        settings = Settings(
+            data_dir=data, sglang_python=sys.executable, transformers_python=sys.executable
+        )
         for folder in (data / "runs").glob("*") if (data / "runs").exists() else []:
             if RunFolder(folder).status().get("state") == "running":
                 cancel(settings, folder.name)
@@ -62,9 +66,17 @@ def _browser():  # type: ignore[no-untyped-def]
 
     pw = sync_playwright().start()
     browser = pw.chromium.launch(
-        executable_path=CHROMIUM, headless=True,
-        args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-              "--disable-component-update", "--disable-sync", "--no-first-run"])
+        executable_path=CHROMIUM,
+        headless=True,
+        args=[
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+        ],
+    )
     return pw, browser
 
 
@@ -102,7 +114,8 @@ def test_launch_watch_and_compare_in_a_browser(portal: tuple[str, Path]) -> None
                 break
             time.sleep(2)
         assert states == ["succeeded", "succeeded"], [
-            RunFolder(data / "runs" / i).status() for i in ids]
+            RunFolder(data / "runs" / i).status() for i in ids
+        ]
         page.reload()
         page.get_by_text("succeeded").first.wait_for(timeout=30_000)
         page.get_by_text("Paris").first.wait_for(timeout=30_000)
@@ -150,8 +163,10 @@ def test_one_pass_validation_in_a_browser(portal: tuple[str, Path]) -> None:
         assert any("at least 1 (you gave -3)" in a for a in alerts), alerts
         assert not any("Input should" in a for a in alerts), alerts
         # each message sits right under its own field
-        for label, words in (("Extra engine flags", "--foo is not an option"),
-                             ("Prompts per point", "you gave -3")):
+        for label, words in (
+            ("Extra engine flags", "--foo is not an option"),
+            ("Prompts per point", "you gave -3"),
+        ):
             field = page.get_by_label(label).bounding_box()
             message = page.get_by_text(words).first.bounding_box()
             assert field and message and 0 <= message["y"] - field["y"] < 150, (field, message)
@@ -174,8 +189,9 @@ def demo_portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
     writing run folders, as a run process would."""
     data = tmp_path_factory.mktemp("live") / "data"
     data.mkdir()
-    install_demo(Settings(data_dir=data, sglang_python=sys.executable,
-                          transformers_python=sys.executable))  # as the first page would
+    install_demo(
+        Settings(data_dir=data, sglang_python=sys.executable, transformers_python=sys.executable)
+    )  # as the first page would
     env = {**os.environ, "SERVELAB_DATA_DIR": str(data), "SERVELAB_WORKER": "off"}
     with _portal(env, data.parent / "portal.log") as base:
         yield base, data
@@ -195,8 +211,9 @@ def _queued_copy(data: Path, src: str, run_id: str, tags: list[str] | None = Non
     if tags is not None:
         spec["tags"] = tags
     (dst / "spec.json").write_text(json.dumps(spec))
-    (dst / "status.json").write_text(json.dumps({"run_id": run_id, "state": "queued",
-                                                 "phase": "queued"}))
+    (dst / "status.json").write_text(
+        json.dumps({"run_id": run_id, "state": "queued", "phase": "queued"})
+    )
 
 
 def _finish(data: Path, src: str, run_id: str) -> None:
@@ -214,7 +231,8 @@ def _finish(data: Path, src: str, run_id: str) -> None:
 
 
 def test_a_run_page_opened_while_queued_turns_into_the_finished_page(
-        demo_portal: tuple[str, Path]) -> None:
+    demo_portal: tuple[str, Path],
+) -> None:
     base, data = demo_portal
     ARTIFACTS.mkdir(exist_ok=True)
     run_id = "20991231-000000-live01"
@@ -242,8 +260,10 @@ def test_an_experiment_page_fills_in_as_its_runs_finish(demo_portal: tuple[str, 
     demo = data / "experiments" / "exp-20261130-045815-42d8"  # the graphs on/off A/B
     record = json.loads((demo / "experiment.json").read_text())
     record["experiment_id"] = exp_id
-    runs = [("20991231-000000-off001", DEMO_RUN, "graphs off"),
-            ("20991231-000000-on0001", DEMO_ON, "graphs on")]
+    runs = [
+        ("20991231-000000-off001", DEMO_RUN, "graphs off"),
+        ("20991231-000000-on0001", DEMO_ON, "graphs on"),
+    ]
     record["runs"] = [{"run_id": r, "arm": arm, "trial": 0} for r, _, arm in runs]
     for rid, src, arm in runs:
         _queued_copy(data, src, rid, [f"exp:{exp_id}", "arm:" + arm.replace(" ", "-")])
@@ -253,8 +273,7 @@ def test_an_experiment_page_fills_in_as_its_runs_finish(demo_portal: tuple[str, 
     try:
         page = browser.new_page(viewport={"width": 1400, "height": 1400})
         page.goto(f"{base}/experiment?experiment={exp_id}")
-        page.get_by_text("No results yet: 2 run(s) queued or running").wait_for(
-            timeout=90_000)
+        page.get_by_text("No results yet: 2 run(s) queued or running").wait_for(timeout=90_000)
         for rid, src, _ in runs:
             _finish(data, src, rid)
         page.get_by_text("vs graphs off (baseline)").first.wait_for(timeout=90_000)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from core.engines.model_setup import ensure_default_model
 from core.engines.transformers_serve import NOTE_CB_CPU_BOUNDED
-from core.model_setup import ensure_default_model
 from core.run_folder import RunFolder
 from core.settings import load_settings
 from core.store import Catalog
@@ -25,16 +25,36 @@ def model_dir() -> Path:
     return ensure_default_model(load_settings().models_dir)
 
 
-def test_default_run_answers_paris_and_lands_in_the_catalog(model_dir: Path,
-                                                            tmp_path: Path) -> None:
+def test_default_run_answers_paris_and_lands_in_the_catalog(
+    model_dir: Path, tmp_path: Path
+) -> None:
     data = tmp_path / "data"
     (data / "models").mkdir(parents=True)
     (data / "models" / model_dir.name).symlink_to(model_dir)
     env = {**os.environ, "SERVELAB_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1"}
     out = subprocess.run(
-        [sys.executable, "-m", "core", "run", "--engine", "transformers",
-         "--concurrency", "1,2", "--num-prompts", "2", "--output-len", "8", "--input-len", "16"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "run",
+            "--engine",
+            "transformers",
+            "--concurrency",
+            "1,2",
+            "--num-prompts",
+            "2",
+            "--output-len",
+            "8",
+            "--input-len",
+            "16",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     runs = sorted((data / "runs").iterdir())
     folder = RunFolder(runs[-1])

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from core.engines.endpoint import choose_exact_length
-from core.launcher import ManagedServer, free_port
+from core.run.launcher import ManagedServer, free_port
 from core.run_folder import RunFolder
 from core.settings import Settings
 
@@ -30,9 +30,12 @@ def fake_sglang_url(fake_sglang: Path, tmp_path: Path) -> Iterator[str]:
     """The fake SGLang server, ending replies after 2 tokens unless ignore_eos is set."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = ManagedServer([sys.executable, "-m", "sglang.launch_server", "--model-path", "m",
-                            "--port", str(port)], tmp_path / "server.log", url + "/health",
-                           {"FAKE_SGLANG_EOS_AFTER": "2", "FAKE_SGLANG_STARTUP_S": "0.1"})
+    server = ManagedServer(
+        [sys.executable, "-m", "sglang.launch_server", "--model-path", "m", "--port", str(port)],
+        tmp_path / "server.log",
+        url + "/health",
+        {"FAKE_SGLANG_EOS_AFTER": "2", "FAKE_SGLANG_STARTUP_S": "0.1"},
+    )
     server.start()
     try:
         server.wait_ready(60)
@@ -54,15 +57,30 @@ class _StrictServer(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if "ignore_eos" in body:
-            self._send(422, {"detail": [{"loc": ["body", "ignore_eos"],
-                                         "msg": "Extra inputs are not permitted"}]})
+            self._send(
+                422,
+                {
+                    "detail": [
+                        {"loc": ["body", "ignore_eos"], "msg": "Extra inputs are not permitted"}
+                    ]
+                },
+            )
             return
         config = json.loads(body.get("generation_config") or "{}")
         full = config.get("eos_token_id") == -1 and type(self).honour_generation_config
         tokens = body["max_tokens"] if full else 2
-        self._send(200, {"choices": [{"message": {"content": "OK " * tokens},
-                                      "finish_reason": "length" if full else "stop"}],
-                         "usage": {"completion_tokens": tokens}})
+        self._send(
+            200,
+            {
+                "choices": [
+                    {
+                        "message": {"content": "OK " * tokens},
+                        "finish_reason": "length" if full else "stop",
+                    }
+                ],
+                "usage": {"completion_tokens": tokens},
+            },
+        )
 
     def _send(self, code: int, payload: dict[str, object]) -> None:
         data = json.dumps(payload).encode()
@@ -103,20 +121,45 @@ def test_no_mechanism_when_the_server_ignores_every_one(strict_url: str) -> None
     assert "stopped after 2 token(s)" in why and "not exact" in why
 
 
-def _endpoint_run(settings: Settings, url: str, tokenizer: Path,
-                  *args: str) -> subprocess.CompletedProcess[str]:
+def _endpoint_run(
+    settings: Settings, url: str, tokenizer: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
     """`python -m core run --engine endpoint` at ``url``, 6 output tokens, no probe."""
     env = {**os.environ, "SERVELAB_DATA_DIR": str(settings.data_dir)}
-    return subprocess.run([sys.executable, "-m", "core", "run", "--engine", "endpoint",
-                           "--endpoint-url", url, "--model", "m", "--tokenizer", str(tokenizer),
-                           "--no-probe", *args, "--output-len", "6", "--quiet"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "run",
+            "--engine",
+            "endpoint",
+            "--endpoint-url",
+            url,
+            "--model",
+            "m",
+            "--tokenizer",
+            str(tokenizer),
+            "--no-probe",
+            *args,
+            "--output-len",
+            "6",
+            "--quiet",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_an_endpoint_run_records_the_mechanism_and_gets_exact_lengths(
-        fake_sglang_url: str, settings: Settings, tiny_tokenizer_dir: Path) -> None:
-    out = _endpoint_run(settings, fake_sglang_url, tiny_tokenizer_dir,
-                        "--concurrency", "2", "--num-prompts", "4")
+    fake_sglang_url: str, settings: Settings, tiny_tokenizer_dir: Path
+) -> None:
+    out = _endpoint_run(
+        settings, fake_sglang_url, tiny_tokenizer_dir, "--concurrency", "2", "--num-prompts", "4"
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     (path,) = settings.runs_dir.iterdir()
     folder = RunFolder(path)
@@ -130,14 +173,25 @@ def test_an_endpoint_run_records_the_mechanism_and_gets_exact_lengths(
 
 
 def test_switched_off_exact_lengths_ask_nothing_and_say_so(
-        fake_sglang_url: str, settings: Settings, tiny_tokenizer_dir: Path) -> None:
-    out = _endpoint_run(settings, fake_sglang_url, tiny_tokenizer_dir, "--no-exact-length",
-                        "--concurrency", "1", "--num-prompts", "2")
+    fake_sglang_url: str, settings: Settings, tiny_tokenizer_dir: Path
+) -> None:
+    out = _endpoint_run(
+        settings,
+        fake_sglang_url,
+        tiny_tokenizer_dir,
+        "--no-exact-length",
+        "--concurrency",
+        "1",
+        "--num-prompts",
+        "2",
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     (path,) = settings.runs_dir.iterdir()
     folder = RunFolder(path)
-    assert folder.read("launch.json")["exact_length"] == {"mechanism": "none",
-                                                          "why": "plan.ignore_eos is off"}
+    assert folder.read("launch.json")["exact_length"] == {
+        "mechanism": "none",
+        "why": "plan.ignore_eos is off",
+    }
     assert not any(s["step"] == "exact_length" for s in folder.status()["steps"])
     records = pq.read_table(path / "points/000/records.parquet").to_pylist()
     assert [r["output_tokens_server"] for r in records] == [2, 2]  # the model's own EOS

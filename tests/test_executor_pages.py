@@ -25,8 +25,8 @@ from core.executors import (
     with_executor,
 )
 from core.executors.registry import executor_class
-from core.jobs import Worker
-from core.pipeline import prepare_run
+from core.executors.worker import Worker
+from core.run.pipeline import prepare_run
 from core.run_folder import utc_now
 from core.settings import Settings
 
@@ -48,8 +48,9 @@ def test_an_unknown_executor_is_an_error_at_start_up(settings: Settings) -> None
 
 def test_executor_helpers(settings: Settings) -> None:
     assert executor_summary(settings) == "executor: local"
-    ray_settings = Settings(settings.data_dir, sys.executable, sys.executable,
-                            executor="ray", ray_address=None)
+    ray_settings = Settings(
+        settings.data_dir, sys.executable, sys.executable, executor="ray", ray_address=None
+    )
     assert "set SERVELAB_RAY_ADDRESS" in executor_summary(ray_settings)
     spec = with_executor(RunSpec(), "ray")
     assert spec.placement.executor == "ray"
@@ -58,23 +59,32 @@ def test_executor_helpers(settings: Settings) -> None:
         with_executor(spec, "slurm")
     assert node_line({"executor": "ray"}) == "Ray: waiting for a node with free GPUs"
     assert node_line({"state": "running"}) == ""
-    assert run_nodes(settings.runs_dir, ["x"], [{"run_id": "y", "executor": "ray",
-                                                 "node": "10.0.0.2", "gpus": ["1"]}]) == {
-        "y": "10.0.0.2 (GPU 1)"}
+    assert run_nodes(
+        settings.runs_dir,
+        ["x"],
+        [{"run_id": "y", "executor": "ray", "node": "10.0.0.2", "gpus": ["1"]}],
+    ) == {"y": "10.0.0.2 (GPU 1)"}
 
 
 def test_pages_show_executor_and_node_and_launch_on_ray(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_tokenizer_dir: Path) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_tokenizer_dir: Path
+) -> None:
     data = tmp_path / "data"
     data.mkdir()
     (data / ".demo-installed").write_text("")
     settings = Settings(data, sys.executable, sys.executable)
     spec = RunSpec(server=ServerConfig(engine="sglang", model=str(tiny_tokenizer_dir)))
     folder = prepare_run(with_executor(spec, "ray"), settings)
-    where = {"executor": "ray", "node_ip": "10.1.2.3", "node_id": "abc", "node_name": "gpu-a",
-             "gpu_ids": ["3"]}
-    folder.update_status(state="succeeded", phase="done", started_at=utc_now(),
-                         finished_at=utc_now(), **where)
+    where = {
+        "executor": "ray",
+        "node_ip": "10.1.2.3",
+        "node_id": "abc",
+        "node_name": "gpu-a",
+        "gpu_ids": ["3"],
+    }
+    folder.update_status(
+        state="succeeded", phase="done", started_at=utc_now(), finished_at=utc_now(), **where
+    )
     folder.write("placement.json", where)
     monkeypatch.setenv("SERVELAB_DATA_DIR", str(data))
     monkeypatch.setenv("SERVELAB_WORKER", "off")
@@ -109,15 +119,16 @@ def test_pages_show_executor_and_node_and_launch_on_ray(
     app.selectbox(key="executor").set_value("local")
     app.button(key="submit_launch").click().run()
     newer = [p for p in (data / "runs").iterdir() if p.name not in before and p not in new]
-    assert newer and all(json.loads((p / "spec.json").read_text())["placement"]["executor"]
-                         == "local" for p in newer)
+    assert newer and all(
+        json.loads((p / "spec.json").read_text())["placement"]["executor"] == "local" for p in newer
+    )
 
 
 def test_gpu_memory_honours_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
     """NVML sees every GPU of a node; a run on Ray must sample only the GPUs Ray gave it."""
     import types
 
-    import core.gpu as gpu
+    import core.run.gpu as gpu
 
     class NVMLError(Exception):
         pass
@@ -126,22 +137,31 @@ def test_gpu_memory_honours_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch
         used, total = 2 * 2**30, 140 * 2**30
 
     fake = types.SimpleNamespace(
-        NVMLError=NVMLError, nvmlInit=lambda: None, nvmlDeviceGetCount=lambda: 4,
-        nvmlDeviceGetHandleByIndex=lambda i: i, nvmlDeviceGetMemoryInfo=lambda h: Mem(),
+        NVMLError=NVMLError,
+        nvmlInit=lambda: None,
+        nvmlDeviceGetCount=lambda: 4,
+        nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlDeviceGetMemoryInfo=lambda h: Mem(),
         nvmlDeviceGetName=lambda h: "NVIDIA H200",
-        nvmlDeviceGetUUID=lambda h: f"GPU-{h}aaa-bbb".encode())
+        nvmlDeviceGetUUID=lambda h: f"GPU-{h}aaa-bbb".encode(),
+    )
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     monkeypatch.setattr(gpu, "_state", {"ok": True})
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert [g["gpu"] for g in gpu.gpu_memory()] == [0, 1, 2, 3]
-    for value, want in (("2,3", [2, 3]), ("1", [1]), ("", []), ("GPU-3aaa", [3]),
-                        ("0,9,1", [0]), ("GPU-2aaa-bbb,GPU-0aaa-bbb", [2, 0])):
+    for value, want in (
+        ("2,3", [2, 3]),
+        ("1", [1]),
+        ("", []),
+        ("GPU-3aaa", [3]),
+        ("0,9,1", [0]),
+        ("GPU-2aaa-bbb,GPU-0aaa-bbb", [2, 0]),
+    ):
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
         assert [g["gpu"] for g in gpu.gpu_memory()] == want, value
 
 
-def test_ray_address_is_set_in_the_portal(tmp_path: Path,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ray_address_is_set_in_the_portal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from core.executors import ray_address, save_ray_address
     from core.settings import load_settings
 

@@ -13,7 +13,7 @@ import pytest
 
 from core.config import RunSpec
 from core.errors import ConfigError
-from core.experiments import (
+from core.experiments.design import (
     Arm,
     ExperimentSpec,
     KnobGrid,
@@ -29,17 +29,23 @@ REPO = Path(__file__).resolve().parent.parent
 
 def graphs_ab(trials: int = 3, seed: int = 7) -> ExperimentSpec:
     return ExperimentSpec(
-        name="CUDA graphs", trials=trials, order_seed=seed,
-        base=RunSpec.model_validate({"server": {"engine": "sglang", "model": "/m",
-                                                "mem_fraction_static": 0.85}}),
-        arms=(Arm(label="on", changes={"server.cuda_graphs": True}),
-              Arm(label="off", changes={"server.cuda_graphs": False})))
+        name="CUDA graphs",
+        trials=trials,
+        order_seed=seed,
+        base=RunSpec.model_validate(
+            {"server": {"engine": "sglang", "model": "/m", "mem_fraction_static": 0.85}}
+        ),
+        arms=(
+            Arm(label="on", changes={"server.cuda_graphs": True}),
+            Arm(label="off", changes={"server.cuda_graphs": False}),
+        ),
+    )
 
 
 def test_expansion_interleaves_arms_with_a_recorded_seed() -> None:
     runs = expand(graphs_ab(trials=6), "exp-x")
     assert len(runs) == 12
-    trials = [runs[i:i + 2] for i in range(0, 12, 2)]
+    trials = [runs[i : i + 2] for i in range(0, 12, 2)]
     # every trial has each arm exactly once, so arms alternate in time
     assert all({a for a, _, _ in t} == {"on", "off"} for t in trials)
     orders = {tuple(a for a, _, _ in t) for t in trials}
@@ -60,25 +66,49 @@ def test_bad_arms_are_refused_with_the_field() -> None:
         parse_experiment({"name": "x", "arms": [{"label": "a"}, {"label": "a"}]})
     assert "distinct" in info.value.message
     with pytest.raises(ConfigError):
-        expand(ExperimentSpec(name="x", base=RunSpec(), arms=(
-            Arm(label="a", changes={"server.mem_fraction_static": 0.9}),)), "e")
+        expand(
+            ExperimentSpec(
+                name="x",
+                base=RunSpec(),
+                arms=(Arm(label="a", changes={"server.mem_fraction_static": 0.9}),),
+            ),
+            "e",
+        )
 
 
-def test_aa_experiment_through_the_cli_reports_noise(fake_sglang: Path, settings: Settings,
-                                                     tiny_tokenizer_dir: Path,
-                                                     tmp_path: Path) -> None:
-    plan = {"name": "A/A noise check", "kind": "aa", "trials": 3,
-            "base": {"server": {"engine": "sglang", "model": str(tiny_tokenizer_dir)},
-                     "plan": {"points": [{"concurrency": 1, "num_prompts": 2, "output_len": 4},
-                                         {"concurrency": 2, "num_prompts": 2,
-                                          "output_len": 4}]}},
-            "arms": [{"label": "A1"}, {"label": "A2"}]}
+def test_aa_experiment_through_the_cli_reports_noise(
+    fake_sglang: Path, settings: Settings, tiny_tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    plan = {
+        "name": "A/A noise check",
+        "kind": "aa",
+        "trials": 3,
+        "base": {
+            "server": {"engine": "sglang", "model": str(tiny_tokenizer_dir)},
+            "plan": {
+                "points": [
+                    {"concurrency": 1, "num_prompts": 2, "output_len": 4},
+                    {"concurrency": 2, "num_prompts": 2, "output_len": 4},
+                ]
+            },
+        },
+        "arms": [{"label": "A1"}, {"label": "A2"}],
+    }
     path = tmp_path / "aa.json"
     path.write_text(json.dumps(plan))
-    env = {**os.environ, "SERVELAB_DATA_DIR": str(settings.data_dir),
-           "SERVELAB_SGLANG_PYTHON": sys.executable}
-    out = subprocess.run([sys.executable, "-m", "core", "experiment", str(path)], cwd=REPO,
-                         env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "SERVELAB_DATA_DIR": str(settings.data_dir),
+        "SERVELAB_SGLANG_PYTHON": sys.executable,
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "core", "experiment", str(path)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "runs: succeeded=6" in out.stdout
     assert "output throughput at concurrency 1 (95% CI" in out.stdout
@@ -86,42 +116,62 @@ def test_aa_experiment_through_the_cli_reports_noise(fake_sglang: Path, settings
     (record,) = list_experiments(settings)
     assert [r["trial"] for r in record["runs"]] == [0, 0, 1, 1, 2, 2]
     assert record["spec"]["order_seed"] >= 0
-    again = subprocess.run([sys.executable, "-m", "core", "experiment", "--show",
-                            record["experiment_id"]], cwd=REPO, env=env, capture_output=True,
-                           text=True, timeout=60)
+    again = subprocess.run(
+        [sys.executable, "-m", "core", "experiment", "--show", record["experiment_id"]],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "A/A noise check:" in again.stdout
 
 
 def _grid_plan(**grid: object) -> dict[str, object]:
-    return {"name": "grid", "trials": 3, "order_seed": 11,
-            "base": {"server": {"engine": "sglang", "model": "/m"}},
-            "grid": {"knobs": {"server.cuda_graphs": [False, True],
-                               "server.mem_fraction_static": [0.85, 0.92]}, **grid}}
+    return {
+        "name": "grid",
+        "trials": 3,
+        "order_seed": 11,
+        "base": {"server": {"engine": "sglang", "model": "/m"}},
+        "grid": {
+            "knobs": {
+                "server.cuda_graphs": [False, True],
+                "server.mem_fraction_static": [0.85, 0.92],
+            },
+            **grid,
+        },
+    }
 
 
 def test_a_two_by_two_grid_is_a_full_factorial_run_like_any_experiment() -> None:
     exp = parse_experiment(_grid_plan())
-    cells = {(a.changes["server.cuda_graphs"], a.changes["server.mem_fraction_static"])
-             for a in exp.arms}
+    cells = {
+        (a.changes["server.cuda_graphs"], a.changes["server.mem_fraction_static"]) for a in exp.arms
+    }
     assert cells == {(False, 0.85), (False, 0.92), (True, 0.85), (True, 0.92)}
     base = next(a for a in exp.arms if a.label == exp.baseline_arm)
     assert base.changes == {"server.cuda_graphs": False, "server.mem_fraction_static": 0.85}
     runs = expand(exp, "exp-g")
     assert len(runs) == 12
-    trials = [runs[i:i + 4] for i in range(0, 12, 4)]
+    trials = [runs[i : i + 4] for i in range(0, 12, 4)]
     assert all(len({a for a, _, _ in t}) == 4 for t in trials)  # each arm once per trial
     assert len({tuple(a for a, _, _ in t) for t in trials}) > 1  # shuffled per trial
     assert {spec.plan.model_dump_json() for _, _, spec in runs} == {
-        runs[0][2].plan.model_dump_json()}  # same prompts
-    assert all(s.intended_diff == ("server.cuda_graphs", "server.mem_fraction_static")
-               for _, _, s in runs)
+        runs[0][2].plan.model_dump_json()
+    }  # same prompts
+    assert all(
+        s.intended_diff == ("server.cuda_graphs", "server.mem_fraction_static") for _, _, s in runs
+    )
     assert parse_experiment(exp.model_dump(mode="json")) == exp  # experiment.json round trip
 
 
 def test_a_large_grid_becomes_one_at_a_time_from_the_baseline() -> None:
-    knobs = {"server.cuda_graphs": [False, True],
-             "server.mem_fraction_static": [0.80, 0.85, 0.88, 0.92],
-             "server.cuda_graph_max_bs": [8, 32, 128], "server.attention_backend": ["fa3", "fi"]}
+    knobs = {
+        "server.cuda_graphs": [False, True],
+        "server.mem_fraction_static": [0.80, 0.85, 0.88, 0.92],
+        "server.cuda_graph_max_bs": [8, 32, 128],
+        "server.attention_backend": ["fa3", "fi"],
+    }
     exp = parse_experiment({**_grid_plan(), "grid": {"knobs": knobs}})
     assert exp.grid is not None and exp.grid.resolved_design == "one-at-a-time"
     base = {k: v[0] for k, v in knobs.items()}
@@ -136,29 +186,50 @@ def test_a_large_grid_becomes_one_at_a_time_from_the_baseline() -> None:
 
 
 def test_a_sweep_is_a_one_knob_grid() -> None:
-    exp = parse_experiment({**_grid_plan(), "grid": {"knobs": {
-        "server.cuda_graph_max_bs": [8, 32, 128, 256]}}})
+    exp = parse_experiment(
+        {**_grid_plan(), "grid": {"knobs": {"server.cuda_graph_max_bs": [8, 32, 128, 256]}}}
+    )
     assert [a.changes["server.cuda_graph_max_bs"] for a in exp.arms] == [8, 32, 128, 256]
     assert exp.baseline_arm == exp.arms[0].label
 
 
-@pytest.mark.parametrize(("grid", "field", "words"), [
-    ({"knobs": {"server.mem_fraction_static": [0.85, 1.5]}},
-     "grid.knobs.server.mem_fraction_static[1]", "below 1"),
-    ({"knobs": {"server.cuda_graphs": [True]}}, "grid.knobs", "2 to 8 values"),
-    ({"knobs": {"server.cuda_graphs": [True, True]}}, "grid.knobs", "distinct"),
-    ({"knobs": {"gpu": [1, 2]}}, "grid.knobs", "not a knob"),
-    ({"knobs": {"plan.points": [[], []]}}, "grid.knobs", "not a knob"),
-    ({"knobs": {f"server.{k}": [1, 2] for k in
-                ("cuda_graph_max_bs", "tp_size", "startup_timeout_s", "port", "dtype")}},
-     "grid.knobs", "at most 4"),
-    ({"knobs": {"server.cuda_graphs": [False, True]}, "after": {"server.cuda_graphs": 3}},
-     "grid", "not one of its grid values"),
-    ({"knobs": {"server.cuda_graphs": [False, True]}, "design": "random"}, "grid.design",
-     "use one of"),
-])
-def test_bad_grids_are_refused_naming_the_field(grid: dict[str, object], field: str,
-                                                words: str) -> None:
+@pytest.mark.parametrize(
+    ("grid", "field", "words"),
+    [
+        (
+            {"knobs": {"server.mem_fraction_static": [0.85, 1.5]}},
+            "grid.knobs.server.mem_fraction_static[1]",
+            "below 1",
+        ),
+        ({"knobs": {"server.cuda_graphs": [True]}}, "grid.knobs", "2 to 8 values"),
+        ({"knobs": {"server.cuda_graphs": [True, True]}}, "grid.knobs", "distinct"),
+        ({"knobs": {"gpu": [1, 2]}}, "grid.knobs", "not a knob"),
+        ({"knobs": {"plan.points": [[], []]}}, "grid.knobs", "not a knob"),
+        (
+            {
+                "knobs": {
+                    f"server.{k}": [1, 2]
+                    for k in ("cuda_graph_max_bs", "tp_size", "startup_timeout_s", "port", "dtype")
+                }
+            },
+            "grid.knobs",
+            "at most 4",
+        ),
+        (
+            {"knobs": {"server.cuda_graphs": [False, True]}, "after": {"server.cuda_graphs": 3}},
+            "grid",
+            "not one of its grid values",
+        ),
+        (
+            {"knobs": {"server.cuda_graphs": [False, True]}, "design": "random"},
+            "grid.design",
+            "use one of",
+        ),
+    ],
+)
+def test_bad_grids_are_refused_naming_the_field(
+    grid: dict[str, object], field: str, words: str
+) -> None:
     with pytest.raises(ConfigError) as info:
         parse_experiment({**_grid_plan(), "grid": grid})
     assert info.value.field == field
@@ -166,16 +237,44 @@ def test_bad_grids_are_refused_naming_the_field(grid: dict[str, object], field: 
 
 
 def test_grid_arms_are_labelled_with_the_names_a_team_says() -> None:
-    arms, baseline = grid_arms(KnobGrid.model_validate({"knobs": {
-        "server.cuda_graphs": [False, True], "server.mem_fraction_static": [0.85, 0.92]}}))
-    assert [a.label for a in arms] == ["graphs=off mem=0.85", "graphs=off mem=0.92",
-                                       "graphs=on mem=0.85", "graphs=on mem=0.92"]
+    arms, baseline = grid_arms(
+        KnobGrid.model_validate(
+            {
+                "knobs": {
+                    "server.cuda_graphs": [False, True],
+                    "server.mem_fraction_static": [0.85, 0.92],
+                }
+            }
+        )
+    )
+    assert [a.label for a in arms] == [
+        "graphs=off mem=0.85",
+        "graphs=off mem=0.92",
+        "graphs=on mem=0.85",
+        "graphs=on mem=0.92",
+    ]
     assert baseline == "graphs=off mem=0.85"
     # a knob with no short name keeps its field name; past 40 characters, initials
-    arms, _ = grid_arms(KnobGrid.model_validate({"knobs": {
-        "server.dtype": ["float32", "bfloat16"], "server.continuous_batching": [True, False]}}))
+    arms, _ = grid_arms(
+        KnobGrid.model_validate(
+            {
+                "knobs": {
+                    "server.dtype": ["float32", "bfloat16"],
+                    "server.continuous_batching": [True, False],
+                }
+            }
+        )
+    )
     assert arms[1].label == "dtype=float32 batching=off"
-    arms, _ = grid_arms(KnobGrid.model_validate({"knobs": {
-        "server.attention_backend": ["triton", "flashinfer"],
-        "server.cuda_graph_max_bs": [8, 160], "server.dtype": ["float16", "bfloat16"]}}))
+    arms, _ = grid_arms(
+        KnobGrid.model_validate(
+            {
+                "knobs": {
+                    "server.attention_backend": ["triton", "flashinfer"],
+                    "server.cuda_graph_max_bs": [8, 160],
+                    "server.dtype": ["float16", "bfloat16"],
+                }
+            }
+        )
+    )
     assert arms[-1].label == "ab=flashinfer cgmb=160 d=bfloat16"

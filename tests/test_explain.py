@@ -13,15 +13,15 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from core import cli
-from core.compare import load_run
+from core.analysis.compare import load_run
 from core.config import RunSpec
 from core.errors import ConfigError
-from core.experiments import KnobGrid, grid_experiment, list_experiments, save_experiment
-from core.explain import explain_plan, explanation_experiment
-from core.export_html import html_report
-from core.export_tables import table_files
+from core.experiments.design import KnobGrid, grid_experiment, list_experiments, save_experiment
+from core.interop.export_html import html_report
+from core.interop.export_tables import table_files
+from core.interop.selection import select
+from core.launch.explain import explain_plan, explanation_experiment
 from core.run_folder import RunFolder
-from core.selection import select
 from core.settings import Settings
 from tests.test_compare import _facts, make_run
 
@@ -31,21 +31,28 @@ GRAPHS, MEM = "server.cuda_graphs", "server.mem_fraction_static"
 
 def _pair(runs: Path, gpu_b: str = "NVIDIA H200", **b: object) -> tuple[RunFolder, RunFolder]:
     common = {"engine": "sglang", "model": "/models/qwen", "attention_backend": "fa3"}
-    a = make_run(runs, "20990101-000000-aaaa", server={**common, "cuda_graphs": False,
-                                                      "mem_fraction_static": 0.85})
+    a = make_run(
+        runs,
+        "20990101-000000-aaaa",
+        server={**common, "cuda_graphs": False, "mem_fraction_static": 0.85},
+    )
     gpus = [{"index": 0, "name": gpu_b, "total_mib": 143771}]
-    other = make_run(runs, "20990101-000000-bbbb", facts=_facts(gpus=gpus),
-                     server={**common, "cuda_graphs": True, "mem_fraction_static": 0.92, **b})
+    other = make_run(
+        runs,
+        "20990101-000000-bbbb",
+        facts=_facts(gpus=gpus),
+        server={**common, "cuda_graphs": True, "mem_fraction_static": 0.92, **b},
+    )
     return a, other
 
 
 def _cells(spec: dict[str, object]) -> set[tuple[object, ...]]:
-    return {tuple(arm["changes"][k] for k in (GRAPHS, MEM))
-            for arm in spec["arms"]}  # type: ignore[index, union-attr]
+    return {tuple(arm["changes"][k] for k in (GRAPHS, MEM)) for arm in spec["arms"]}  # type: ignore[index, union-attr]
 
 
 def test_the_grid_is_exactly_the_differing_knobs_with_everything_else_from_a(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     a, b = _pair(tmp_path, gpu_b="NVIDIA A100")
     exp, plan = explanation_experiment(load_run(a), load_run(b), trials=2)
     assert plan.knobs == {GRAPHS: (False, True), MEM: (0.85, 0.92)}
@@ -63,23 +70,39 @@ def test_the_grid_is_exactly_the_differing_knobs_with_everything_else_from_a(
 
 def test_nothing_or_too_much_to_explain_is_refused_naming_the_run(tmp_path: Path) -> None:
     a = make_run(tmp_path, "20990101-000000-aaaa", server={"engine": "sglang"})
-    same = make_run(tmp_path, "20990101-000000-cccc", server={"engine": "sglang"},
-                    facts=_facts(gpus=[{"index": 0, "name": "NVIDIA A100"}]))
+    same = make_run(
+        tmp_path,
+        "20990101-000000-cccc",
+        server={"engine": "sglang"},
+        facts=_facts(gpus=[{"index": 0, "name": "NVIDIA A100"}]),
+    )
     with pytest.raises(ConfigError) as info:
         explanation_experiment(load_run(a), load_run(same))
     assert info.value.field == "RUN_B" and "facts.gpu" in info.value.message
-    many = make_run(tmp_path, "20990101-000000-dddd", server={
-        "engine": "sglang", "cuda_graphs": True, "mem_fraction_static": 0.9, "tp_size": 2,
-        "cuda_graph_max_bs": 8, "dtype": "float16"})
+    many = make_run(
+        tmp_path,
+        "20990101-000000-dddd",
+        server={
+            "engine": "sglang",
+            "cuda_graphs": True,
+            "mem_fraction_static": 0.9,
+            "tp_size": 2,
+            "cuda_graph_max_bs": 8,
+            "dtype": "float16",
+        },
+    )
     with pytest.raises(ConfigError) as info:
         explanation_experiment(load_run(a), load_run(many))
     assert "5 knobs differ" in info.value.message
     assert not explain_plan(load_run(a), load_run(same)).explainable
 
 
-def test_cli_explain_queues_the_factorial(tmp_path: Path, settings: Settings,
-                                          monkeypatch: pytest.MonkeyPatch,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_explain_queues_the_factorial(
+    tmp_path: Path,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     monkeypatch.setenv("SERVELAB_DATA_DIR", str(settings.data_dir))
     a, b = _pair(settings.runs_dir)
     assert cli.main(["explain", a.run_id, b.run_id, "--trials", "2"]) == 0
@@ -94,8 +117,9 @@ def test_cli_explain_queues_the_factorial(tmp_path: Path, settings: Settings,
     assert "RUN_B" in capsys.readouterr().err
 
 
-def _compare_page(settings: Settings, monkeypatch: pytest.MonkeyPatch, a: RunFolder,
-                  b: RunFolder) -> AppTest:
+def _compare_page(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, a: RunFolder, b: RunFolder
+) -> AppTest:
     """The Compare page of runs a and b, rendered with the worker off (queue, start nothing)."""
     (settings.data_dir / ".demo-installed").write_text("")
     monkeypatch.setenv("SERVELAB_DATA_DIR", str(settings.data_dir))
@@ -109,8 +133,9 @@ def _compare_page(settings: Settings, monkeypatch: pytest.MonkeyPatch, a: RunFol
     return app
 
 
-def test_compare_page_button_queues_exactly_that_grid(settings: Settings,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compare_page_button_queues_exactly_that_grid(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     a, b = _pair(settings.runs_dir)
     app = _compare_page(settings, monkeypatch, a, b)
     key = f"explain-{a.run_id}-{b.run_id}"
@@ -123,11 +148,14 @@ def test_compare_page_button_queues_exactly_that_grid(settings: Settings,
 
 
 def test_compare_page_offers_no_button_for_a_one_knob_difference(
-        settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
-    a = make_run(settings.runs_dir, "20990101-000000-aaaa",
-                 server={"engine": "sglang", "cuda_graphs": False})
-    b = make_run(settings.runs_dir, "20990101-000000-bbbb",
-                 server={"engine": "sglang", "cuda_graphs": True})
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = make_run(
+        settings.runs_dir, "20990101-000000-aaaa", server={"engine": "sglang", "cuda_graphs": False}
+    )
+    b = make_run(
+        settings.runs_dir, "20990101-000000-bbbb", server={"engine": "sglang", "cuda_graphs": True}
+    )
     app = _compare_page(settings, monkeypatch, a, b)
     assert not [x for x in app.button if str(x.key).startswith("explain-")]
 
@@ -137,31 +165,49 @@ EXP_ID = "exp-20990101-000000-abcd"
 
 def _finished_grid(settings: Settings) -> str:
     """A finished 2x2 x 3 trials (synthetic folders): graphs +9 %, memory fraction -21 %."""
-    exp = grid_experiment("explain", RunSpec.model_validate(
-        {"server": {"engine": "sglang", "model": "/m"}}), KnobGrid(
-        knobs={GRAPHS: [False, True], MEM: [0.85, 0.92]}), trials=3, order_seed=3)
-    point = {"concurrency": 4, "request_rate": "inf", "input_len": 32, "output_len": 32,
-             "num_prompts": 8}
+    exp = grid_experiment(
+        "explain",
+        RunSpec.model_validate({"server": {"engine": "sglang", "model": "/m"}}),
+        KnobGrid(knobs={GRAPHS: [False, True], MEM: [0.85, 0.92]}),
+        trials=3,
+        order_seed=3,
+    )
+    point = {
+        "concurrency": 4,
+        "request_rate": "inf",
+        "input_len": 32,
+        "output_len": 32,
+        "num_prompts": 8,
+    }
     runs = []
     for trial in range(3):
         for i, arm in enumerate(exp.arms):
             ch = arm.changes
-            tput = 200 * math.exp(math.log(1.09) * ch[GRAPHS] + math.log(0.79) * (
-                ch[MEM] == 0.92) + 0.004 * ((trial + i) % 3))
+            tput = 200 * math.exp(
+                math.log(1.09) * ch[GRAPHS]
+                + math.log(0.79) * (ch[MEM] == 0.92)
+                + 0.004 * ((trial + i) % 3)
+            )
             rid = f"20990101-00000{trial}-{i:04d}"
-            make_run(settings.runs_dir, rid,
-                     server={"engine": "sglang", "cuda_graphs": ch[GRAPHS],
-                             "mem_fraction_static": ch[MEM]},
-                     points=[(point, {"output_throughput": tput, "median_ttft_ms": 50.0}, "d")],
-                     intended=[GRAPHS, MEM])  # as expand() declares the grid's knobs
+            make_run(
+                settings.runs_dir,
+                rid,
+                server={
+                    "engine": "sglang",
+                    "cuda_graphs": ch[GRAPHS],
+                    "mem_fraction_static": ch[MEM],
+                },
+                points=[(point, {"output_throughput": tput, "median_ttft_ms": 50.0}, "d")],
+                intended=[GRAPHS, MEM],
+            )  # as expand() declares the grid's knobs
             runs.append((arm.label, trial, rid))
     save_experiment(settings, exp, runs, EXP_ID)
     return EXP_ID
 
 
-def test_experiment_page_shows_the_attribution_of_a_grid(settings: Settings,
-                                                         monkeypatch: pytest.MonkeyPatch
-                                                         ) -> None:
+def test_experiment_page_shows_the_attribution_of_a_grid(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     exp_id = _finished_grid(settings)
     (settings.data_dir / ".demo-installed").write_text("")
     monkeypatch.setenv("SERVELAB_DATA_DIR", str(settings.data_dir))
@@ -185,8 +231,11 @@ def test_exports_carry_the_effects_table_and_the_verdict(settings: Settings) -> 
     sel = select(settings, [exp_id])
     files = table_files(sel, "csv")
     effects = pd.read_csv(io.BytesIO(files["effects.csv"]))
-    graphs = effects[(effects["kind"] == "main") & effects["term"].str.startswith("cuda_graphs")
-                     & (effects["metric"] == "output_throughput")]
+    graphs = effects[
+        (effects["kind"] == "main")
+        & effects["term"].str.startswith("cuda_graphs")
+        & (effects["metric"] == "output_throughput")
+    ]
     assert graphs["rel"].round(2).tolist() == [0.09]
     assert {"main", "interaction", "total"} <= set(effects["kind"])
     assert "effects.parquet" in table_files(sel, "parquet")
@@ -197,19 +246,26 @@ def test_exports_carry_the_effects_table_and_the_verdict(settings: Settings) -> 
 def test_imported_runs_explain_on_what_both_state() -> None:
     """bench_serving output + server log, before and after: a field one import does not
     state is unknown, not a knob; A's stated settings are the base, defaults the rest."""
-    from core.compare import RunView
+    from core.analysis.compare import RunView
 
     def imported(run_id: str, **server: object) -> RunView:
-        return RunView(run_id, {"origin": "import", "import": {"source_file": "x.jsonl"},
-                                "server": {"engine": "sglang", "model": "/models/qwen",
-                                           "tp_size": None, **server},
-                                "plan": {"points": [{"concurrency": 64, "input_len": 1024}]}},
-                       {"state": "succeeded"}, {}, None, {}, [])
+        return RunView(
+            run_id,
+            {
+                "origin": "import",
+                "import": {"source_file": "x.jsonl"},
+                "server": {"engine": "sglang", "model": "/models/qwen", "tp_size": None, **server},
+                "plan": {"points": [{"concurrency": 64, "input_len": 1024}]},
+            },
+            {"state": "succeeded"},
+            {},
+            None,
+            {},
+            [],
+        )
 
-    a = imported("imp-aaaa", cuda_graphs=False, mem_fraction_static=0.85,
-                 attention_backend="fa3")
-    b = imported("imp-bbbb", cuda_graphs=True, mem_fraction_static=0.92,
-                 attention_backend=None)
+    a = imported("imp-aaaa", cuda_graphs=False, mem_fraction_static=0.85, attention_backend="fa3")
+    b = imported("imp-bbbb", cuda_graphs=True, mem_fraction_static=0.92, attention_backend=None)
     exp, plan = explanation_experiment(a, b)
     assert plan.knobs == {GRAPHS: (False, True), MEM: (0.85, 0.92)}
     assert exp.base.server.attention_backend == "fa3" and exp.base.server.tp_size == 1

@@ -20,16 +20,17 @@ from pathlib import Path
 
 import pytest
 
-from core.demo import install_demo
-from core.experiments import experiment_runs, load_experiment
+from core.experiments.design import experiment_runs, load_experiment
+from core.portal.demo import install_demo
 from core.settings import Settings
 from core.store import Catalog
 from tests.test_e2e_portal import ARTIFACTS, CHROMIUM, _browser, _portal
 from tests.test_explain import EXP_ID as GRID
 from tests.test_explain import _finished_grid
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                                reason="needs Debian chromium (.ci/run installs it)")
+pytestmark = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(), reason="needs Debian chromium (.ci/run installs it)"
+)
 
 BEFORE = "20261201-000311-8d8413"  # tag seed:before: graphs off, mem 0.85
 AFTER = "20261201-000511-eb5799"  # tag seed:after: graphs on, mem 0.92
@@ -40,8 +41,9 @@ GRAPHS, MEM = "server.cuda_graphs", "server.mem_fraction_static"
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Settings]]:
     data = tmp_path_factory.mktemp("explain") / "data"
     data.mkdir()
-    settings = Settings(data_dir=data, sglang_python=sys.executable,
-                        transformers_python=sys.executable)
+    settings = Settings(
+        data_dir=data, sglang_python=sys.executable, transformers_python=sys.executable
+    )
     install_demo(settings)
     _finished_grid(settings)  # graphs +9 %, memory fraction -21 %, 3 trials
     # The after run as if measured on a newer SGLang: a difference no knob can explain,
@@ -55,7 +57,8 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Settin
 
 
 def test_explain_button_queues_the_factorial_over_exactly_the_differing_knobs(
-        demo: tuple[str, Settings]) -> None:
+    demo: tuple[str, Settings],
+) -> None:
     base, settings = demo
     ARTIFACTS.mkdir(exist_ok=True)
     exps = settings.data_dir / "experiments"
@@ -91,10 +94,10 @@ def test_explain_button_queues_the_factorial_over_exactly_the_differing_knobs(
         link.scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "explain-02-queued.png"), full_page=True)
         link.click()
-        page.get_by_text(f"Explain {BEFORE} → {AFTER}: cuda_graphs × mem_fraction_static"
-                         ).first.wait_for(timeout=60_000)
-        page.get_by_text("No results yet: 8 run(s) queued or running").wait_for(
-            timeout=60_000)
+        page.get_by_text(
+            f"Explain {BEFORE} → {AFTER}: cuda_graphs × mem_fraction_static"
+        ).first.wait_for(timeout=60_000)
+        page.get_by_text("No results yet: 8 run(s) queued or running").wait_for(timeout=60_000)
         assert exp_id in page.url
         body = page.inner_text("body")
         assert "4 arms × 2 trials" in body, body
@@ -115,15 +118,18 @@ def test_explain_button_queues_the_factorial_over_exactly_the_differing_knobs(
     assert all(set(arm["changes"]) == {GRAPHS, MEM} for arm in spec["arms"])
     baseline = next(a for a in spec["arms"] if a["label"] == spec["baseline"])
     assert baseline["changes"] == {GRAPHS: False, MEM: 0.85}
-    held = {k: v for k, v in spec_a["server"].items() if k not in ("cuda_graphs",
-                                                                   "mem_fraction_static")}
+    held = {
+        k: v for k, v in spec_a["server"].items() if k not in ("cuda_graphs", "mem_fraction_static")
+    }
     runs = experiment_runs(settings, record)
     assert len(runs) == 8 and {r.arm for r in runs} == {a["label"] for a in spec["arms"]}
     for r in runs:
         server = r.view.spec["server"]
         arm = next(a for a in spec["arms"] if a["label"] == r.arm)
         assert (server["cuda_graphs"], server["mem_fraction_static"]) == (
-            arm["changes"][GRAPHS], arm["changes"][MEM])
+            arm["changes"][GRAPHS],
+            arm["changes"][MEM],
+        )
         assert {k: server[k] for k in held} == held  # every other field at A's value
         assert r.view.spec["plan"]["points"] == spec_a["plan"]["points"]
         assert r.view.status["state"] == "queued"  # the worker is off: nothing started
@@ -136,7 +142,8 @@ def test_explain_button_queues_the_factorial_over_exactly_the_differing_knobs(
 
 
 def test_experiment_page_of_a_finished_grid_shows_the_waterfall_and_the_verdict(
-        demo: tuple[str, Settings]) -> None:
+    demo: tuple[str, Settings],
+) -> None:
     base, _ = demo
     ARTIFACTS.mkdir(exist_ok=True)
     pw, browser = _browser()

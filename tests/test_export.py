@@ -18,7 +18,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from core.compare import (
+from core.analysis.compare import (
     confounders,
     load_run,
     match_points,
@@ -26,8 +26,8 @@ from core.compare import (
     no_records_note,
     unknown_fields,
 )
-from core.export import select, verdict_lines
-from core.importers import parse_text, plan_runs, store_runs
+from core.interop.export import select, verdict_lines
+from core.interop.importers import parse_text, plan_runs, store_runs
 from core.run_folder import RunFolder, write_json_atomic
 from core.settings import Settings
 from tests.helpers import page_tables
@@ -35,38 +35,53 @@ from tests.helpers import page_tables
 REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 BENCH = REPO / "tests" / "fixtures" / "bench-outputs"
-needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                                    reason="needs Debian chromium (.ci/run installs it)")
+needs_chromium = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(), reason="needs Debian chromium (.ci/run installs it)"
+)
 
 
 def _bench_line(concurrency: int, ttft: float, out_tput: float) -> str:
     """One SGLang bench_serving --output-file line, bare Infinity included."""
-    info = {"model_path": "/models/tiny", "tp_size": 1, "version": "0.5.9",
-            "max_total_num_tokens": 123456, "mem_fraction_static": 0.85}
-    return (f'{{"backend": "sglang-oai-chat", "dataset_name": "random", "request_rate": '
-            f'Infinity, "max_concurrency": {concurrency}, "random_input_len": 16, '
-            f'"random_output_len": 12, "random_range_ratio": 1.0, "server_info": '
-            f'{json.dumps(info)}, "duration": 1.0, "completed": 8, "total_input_tokens": 128, '
-            f'"total_output_tokens": 96, "output_throughput": {out_tput}, "request_throughput":'
-            f' 8.0, "total_throughput": 224.0, "mean_ttft_ms": {ttft}, "median_ttft_ms": '
-            f'{ttft}, "p99_ttft_ms": {ttft * 1.5}, "median_itl_ms": 5.5, "p99_itl_ms": 9.0, '
-            f'"median_tpot_ms": 5.6, "median_e2e_latency_ms": 90.0, "p99_e2e_latency_ms": '
-            f'120.0}}')
+    info = {
+        "model_path": "/models/tiny",
+        "tp_size": 1,
+        "version": "0.5.9",
+        "max_total_num_tokens": 123456,
+        "mem_fraction_static": 0.85,
+    }
+    return (
+        f'{{"backend": "sglang-oai-chat", "dataset_name": "random", "request_rate": '
+        f'Infinity, "max_concurrency": {concurrency}, "random_input_len": 16, '
+        f'"random_output_len": 12, "random_range_ratio": 1.0, "server_info": '
+        f'{json.dumps(info)}, "duration": 1.0, "completed": 8, "total_input_tokens": 128, '
+        f'"total_output_tokens": 96, "output_throughput": {out_tput}, "request_throughput":'
+        f' 8.0, "total_throughput": 224.0, "mean_ttft_ms": {ttft}, "median_ttft_ms": '
+        f'{ttft}, "p99_ttft_ms": {ttft * 1.5}, "median_itl_ms": 5.5, "p99_itl_ms": 9.0, '
+        f'"median_tpot_ms": 5.6, "median_e2e_latency_ms": 90.0, "p99_e2e_latency_ms": '
+        f"120.0}}"
+    )
 
 
 class Lab:
     def __init__(self, data: Path) -> None:
         self.data = data
-        self.settings = Settings(data_dir=data, sglang_python=sys.executable,
-                                 transformers_python=sys.executable)
+        self.settings = Settings(
+            data_dir=data, sglang_python=sys.executable, transformers_python=sys.executable
+        )
         ids = sorted(p.name for p in self.settings.runs_dir.iterdir())
         self.imported = next(i for i in ids if i.startswith("imp-"))
         self.launched = next(i for i in ids if not i.startswith("imp-"))
 
     def cli(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "SERVELAB_DATA_DIR": str(self.data)}
-        return subprocess.run([sys.executable, "-m", "core", *args], cwd=REPO, env=env,
-                              capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            [sys.executable, "-m", "core", *args],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -75,17 +90,44 @@ def lab(tmp_path_factory: pytest.TempPathFactory, tiny_tokenizer_dir: Path) -> I
     imported bench_serving JSONL measured at the same loads."""
     data = tmp_path_factory.mktemp("export") / "data"
     fake = REPO / "tests" / "fakes" / "sglang_pkg"
-    env = {**os.environ, "SERVELAB_DATA_DIR": str(data), "SERVELAB_SGLANG_PYTHON": sys.executable,
-           "PYTHONPATH": os.pathsep.join([str(fake), str(REPO)]),
-           "FAKE_SGLANG_TTFT_MS": "20", "FAKE_SGLANG_ITL_MS": "5"}
+    env = {
+        **os.environ,
+        "SERVELAB_DATA_DIR": str(data),
+        "SERVELAB_SGLANG_PYTHON": sys.executable,
+        "PYTHONPATH": os.pathsep.join([str(fake), str(REPO)]),
+        "FAKE_SGLANG_TTFT_MS": "20",
+        "FAKE_SGLANG_ITL_MS": "5",
+    }
     out = subprocess.run(
-        [sys.executable, "-m", "core", "run", "--engine", "sglang", "--model",
-         str(tiny_tokenizer_dir), "--concurrency", "1,4", "--num-prompts", "8",
-         "--input-len", "16", "--output-len", "12", "--quiet"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "run",
+            "--engine",
+            "sglang",
+            "--model",
+            str(tiny_tokenizer_dir),
+            "--concurrency",
+            "1,4",
+            "--num-prompts",
+            "8",
+            "--input-len",
+            "16",
+            "--output-len",
+            "12",
+            "--quiet",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
-    settings = Settings(data_dir=data, sglang_python=sys.executable,
-                        transformers_python=sys.executable)
+    settings = Settings(
+        data_dir=data, sglang_python=sys.executable, transformers_python=sys.executable
+    )
     text = _bench_line(1, 30.0, 100.0) + "\n" + _bench_line(4, 35.0, 380.0) + "\n"
     stored = store_runs(plan_runs(parse_text(text, "h200-sweep.jsonl"), settings), settings)
     assert len(stored) == 1
@@ -93,8 +135,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory, tiny_tokenizer_dir: Path) -> I
 
 
 def test_an_imported_run_compares_against_a_launched_one(lab: Lab) -> None:
-    views = [load_run(RunFolder(lab.settings.runs_dir / r)) for r in (lab.launched,
-                                                                       lab.imported)]
+    views = [load_run(RunFolder(lab.settings.runs_dir / r)) for r in (lab.launched, lab.imported)]
     assert views[1].imported and not views[0].imported
     matched = match_points(views)
     assert [mp.complete for mp in matched] == [True, True]  # paired by load, both points
@@ -102,8 +143,9 @@ def test_an_imported_run_compares_against_a_launched_one(lab: Lab) -> None:
     row = deltas[(deltas["metric"] == "median_ttft_ms") & deltas["point"].str.startswith("c=4")]
     assert row.iloc[0][lab.imported] == 35.0 and not math.isnan(row.iloc[0][lab.launched])
     assert row.iloc[0][f"verdict_{lab.imported}"] in ("better", "worse", "same")
-    tput = deltas[(deltas["metric"] == "output_throughput")
-                  & deltas["point"].str.startswith("c=4")].iloc[0]
+    tput = deltas[
+        (deltas["metric"] == "output_throughput") & deltas["point"].str.startswith("c=4")
+    ].iloc[0]
     assert tput[lab.imported] == 380.0
     # what the import does not state is unknown, not a confounder
     unknown = unknown_fields(views)[lab.imported]
@@ -120,13 +162,22 @@ def test_an_imported_run_compares_against_a_launched_one(lab: Lab) -> None:
 
 def test_csv_and_parquet_exports(lab: Lab, tmp_path: Path) -> None:
     for fmt in ("csv", "parquet"):
-        out = lab.cli("export", lab.launched, lab.imported, "--format", fmt, "--out",
-                      str(tmp_path / fmt), "--json")
+        out = lab.cli(
+            "export",
+            lab.launched,
+            lab.imported,
+            "--format",
+            fmt,
+            "--out",
+            str(tmp_path / fmt),
+            "--json",
+        )
         assert out.returncode == 0, out.stderr
         files = {Path(f).name.split("-")[-1]: Path(f) for f in json.loads(out.stdout)["files"]}
-        assert set(files) == {f"{n}.{fmt}" for n in ("summaries", "records", "config",
-                                                      "deltas", "config_diff",
-                                                      "summary_card")}
+        assert set(files) == {
+            f"{n}.{fmt}"
+            for n in ("summaries", "records", "config", "deltas", "config_diff", "summary_card")
+        }
         read = pd.read_csv if fmt == "csv" else (lambda p: pq.read_table(p).to_pandas())
         summ = read(files[f"summaries.{fmt}"])
         assert sorted(set(summ["run_id"])) == sorted([lab.launched, lab.imported])
@@ -146,18 +197,31 @@ def test_experiment_export_carries_arm_and_trial(lab: Lab, tmp_path: Path) -> No
     exp_id = "exp-handmade-1"
     folder = lab.data / "experiments" / exp_id
     folder.mkdir(parents=True)
-    write_json_atomic(folder / "experiment.json", {
-        "experiment_id": exp_id, "host": "test", "spec": {
-            "name": "launched vs imported", "arms": [{"label": "ours", "changes": {}},
-                                                     {"label": "theirs", "changes": {}}],
-            "trials": 1, "order_seed": 1, "kind": "ab"},
-        "runs": [{"run_id": lab.launched, "arm": "ours", "trial": 0},
-                 {"run_id": lab.imported, "arm": "theirs", "trial": 0}]})
+    write_json_atomic(
+        folder / "experiment.json",
+        {
+            "experiment_id": exp_id,
+            "host": "test",
+            "spec": {
+                "name": "launched vs imported",
+                "arms": [{"label": "ours", "changes": {}}, {"label": "theirs", "changes": {}}],
+                "trials": 1,
+                "order_seed": 1,
+                "kind": "ab",
+            },
+            "runs": [
+                {"run_id": lab.launched, "arm": "ours", "trial": 0},
+                {"run_id": lab.imported, "arm": "theirs", "trial": 0},
+            ],
+        },
+    )
     out = lab.cli("export", exp_id, "--format", "csv", "--out", str(tmp_path))
     assert out.returncode == 0, out.stderr
     summ = pd.read_csv(tmp_path / f"{exp_id}-summaries.csv")
     assert set(zip(summ["run_id"], summ["arm"], strict=True)) == {
-        (lab.launched, "ours"), (lab.imported, "theirs")}
+        (lab.launched, "ours"),
+        (lab.imported, "theirs"),
+    }
     html = lab.cli("export", exp_id, "--format", "html", "--out", str(tmp_path))
     assert html.returncode == 0, html.stderr
     assert "launched vs imported" in (tmp_path / f"{exp_id}.html").read_text()
@@ -166,7 +230,7 @@ def test_experiment_export_carries_arm_and_trial(lab: Lab, tmp_path: Path) -> No
 def _browser():  # type: ignore[no-untyped-def]
     from playwright.sync_api import sync_playwright
 
-    from core.export import CHROMIUM_ARGS
+    from core.interop.export import CHROMIUM_ARGS
 
     pw = sync_playwright().start()
     browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
@@ -175,8 +239,9 @@ def _browser():  # type: ignore[no-untyped-def]
 
 @needs_chromium
 def test_html_report_opens_offline_with_its_charts_drawn(lab: Lab, tmp_path: Path) -> None:
-    out = lab.cli("export", lab.launched, lab.imported, "--format", "html", "--out",
-                  str(tmp_path), "--json")
+    out = lab.cli(
+        "export", lab.launched, lab.imported, "--format", "html", "--out", str(tmp_path), "--json"
+    )
     assert out.returncode == 0, out.stderr
     (report,) = [Path(f) for f in json.loads(out.stdout)["files"]]
     text = report.read_text()
@@ -191,9 +256,11 @@ def test_html_report_opens_offline_with_its_charts_drawn(lab: Lab, tmp_path: Pat
         page.goto(report.as_uri())
         page.wait_for_selector(".main-svg", timeout=30_000)
         charts = page.locator("div.chart").count()
-        drawn = page.evaluate("() => [...document.querySelectorAll('div.chart')].filter("
-                              "c => c.querySelector('.main-svg .plot, .main-svg .barlayer, "
-                              ".main-svg .scatterlayer')).length")
+        drawn = page.evaluate(
+            "() => [...document.querySelectorAll('div.chart')].filter("
+            "c => c.querySelector('.main-svg .plot, .main-svg .barlayer, "
+            ".main-svg .scatterlayer')).length"
+        )
         assert charts >= 4 and drawn == charts
         assert page.locator(".main-svg").count() >= charts
         body = page.inner_text("body")
@@ -203,8 +270,7 @@ def test_html_report_opens_offline_with_its_charts_drawn(lab: Lab, tmp_path: Pat
         assert "h200-sweep.jsonl" in body  # the imported run's source
         assert [u for u in requests if not u.startswith(("file:", "data:", "about:"))] == []
         (REPO / "test-artifacts").mkdir(exist_ok=True)
-        page.screenshot(path=str(REPO / "test-artifacts" / "export-report.png"),
-                        full_page=True)
+        page.screenshot(path=str(REPO / "test-artifacts" / "export-report.png"), full_page=True)
     finally:
         browser.close()
         pw.stop()
@@ -212,14 +278,14 @@ def test_html_report_opens_offline_with_its_charts_drawn(lab: Lab, tmp_path: Pat
 
 @needs_chromium
 def test_png_charts_through_kaleido_and_debian_chromium(lab: Lab, tmp_path: Path) -> None:
-    out = lab.cli("export", lab.launched, lab.imported, "--format", "png", "--out",
-                  str(tmp_path), "--json")
+    out = lab.cli(
+        "export", lab.launched, lab.imported, "--format", "png", "--out", str(tmp_path), "--json"
+    )
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["note"].startswith("rendered by kaleido")
     names = {Path(f).name for f in result["files"]}
-    assert {"output_throughput_vs_concurrency.png", "ttft_cdf.png",
-            "memory_headroom.png"} <= names
+    assert {"output_throughput_vs_concurrency.png", "ttft_cdf.png", "memory_headroom.png"} <= names
     for f in result["files"]:
         data = Path(f).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5_000
@@ -235,8 +301,9 @@ def app(monkeypatch: pytest.MonkeyPatch) -> AppTest:
     return AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
 
 
-def test_run_page_says_an_imported_run_has_no_records(lab: Lab, app: AppTest,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_page_says_an_imported_run_has_no_records(
+    lab: Lab, app: AppTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SERVELAB_DATA_DIR", str(lab.data))
     app.query_params["run"] = lab.imported
     app.run()
@@ -250,8 +317,9 @@ def test_run_page_says_an_imported_run_has_no_records(lab: Lab, app: AppTest,
     assert "Report (HTML, opens offline)" in labels and "Tables as CSV (zip)" in labels
 
 
-def test_compare_page_with_an_imported_run(lab: Lab, app: AppTest,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compare_page_with_an_imported_run(
+    lab: Lab, app: AppTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SERVELAB_DATA_DIR", str(lab.data))
     app.query_params["runs"] = f"{lab.launched},{lab.imported}"
     app.run()
@@ -268,16 +336,18 @@ def test_compare_page_with_an_imported_run(lab: Lab, app: AppTest,
     assert "Tables as Parquet (zip)" in labels
 
 
-def test_import_page_previews_then_imports_and_links(settings: Settings, app: AppTest,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_import_page_previews_then_imports_and_links(
+    settings: Settings, app: AppTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SERVELAB_DATA_DIR", str(settings.data_dir))
     app.run()
     app.switch_page("pages/import_export.py").run()
     assert not app.exception, app.exception
 
     def run_ids() -> set[str]:  # the portal may seed demo runs on first start
-        return {p.name for p in settings.runs_dir.iterdir()} if settings.runs_dir.exists() \
-            else set()
+        return (
+            {p.name for p in settings.runs_dir.iterdir()} if settings.runs_dir.exists() else set()
+        )
 
     before = run_ids()
     text = (BENCH / "07-sglang-v05-gptoss20b-input-output-header-lines.txt").read_text()
@@ -303,13 +373,15 @@ def test_import_page_previews_then_imports_and_links(settings: Settings, app: Ap
 
 @needs_chromium
 @pytest.mark.parametrize("renderer", ["kaleido", "playwright"])
-def test_png_renderers_in_process(lab: Lab, tmp_path: Path, renderer: str,
-                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_png_renderers_in_process(
+    lab: Lab, tmp_path: Path, renderer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """In this process, so the autouse no_orphans check sees any browser left behind.
     ``playwright``: kaleido made to fail, the fallback screenshots the chart's HTML."""
-    from core import export, export_png
+    from core.interop import export, export_png
 
     if renderer == "playwright":
+
         def broken(*_a: object, **_k: object) -> list[Path]:
             raise RuntimeError("kaleido cannot start a browser here")
 
@@ -318,6 +390,8 @@ def test_png_renderers_in_process(lab: Lab, tmp_path: Path, renderer: str,
     small = {k: figs[k] for k in ("output_throughput_vs_concurrency", "memory_headroom")}
     paths, used = export.write_pngs(small, tmp_path)
     assert used.startswith(renderer)
-    assert [p.name for p in paths] == ["output_throughput_vs_concurrency.png",
-                                       "memory_headroom.png"]
+    assert [p.name for p in paths] == [
+        "output_throughput_vs_concurrency.png",
+        "memory_headroom.png",
+    ]
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in paths)

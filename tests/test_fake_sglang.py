@@ -403,9 +403,11 @@ def _serve_one(mod: Any, clock: LateClock, body: dict[str, Any]) -> tuple[float,
     with client_end:
         worker = threading.Thread(target=handle)
         t_before = time.perf_counter()
-        client_end.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n"
-                           b"connection: close\r\ncontent-type: application/json\r\n"
-                           b"content-length: %d\r\n\r\n%s" % (len(payload), payload))
+        client_end.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n"
+            b"connection: close\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\n\r\n%s" % (len(payload), payload)
+        )
         worker.start()
         client_end.settimeout(60)
         raw = b""
@@ -484,7 +486,8 @@ def test_real_server_never_sends_early(fake: Fake, concurrency: int) -> None:
         limits = httpx.Limits(max_connections=concurrency)
         async with httpx.AsyncClient(timeout=60, limits=limits) as client:
             return await asyncio.gather(
-                *(_timed_stream(client, fake.base, 30) for _ in range(concurrency)))
+                *(_timed_stream(client, fake.base, 30) for _ in range(concurrency))
+            )
 
     slack_s = 0.001  # the fake converts the kernel's receive stamp between clocks
     for ttft_s, since_send in asyncio.run(measure()):

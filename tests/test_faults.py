@@ -44,12 +44,12 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from core import pipeline
 from core.config import BenchmarkPlan, Point, ProbeSpec, RunSpec, ServerConfig
 from core.errors import StoreError
-from core.jobs import Worker, cancel, recover_runs, submit
-from core.launcher import run_processes
-from core.pipeline import execute_run, prepare_run
+from core.executors.worker import Worker, cancel, recover_runs, submit
+from core.run import pipeline
+from core.run.launcher import run_processes
+from core.run.pipeline import execute_run, prepare_run
 from core.run_folder import FINAL_STATES, RunFolder
 from core.settings import Settings
 from core.store import Catalog
@@ -60,9 +60,11 @@ RESULTS: list[tuple[str, str]] = []  # (fault, final state): the counts in docs/
 
 
 def _digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*"))
-            if p.is_file() and not p.name.startswith(".")}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.name.startswith(".")
+    }
 
 
 @dataclass
@@ -78,17 +80,42 @@ class Lab:
     def folder(self, rid: str) -> RunFolder:
         return RunFolder(self.settings.runs_dir / rid)
 
-    def spec(self, *, probe: bool = False, warmup: int = 0, prompts: int = 4,
-             output_len: int = 6, concurrency: int = 2, **knobs: Any) -> RunSpec:
+    def spec(
+        self,
+        *,
+        probe: bool = False,
+        warmup: int = 0,
+        prompts: int = 4,
+        output_len: int = 6,
+        concurrency: int = 2,
+        **knobs: Any,
+    ) -> RunSpec:
         plan_keys = {"request_timeout_s", "point_timeout_s"}
         plan_kw = {k: knobs.pop(k) for k in list(knobs) if k in plan_keys}
         probe_spec = knobs.pop("probe_spec", ProbeSpec() if probe else None)
-        server = {"engine": "sglang", "model": str(self.model), "device": "cpu",
-                  "startup_timeout_s": 30, **knobs}
-        return RunSpec(server=ServerConfig(**server), plan=BenchmarkPlan(
-            points=(Point(concurrency=concurrency, num_prompts=prompts, input_len=8,
-                          output_len=output_len),),
-            probe=probe_spec, warmup_requests=warmup, **plan_kw))
+        server = {
+            "engine": "sglang",
+            "model": str(self.model),
+            "device": "cpu",
+            "startup_timeout_s": 30,
+            **knobs,
+        }
+        return RunSpec(
+            server=ServerConfig(**server),
+            plan=BenchmarkPlan(
+                points=(
+                    Point(
+                        concurrency=concurrency,
+                        num_prompts=prompts,
+                        input_len=8,
+                        output_len=output_len,
+                    ),
+                ),
+                probe=probe_spec,
+                warmup_requests=warmup,
+                **plan_kw,
+            ),
+        )
 
     def run(self, spec: RunSpec) -> RunFolder:
         """One whole run in this process, as the CLI does it."""
@@ -100,12 +127,16 @@ class Lab:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory, tiny_tokenizer_dir: Path) -> Iterator[Lab]:
     data = tmp_path_factory.mktemp("faults") / "data"
-    lab = Lab(Settings(data_dir=data, sglang_python=sys.executable,
-                       transformers_python=sys.executable), tiny_tokenizer_dir)
+    lab = Lab(
+        Settings(data_dir=data, sglang_python=sys.executable, transformers_python=sys.executable),
+        tiny_tokenizer_dir,
+    )
     yield lab
     faults = {f: s for f, s in RESULTS if not f.startswith("none")}  # baselines aside
-    print(f"\nfault matrix: {len(faults)} faults survived ({len(RESULTS)} runs checked), "
-          "0 orphan processes (each check asserts none)")
+    print(
+        f"\nfault matrix: {len(faults)} faults survived ({len(RESULTS)} runs checked), "
+        "0 orphan processes (each check asserts none)"
+    )
     for fault, state in faults.items():  # `pytest -s` shows the table in docs/RELIABILITY.md
         print(f"  {fault:55} -> {state}")
 
@@ -141,8 +172,11 @@ def portal_ok(lab: Lab, monkeypatch: pytest.MonkeyPatch, run_id: str) -> AppTest
 
 def no_process_left(run_id: str, *pids: int) -> None:
     def clean() -> bool:
-        alive = [p for p in pids if psutil.pid_exists(p)
-                 and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        alive = [
+            p
+            for p in pids
+            if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+        ]
         return not run_processes(run_id) and not alive
 
     with contextlib.suppress(AssertionError):
@@ -150,13 +184,21 @@ def no_process_left(run_id: str, *pids: int) -> None:
     left = [(p.pid, p.name()) for p in run_processes(run_id)]
     assert left == [], f"orphan processes of {run_id}: {left}"
     for pid in pids:
-        assert not psutil.pid_exists(pid) or \
-            psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, f"pid {pid} survived"
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, (
+            f"pid {pid} survived"
+        )
 
 
-def survived(lab: Lab, monkeypatch: pytest.MonkeyPatch, folder: RunFolder, fault: str,
-             state: str, *words: str, launched: bool = True,
-             portal: bool = True) -> dict[str, Any]:
+def survived(
+    lab: Lab,
+    monkeypatch: pytest.MonkeyPatch,
+    folder: RunFolder,
+    fault: str,
+    state: str,
+    *words: str,
+    launched: bool = True,
+    portal: bool = True,
+) -> dict[str, Any]:
     """The common assertions of every fault (see the module docstring)."""
     st_ = folder.status()
     reason = st_.get("reason") or ""
@@ -172,8 +214,10 @@ def survived(lab: Lab, monkeypatch: pytest.MonkeyPatch, folder: RunFolder, fault
     else:
         assert not folder.log_path.exists() and "server_pid" not in st_
     # The server tree, and the run process itself when it was not this test process.
-    no_process_left(folder.run_id, *[p for p in (st_.get("server_pid"), st_.get("pid"))
-                                     if p and p != os.getpid()])
+    no_process_left(
+        folder.run_id,
+        *[p for p in (st_.get("server_pid"), st_.get("pid")) if p and p != os.getpid()],
+    )
     # Nothing half-written; every artifact reads.
     for path in folder.path.rglob("*"):
         assert not path.name.endswith((".tmp", ".scrub")), path
@@ -205,6 +249,7 @@ def occupied_port() -> tuple[socket.socket, int]:
 
 # --- a normal run first: the baseline every later fault must leave intact -------------------
 
+
 def test_baseline_run_succeeds(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = lab.run(lab.spec(probe=True, warmup=2))
     survived(lab, monkeypatch, folder, "none (baseline)", "succeeded")
@@ -213,15 +258,24 @@ def test_baseline_run_succeeds(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> Non
 
 # --- launch ------------------------------------------------------------------------------------
 
-def test_unknown_flag_is_refused_before_launch(lab: Lab,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+
+def test_unknown_flag_is_refused_before_launch(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = lab.run(lab.spec(extra_args=("--no-such-flag",)))
-    survived(lab, monkeypatch, folder, "launch: unknown extra flag", "failed",
-             "server.extra_args", "--no-such-flag is unknown to SGLang 0.5.23", launched=False)
+    survived(
+        lab,
+        monkeypatch,
+        folder,
+        "launch: unknown extra flag",
+        "failed",
+        "server.extra_args",
+        "--no-such-flag is unknown to SGLang 0.5.23",
+        launched=False,
+    )
 
 
-def test_unknown_flag_reaching_the_server_exits_2(lab: Lab,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unknown_flag_reaching_the_server_exits_2(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # When SGLang's --help could not be read, flags are not checked: the server says no.
     from core.engines import sglang
 
@@ -229,37 +283,71 @@ def test_unknown_flag_reaching_the_server_exits_2(lab: Lab,
     # nor from the detection cache an earlier test of this module left in the data folder
     monkeypatch.setattr(sglang.detect_cache, "load", lambda *_a, **_k: None)
     folder = lab.run(lab.spec(extra_args=("--no-such-flag",)))
-    survived(lab, monkeypatch, folder, "launch: unknown flag, exit 2", "failed",
-             "exit code 2", "unrecognized arguments: --no-such-flag")
+    survived(
+        lab,
+        monkeypatch,
+        folder,
+        "launch: unknown flag, exit 2",
+        "failed",
+        "exit code 2",
+        "unrecognized arguments: --no-such-flag",
+    )
 
 
 def test_bad_flag_value_exits_2(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = lab.run(lab.spec(extra_args=("--max-running-requests", "many")))
-    survived(lab, monkeypatch, folder, "launch: bad flag value, exit 2", "failed",
-             "exit code 2", "invalid int value: 'many'")
+    survived(
+        lab,
+        monkeypatch,
+        folder,
+        "launch: bad flag value, exit 2",
+        "failed",
+        "exit code 2",
+        "invalid int value: 'many'",
+    )
 
 
 def test_immediate_crash(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_SGLANG_FAULT", "crash_on_start")
     folder = lab.run(lab.spec())
-    survived(lab, monkeypatch, folder, "launch: immediate crash", "failed",
-             "exit code 1", "does not appear to have a file named config.json")
+    survived(
+        lab,
+        monkeypatch,
+        folder,
+        "launch: immediate crash",
+        "failed",
+        "exit code 1",
+        "does not appear to have a file named config.json",
+    )
 
 
-def test_never_ready_hits_the_startup_timeout(lab: Lab,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_never_ready_hits_the_startup_timeout(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_SGLANG_FAULT", "never_ready")
     folder = lab.run(lab.spec(startup_timeout_s=2))  # gives up (a hang: pytest-timeout)
-    survived(lab, monkeypatch, folder, "launch: never ready", "failed",
-             "server not ready after 2 s", "raise startup_timeout_s")
+    survived(
+        lab,
+        monkeypatch,
+        folder,
+        "launch: never ready",
+        "failed",
+        "server not ready after 2 s",
+        "raise startup_timeout_s",
+    )
 
 
 def test_port_already_in_use(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     sock, port = occupied_port()
     with sock:
         folder = lab.run(lab.spec(port=port))
-    survived(lab, monkeypatch, folder, "launch: port in use (chosen)", "failed",
-             f"port {port} is already in use", launched=False)
+    survived(
+        lab,
+        monkeypatch,
+        folder,
+        "launch: port in use (chosen)",
+        "failed",
+        f"port {port} is already in use",
+        launched=False,
+    )
 
 
 def test_port_taken_between_choice_and_bind(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -267,12 +355,20 @@ def test_port_taken_between_choice_and_bind(lab: Lab, monkeypatch: pytest.Monkey
     monkeypatch.setattr(pipeline, "free_port", lambda _host="": port)
     with sock:
         folder = lab.run(lab.spec())
-    survived(lab, monkeypatch, folder, "launch: port taken by another process", "failed",
-             "exit code 1", "address already in use")
+    survived(
+        lab,
+        monkeypatch,
+        folder,
+        "launch: port taken by another process",
+        "failed",
+        "exit code 1",
+        "address already in use",
+    )
 
 
 def test_port_held_by_another_server_is_not_taken_for_ours(
-        lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Someone else's server answers 200 on the port: the run must not benchmark it.
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -292,68 +388,122 @@ def test_port_held_by_another_server_is_not_taken_for_ours(
     finally:
         other.shutdown()
         other.server_close()
-    survived(lab, monkeypatch, folder, "launch: port answered by another server", "failed",
-             "exit code 1", "address already in use")
+    survived(
+        lab,
+        monkeypatch,
+        folder,
+        "launch: port answered by another server",
+        "failed",
+        "exit code 1",
+        "address already in use",
+    )
 
 
 def test_model_path_missing(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     missing = lab.model.parent / "no-such-model"
     folder = lab.run(lab.spec(model=str(missing)))
-    survived(lab, monkeypatch, folder, "launch: model path missing", "failed",
-             "server.model", "does not exist", launched=False)
+    survived(
+        lab,
+        monkeypatch,
+        folder,
+        "launch: model path missing",
+        "failed",
+        "server.model",
+        "does not exist",
+        launched=False,
+    )
 
 
-def test_model_path_outside_the_allowed_roots(lab: Lab, monkeypatch: pytest.MonkeyPatch,
-                                              tmp_path: Path) -> None:
+def test_model_path_outside_the_allowed_roots(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     # A queued spec (an import, an edited spec.json) is checked again before launch.
-    monkeypatch.setattr(lab, "settings", Settings(
-        data_dir=lab.settings.data_dir, sglang_python=sys.executable,
-        transformers_python=sys.executable, model_roots=(tmp_path / "models",)))
+    monkeypatch.setattr(
+        lab,
+        "settings",
+        Settings(
+            data_dir=lab.settings.data_dir,
+            sglang_python=sys.executable,
+            transformers_python=sys.executable,
+            model_roots=(tmp_path / "models",),
+        ),
+    )
     folder = lab.run(lab.spec())
-    survived(lab, monkeypatch, folder, "launch: model outside the allowed roots", "failed",
-             "server.model", "outside the allowed model folders", launched=False)
+    survived(
+        lab,
+        monkeypatch,
+        folder,
+        "launch: model outside the allowed roots",
+        "failed",
+        "server.model",
+        "outside the allowed model folders",
+        launched=False,
+    )
 
 
 # --- start-up log ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("fault", "label"), [
-    ("oom_during_capture", "oom-during-cuda-graph-capture"),
-    ("exception_during_capture", "exception-during-cuda-graph-capture"),
-    ("negative_kv", "kv-cache-profiled-tokens-negative"),
-])
-def test_startup_failure_is_named_from_the_log(lab: Lab, monkeypatch: pytest.MonkeyPatch,
-                                               fault: str, label: str) -> None:
+
+@pytest.mark.parametrize(
+    ("fault", "label"),
+    [
+        ("oom_during_capture", "oom-during-cuda-graph-capture"),
+        ("exception_during_capture", "exception-during-cuda-graph-capture"),
+        ("negative_kv", "kv-cache-profiled-tokens-negative"),
+    ],
+)
+def test_startup_failure_is_named_from_the_log(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch, fault: str, label: str
+) -> None:
     monkeypatch.setenv("FAKE_SGLANG_FAULT", fault)
     folder = lab.run(lab.spec(device="auto"))
-    survived(lab, monkeypatch, folder, f"start-up log: {fault}", "failed", label,
-             "exit code 1")
+    survived(lab, monkeypatch, folder, f"start-up log: {fault}", "failed", label, "exit code 1")
 
 
 # --- sanity probe ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("fault", "expect", "words"), [
-    ("empty_answer", "(?i)paris", "empty answer"),
-    ("garbage_answer", "(?i)paris", "does not match"),
-    ("garbage_answer", None, "numerically broken"),
-    ("wrong_answer", "(?i)paris", "answer 'Berlin"),
-])
-def test_bad_probe_answer_marks_the_run_invalid(lab: Lab, monkeypatch: pytest.MonkeyPatch,
-                                                fault: str, expect: str | None,
-                                                words: str) -> None:
+
+@pytest.mark.parametrize(
+    ("fault", "expect", "words"),
+    [
+        ("empty_answer", "(?i)paris", "empty answer"),
+        ("garbage_answer", "(?i)paris", "does not match"),
+        ("garbage_answer", None, "numerically broken"),
+        ("wrong_answer", "(?i)paris", "answer 'Berlin"),
+    ],
+)
+def test_bad_probe_answer_marks_the_run_invalid(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch, fault: str, expect: str | None, words: str
+) -> None:
     monkeypatch.setenv("FAKE_SGLANG_FAULT", fault)
     folder = lab.run(lab.spec(probe_spec=ProbeSpec(expect=expect)))
-    survived(lab, monkeypatch, folder, f"probe: {fault} (expect {expect})", "invalid",
-             "sanity probe failed", words)
+    survived(
+        lab,
+        monkeypatch,
+        folder,
+        f"probe: {fault} (expect {expect})",
+        "invalid",
+        "sanity probe failed",
+        words,
+    )
     assert not (folder.path / "points" / "000").exists()  # nothing measured
 
 
 # --- during the benchmark ----------------------------------------------------------------------
 
+
 def test_server_dies_mid_benchmark(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_SGLANG_FAULT", "die_after_requests=3")
     folder = lab.run(lab.spec(prompts=6, concurrency=2, output_len=20))
-    survived(lab, monkeypatch, folder, "benchmark: server killed", "failed",
-             "server exited during point 0", "exit code 137")
+    survived(
+        lab,
+        monkeypatch,
+        folder,
+        "benchmark: server killed",
+        "failed",
+        "server exited during point 0",
+        "exit code 137",
+    )
     recs = pq.read_table(folder.path / "points/000/records.parquet").to_pylist()
     assert len(recs) == 6 and any(not r["ok"] for r in recs)  # what it measured is kept
 
@@ -361,8 +511,15 @@ def test_server_dies_mid_benchmark(lab: Lab, monkeypatch: pytest.MonkeyPatch) ->
 def test_hung_server_per_request_timeout(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_SGLANG_FAULT", "hang_after_tokens=2")
     folder = lab.run(lab.spec(prompts=2, output_len=8, request_timeout_s=1.0))
-    survived(lab, monkeypatch, folder, "benchmark: hang, per-request timeout", "failed",
-             "none of its 2 requests succeeded", "timeout after 1 s")
+    survived(
+        lab,
+        monkeypatch,
+        folder,
+        "benchmark: hang, per-request timeout",
+        "failed",
+        "none of its 2 requests succeeded",
+        "timeout after 1 s",
+    )
     summary = folder.read("points/000/summary.json")["metrics"]
     assert summary["num_requests"] == 2 and summary["failed"] == 2
 
@@ -370,22 +527,34 @@ def test_hung_server_per_request_timeout(lab: Lab, monkeypatch: pytest.MonkeyPat
 def test_hung_server_whole_point_timeout(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_SGLANG_FAULT", "hang_after_tokens=2")
     # per-request timeout 60 s: the reason below proves the 1.5 s point timeout ended it
-    folder = lab.run(lab.spec(prompts=4, concurrency=1, output_len=8, request_timeout_s=60,
-                              point_timeout_s=1.5))
-    survived(lab, monkeypatch, folder, "benchmark: hang, whole-point timeout", "failed",
-             "none of its 4 requests succeeded", "point timeout after 1.5 s")
+    folder = lab.run(
+        lab.spec(prompts=4, concurrency=1, output_len=8, request_timeout_s=60, point_timeout_s=1.5)
+    )
+    survived(
+        lab,
+        monkeypatch,
+        folder,
+        "benchmark: hang, whole-point timeout",
+        "failed",
+        "none of its 4 requests succeeded",
+        "point timeout after 1.5 s",
+    )
 
 
-def test_http_500_on_some_requests_counts_as_errors(lab: Lab,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_http_500_on_some_requests_counts_as_errors(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_SGLANG_FAULT", "http_500_every=3")
     folder = lab.run(lab.spec(prompts=9, concurrency=3))
     survived(lab, monkeypatch, folder, "benchmark: HTTP 500 on some requests", "succeeded")
     m = folder.read("points/000/summary.json")["metrics"]
     assert m["num_requests"] == 9 and m["failed"] == 3 and m["completed"] == 6
     assert m["error_rate"] == pytest.approx(1 / 3)
-    errors = [r["error"] for r in pq.read_table(
-        folder.path / "points/000/records.parquet").to_pylist() if not r["ok"]]
+    errors = [
+        r["error"]
+        for r in pq.read_table(folder.path / "points/000/records.parquet").to_pylist()
+        if not r["ok"]
+    ]
     assert len(errors) == 3 and all(e.startswith("HTTP 500") for e in errors)
 
 
@@ -395,12 +564,16 @@ def test_truncated_streams_are_errors(lab: Lab, monkeypatch: pytest.MonkeyPatch)
     survived(lab, monkeypatch, folder, "benchmark: truncated streams", "succeeded")
     m = folder.read("points/000/summary.json")["metrics"]
     assert m["num_requests"] == 6 and m["failed"] == 3
-    errors = [r["error"] for r in pq.read_table(
-        folder.path / "points/000/records.parquet").to_pylist() if not r["ok"]]
+    errors = [
+        r["error"]
+        for r in pq.read_table(folder.path / "points/000/records.parquet").to_pylist()
+        if not r["ok"]
+    ]
     assert all("truncated" in e for e in errors)
 
 
 # --- real run processes: cancel at every phase, kills, portal restarts -------------------------
+
 
 class Jobs:
     """Workers and run processes of one test; everything is stopped at teardown."""
@@ -417,12 +590,21 @@ class Jobs:
         return w
 
     def env(self) -> dict[str, str]:
-        return {**os.environ, "SERVELAB_DATA_DIR": str(self.lab.settings.data_dir),
-                "SERVELAB_SGLANG_PYTHON": sys.executable}
+        return {
+            **os.environ,
+            "SERVELAB_DATA_DIR": str(self.lab.settings.data_dir),
+            "SERVELAB_SGLANG_PYTHON": sys.executable,
+        }
 
     def popen(self, argv: list[str]) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(argv, cwd=REPO, env=self.env(), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            cwd=REPO,
+            env=self.env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         self.procs.append(proc)
         return proc
 
@@ -436,13 +618,17 @@ class Jobs:
 
     def final(self, rid: str, timeout: float = 30) -> str:
         """The final state, once the run process (which indexes the run last) is gone."""
+
         def done() -> str | None:
             st_ = self.lab.folder(rid).status()
             pid = st_.get("pid")
             if st_.get("state") not in FINAL_STATES:
                 return None
-            if pid and psutil.pid_exists(pid) and \
-                    psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+            if (
+                pid
+                and psutil.pid_exists(pid)
+                and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+            ):
                 return None
             return str(st_["state"])
 
@@ -476,20 +662,40 @@ def test_cancel_while_queued(lab: Lab, jobs: Jobs, monkeypatch: pytest.MonkeyPat
     assert cancel(lab.settings, rid) == f"{rid} cancelled before it started"
     jobs.worker()
     time.sleep(0.5)  # a few worker ticks: it never starts
-    survived(lab, monkeypatch, lab.folder(rid), "cancel: queued", "cancelled",
-             "cancelled before it started", launched=False)
+    survived(
+        lab,
+        monkeypatch,
+        lab.folder(rid),
+        "cancel: queued",
+        "cancelled",
+        "cancelled before it started",
+        launched=False,
+    )
     assert not (lab.folder(rid).path / "runner.log").exists()
 
 
-@pytest.mark.parametrize(("phase", "env", "words"), [
-    ("wait_ready", {"FAKE_SGLANG_STARTUP_S": "60"}, "cancelled while waiting for the server"),
-    # no token at all: the probe stops reading once the answer matches, so one token would
-    # end it and the cancel would land in the warm-up
-    ("probe", {"FAKE_SGLANG_FAULT": "hang_after_tokens=0"}, "cancelled during the sanity probe"),
-    ("warmup", {"FAKE_SGLANG_TTFT_MS": "20000"}, "cancelled on request"),
-])
-def test_cancel_while_running(lab: Lab, jobs: Jobs, monkeypatch: pytest.MonkeyPatch,
-                              phase: str, env: dict[str, str], words: str) -> None:
+@pytest.mark.parametrize(
+    ("phase", "env", "words"),
+    [
+        ("wait_ready", {"FAKE_SGLANG_STARTUP_S": "60"}, "cancelled while waiting for the server"),
+        # no token at all: the probe stops reading once the answer matches, so one token would
+        # end it and the cancel would land in the warm-up
+        (
+            "probe",
+            {"FAKE_SGLANG_FAULT": "hang_after_tokens=0"},
+            "cancelled during the sanity probe",
+        ),
+        ("warmup", {"FAKE_SGLANG_TTFT_MS": "20000"}, "cancelled on request"),
+    ],
+)
+def test_cancel_while_running(
+    lab: Lab,
+    jobs: Jobs,
+    monkeypatch: pytest.MonkeyPatch,
+    phase: str,
+    env: dict[str, str],
+    words: str,
+) -> None:
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     jobs.worker()
@@ -500,8 +706,9 @@ def test_cancel_while_running(lab: Lab, jobs: Jobs, monkeypatch: pytest.MonkeyPa
     survived(lab, monkeypatch, lab.folder(rid), f"cancel: {phase}", "cancelled", words)
 
 
-def test_cancel_from_the_run_page_during_a_point(lab: Lab, jobs: Jobs,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cancel_from_the_run_page_during_a_point(
+    lab: Lab, jobs: Jobs, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "20000")
     jobs.worker()
     (rid,) = submit(lab.settings, [lab.spec()])
@@ -517,8 +724,14 @@ def test_cancel_from_the_run_page_during_a_point(lab: Lab, jobs: Jobs,
     app.button(key="cancel_run").click().run()
     assert not app.exception
     assert jobs.final(rid) == "cancelled"
-    survived(lab, monkeypatch, lab.folder(rid), "cancel: point (from the Run page)",
-             "cancelled", "cancelled during point 0")
+    survived(
+        lab,
+        monkeypatch,
+        lab.folder(rid),
+        "cancel: point (from the Run page)",
+        "cancelled",
+        "cancelled during point 0",
+    )
     # The point the cancel cut short is marked so, its cut requests counted apart: not
     # "100% errors" (none of its 4 requests could finish in 20 s).
     summary = lab.folder(rid).read("points/000/summary.json")
@@ -531,49 +744,78 @@ def test_cancel_from_the_run_page_during_a_point(lab: Lab, jobs: Jobs,
     assert pd.isna(points["error_rate"].iloc[0])
 
 
-def test_run_process_sigkilled_without_a_portal(lab: Lab, jobs: Jobs,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_process_sigkilled_without_a_portal(
+    lab: Lab, jobs: Jobs, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "20000")
     folder = prepare_run(lab.spec(), lab.settings)
-    runner = jobs.popen([sys.executable, "-m", "core", "run", "--run-id", folder.run_id,
-                         "--quiet"])
+    runner = jobs.popen([sys.executable, "-m", "core", "run", "--run-id", folder.run_id, "--quiet"])
     st_ = jobs.phase(folder.run_id, "point 0")
     os.kill(runner.pid, signal.SIGKILL)
     runner.wait(10)
     # The server died with it (PDEATHSIG); its scheduler child did not: an orphan, until
     # the next `python -m core runs` (or portal start) recovers the run.
-    wait_for(lambda: not psutil.pid_exists(st_["server_pid"])
-             or psutil.Process(st_["server_pid"]).status() == psutil.STATUS_ZOMBIE,
-             10, "the server to die with its run process")
+    wait_for(
+        lambda: (
+            not psutil.pid_exists(st_["server_pid"])
+            or psutil.Process(st_["server_pid"]).status() == psutil.STATUS_ZOMBIE
+        ),
+        10,
+        "the server to die with its run process",
+    )
     assert [p.name()[:15] for p in run_processes(folder.run_id)] == ["sglang::schedul"]
-    out = subprocess.run([sys.executable, "-m", "core", "runs"], cwd=REPO, env=jobs.env(),
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "core", "runs"],
+        cwd=REPO,
+        env=jobs.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
-    survived(lab, monkeypatch, folder, "run process SIGKILLed (no portal)", "interrupted",
-             f"run process {runner.pid} is gone", "server log kept",
-             f"server process group {st_['server_pid']} killed")
+    survived(
+        lab,
+        monkeypatch,
+        folder,
+        "run process SIGKILLed (no portal)",
+        "interrupted",
+        f"run process {runner.pid} is gone",
+        "server log kept",
+        f"server process group {st_['server_pid']} killed",
+    )
 
 
-def test_run_process_sigkilled_under_the_worker(lab: Lab, jobs: Jobs,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_process_sigkilled_under_the_worker(
+    lab: Lab, jobs: Jobs, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "20000")
     jobs.worker()
     (rid,) = submit(lab.settings, [lab.spec()])
     st_ = jobs.phase(rid, "point 0")
     os.kill(st_["pid"], signal.SIGKILL)
     assert jobs.final(rid) == "interrupted"
-    survived(lab, monkeypatch, lab.folder(rid), "run process SIGKILLed (portal running)",
-             "interrupted", f"run process {st_['pid']} was killed by SIGKILL",
-             "server process group")
+    survived(
+        lab,
+        monkeypatch,
+        lab.folder(rid),
+        "run process SIGKILLed (portal running)",
+        "interrupted",
+        f"run process {st_['pid']} was killed by SIGKILL",
+        "server process group",
+    )
 
 
-PORTAL = ("import time; from core.jobs import Worker; from core.settings import load_settings;"
-          "w = Worker(load_settings(), 0.1, settle_s=0.0, has_gpu=False); w.start();"
-          "time.sleep(600)")
+PORTAL = (
+    "import time; from core.executors.worker import Worker;"
+    "from core.settings import load_settings;"
+    "w = Worker(load_settings(), 0.1, settle_s=0.0, has_gpu=False); w.start();"
+    "time.sleep(600)"
+)
 
 
-def test_portal_restarted_mid_run_reattaches(lab: Lab, jobs: Jobs,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_portal_restarted_mid_run_reattaches(
+    lab: Lab, jobs: Jobs, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "2000")  # a 4 s point: time to restart
     portal = jobs.popen([sys.executable, "-c", PORTAL])
     (rid,) = submit(lab.settings, [lab.spec(prompts=2, output_len=2, concurrency=1)])
@@ -585,12 +827,14 @@ def test_portal_restarted_mid_run_reattaches(lab: Lab, jobs: Jobs,
     wait_for(lambda: w.snapshot()["running"], 10, "the new worker to re-attach")
     assert w.snapshot()["running"][0]["attached"] is True
     assert jobs.final(rid) == "succeeded"
-    survived(lab, monkeypatch, lab.folder(rid), "portal restarted mid-run (run re-attached)",
-             "succeeded")
+    survived(
+        lab, monkeypatch, lab.folder(rid), "portal restarted mid-run (run re-attached)", "succeeded"
+    )
 
 
-def test_portal_restarted_after_its_run_died(lab: Lab, jobs: Jobs,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_portal_restarted_after_its_run_died(
+    lab: Lab, jobs: Jobs, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "20000")
     portal = jobs.popen([sys.executable, "-c", PORTAL])
     (rid,) = submit(lab.settings, [lab.spec()])
@@ -601,20 +845,33 @@ def test_portal_restarted_after_its_run_died(lab: Lab, jobs: Jobs,
     assert run_processes(rid)  # the scheduler child is still there
     jobs.worker()  # the restarted portal: recover_runs at start
     assert jobs.final(rid) == "interrupted"
-    survived(lab, monkeypatch, lab.folder(rid), "portal restarted after its run died",
-             "interrupted", "portal restarted or process killed", "server process group")
+    survived(
+        lab,
+        monkeypatch,
+        lab.folder(rid),
+        "portal restarted after its run died",
+        "interrupted",
+        "portal restarted or process killed",
+        "server process group",
+    )
 
 
 # --- the catalog, the data folder, the disk ----------------------------------------------------
+
 
 def test_catalog_locked_by_another_process(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     # Another program (not ServeLab: it ignores our lock file) holds the DuckDB file open.
     with lab.catalog.connect():
         pass  # the file exists (this test may run alone)
-    hold = ("import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); print('held', "
-            "flush=True); time.sleep(120)")
-    holder = subprocess.Popen([sys.executable, "-c", hold, str(lab.settings.catalog_path)],
-                              stdout=subprocess.PIPE, text=True)
+    hold = (
+        "import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); print('held', "
+        "flush=True); time.sleep(120)"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", hold, str(lab.settings.catalog_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         with pytest.raises(StoreError, match="Another program may hold it open"):
@@ -637,9 +894,14 @@ def test_catalog_locked_by_another_process(lab: Lab, monkeypatch: pytest.MonkeyP
     finally:
         holder.kill()
         holder.wait(10)
-    out = subprocess.run([sys.executable, "-m", "core", "reindex"], cwd=REPO,
-                         env={**os.environ, "SERVELAB_DATA_DIR": str(lab.settings.data_dir)},
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "core", "reindex"],
+        cwd=REPO,
+        env={**os.environ, "SERVELAB_DATA_DIR": str(lab.settings.data_dir)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0 and "indexed" in out.stdout, out.stderr
     survived(lab, monkeypatch, folder, "catalog locked by another process", "succeeded")
 
@@ -658,8 +920,10 @@ def read_only(path: Path) -> Iterator[None]:
             for p, mode in modes.items():
                 p.chmod(mode)
         return
-    if subprocess.run(["mount", "--bind", str(path), str(path)],
-                      capture_output=True).returncode != 0:
+    if (
+        subprocess.run(["mount", "--bind", str(path), str(path)], capture_output=True).returncode
+        != 0
+    ):
         pytest.skip("cannot make a read-only folder here (not permitted to bind-mount)")
     try:
         subprocess.run(["mount", "-o", "remount,bind,ro", str(path)], check=True)
@@ -713,8 +977,14 @@ def test_disk_full_while_writing_results(lab: Lab, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(pq, "write_table", full)
     folder = lab.run(lab.spec())
     monkeypatch.setattr(pq, "write_table", real)
-    survived(lab, monkeypatch, folder, "disk full while writing results", "failed",
-             "cannot write points/000/records.parquet: No space left on device")
+    survived(
+        lab,
+        monkeypatch,
+        folder,
+        "disk full while writing results",
+        "failed",
+        "cannot write points/000/records.parquet: No space left on device",
+    )
     # Neither the half-written file nor a summary without records is taken as a result.
     assert not (folder.path / "points/000/records.parquet").exists()
     assert not (folder.path / "points/000/summary.json").exists()
@@ -724,11 +994,17 @@ def test_disk_full_while_writing_results(lab: Lab, monkeypatch: pytest.MonkeyPat
 
 def test_disk_too_full_to_start(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     usage = pipeline.shutil.disk_usage(lab.settings.data_dir)
-    monkeypatch.setattr(pipeline.shutil, "disk_usage",
-                        lambda _p: usage._replace(free=50 * 2**20))
+    monkeypatch.setattr(pipeline.shutil, "disk_usage", lambda _p: usage._replace(free=50 * 2**20))
     folder = lab.run(lab.spec())
-    survived(lab, monkeypatch, folder, "disk too full to start", "failed",
-             "only 50 MB free", launched=False)
+    survived(
+        lab,
+        monkeypatch,
+        folder,
+        "disk too full to start",
+        "failed",
+        "only 50 MB free",
+        launched=False,
+    )
 
 
 @pytest.fixture
@@ -736,9 +1012,13 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
     """A real 24 MB tmpfs (root only): a disk that really fills up."""
     mnt = tmp_path / "tiny-disk"
     mnt.mkdir()
-    if os.geteuid() != 0 or subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mnt)],
-            capture_output=True).returncode != 0:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mnt)], capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip("mounting a tmpfs needs root")
     try:
         yield mnt
@@ -746,10 +1026,17 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mnt)], check=True)
 
 
-def test_disk_really_fills_up_mid_run(lab: Lab, tiny_disk: Path,
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    small = Lab(Settings(data_dir=tiny_disk / "data", sglang_python=sys.executable,
-                         transformers_python=sys.executable), lab.model)
+def test_disk_really_fills_up_mid_run(
+    lab: Lab, tiny_disk: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    small = Lab(
+        Settings(
+            data_dir=tiny_disk / "data",
+            sglang_python=sys.executable,
+            transformers_python=sys.executable,
+        ),
+        lab.model,
+    )
     monkeypatch.setattr(pipeline, "MIN_FREE_DISK_MB", 1)
     baseline = small.run(small.spec())
     survived(small, monkeypatch, baseline, "none (baseline on the small disk)", "succeeded")
@@ -770,25 +1057,37 @@ def test_disk_really_fills_up_mid_run(lab: Lab, tiny_disk: Path,
     assert folder.status()["state"] == "running"  # what the full disk kept: stale, valid
     filler.unlink()  # space again: the run is closed as interrupted, nothing else changed
     assert recover_runs(small.settings) == [folder.run_id]
-    survived(small, monkeypatch, folder, "disk really full mid-run (tmpfs)", "interrupted",
-             "is gone")
+    survived(
+        small, monkeypatch, folder, "disk really full mid-run (tmpfs)", "interrupted", "is gone"
+    )
 
 
 # --- many sessions at once ---------------------------------------------------------------------
 
+
 @pytest.fixture
 def two_endpoints(tmp_path: Path) -> Iterator[list[str]]:
     """Two running fake servers: two 'GPU sets' (endpoint:<url>) for the queue."""
-    from core.launcher import ManagedServer, free_port
+    from core.run.launcher import ManagedServer, free_port
 
     servers, urls = [], []
     try:
         for i in range(2):
             port = free_port()
             url = f"http://127.0.0.1:{port}"
-            srv = ManagedServer([sys.executable, "-m", "sglang.launch_server", "--model-path",
-                                 f"shared-{i}", "--port", str(port)], tmp_path / f"s{i}.log",
-                                url + "/health")
+            srv = ManagedServer(
+                [
+                    sys.executable,
+                    "-m",
+                    "sglang.launch_server",
+                    "--model-path",
+                    f"shared-{i}",
+                    "--port",
+                    str(port),
+                ],
+                tmp_path / f"s{i}.log",
+                url + "/health",
+            )
             srv.start()
             servers.append(srv)
             srv.wait_ready(30)
@@ -799,17 +1098,24 @@ def two_endpoints(tmp_path: Path) -> Iterator[list[str]]:
             srv.stop()
 
 
-def test_twenty_jobs_from_several_sessions(lab: Lab, jobs: Jobs, two_endpoints: list[str],
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_twenty_jobs_from_several_sessions(
+    lab: Lab, jobs: Jobs, two_endpoints: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """4 sessions submit 5 runs each at once, on two sets: all queued, none lost or
     duplicated, one run at a time per set (two sets in parallel), all succeed."""
+
     def spec(i: int) -> RunSpec:
-        return RunSpec(server=ServerConfig(engine="endpoint", endpoint_url=two_endpoints[i % 2],
-                                           tokenizer=str(lab.model)),
-                       plan=BenchmarkPlan(points=(Point(concurrency=1, num_prompts=2,
-                                                        input_len=8, output_len=2),),
-                                          probe=None, warmup_requests=0),
-                       tags=(f"session-{i % 4}",))
+        return RunSpec(
+            server=ServerConfig(
+                engine="endpoint", endpoint_url=two_endpoints[i % 2], tokenizer=str(lab.model)
+            ),
+            plan=BenchmarkPlan(
+                points=(Point(concurrency=1, num_prompts=2, input_len=8, output_len=2),),
+                probe=None,
+                warmup_requests=0,
+            ),
+            tags=(f"session-{i % 4}",),
+        )
 
     barrier = threading.Barrier(4)
     got: list[list[str]] = [[] for _ in range(4)]
@@ -851,25 +1157,33 @@ def test_twenty_jobs_from_several_sessions(lab: Lab, jobs: Jobs, two_endpoints: 
         for a, b in itertools.pairwise(runs):
             assert a["finished_at"] <= b["started_at"], (a["run_id"], b["run_id"])
     for rid in ids:
-        survived(lab, monkeypatch, lab.folder(rid), "20 jobs at once from 4 sessions",
-                 "succeeded", launched=False, portal=rid == ids[-1])
+        survived(
+            lab,
+            monkeypatch,
+            lab.folder(rid),
+            "20 jobs at once from 4 sessions",
+            "succeeded",
+            launched=False,
+            portal=rid == ids[-1],
+        )
 
 
 # --- secrets -----------------------------------------------------------------------------------
+
 
 def test_api_key_never_stored(lab: Lab, jobs: Jobs, monkeypatch: pytest.MonkeyPatch) -> None:
     """A key given to the engine reaches it (the fake then requires it from every client)
     and the client, but no file of the run, no log and not the catalog."""
     secret = "sk-servelab-TEST-0123456789abcdef"
     jobs.worker()
-    (rid,) = submit(lab.settings, [lab.spec(probe=True, warmup=1,
-                                            extra_args=("--api-key", secret))])
+    (rid,) = submit(
+        lab.settings, [lab.spec(probe=True, warmup=1, extra_args=("--api-key", secret))]
+    )
     folder = lab.folder(rid)
     assert folder.read("spec.json")["server"]["extra_args"] == ["--api-key", "***"]
     assert jobs.final(rid) == "succeeded", folder.status().get("reason")
     launch = folder.read("launch.json")
-    assert launch["argv"][-2:] == ["--api-key", "***"] and "--api-key '***'" in \
-        launch["command"]
+    assert launch["argv"][-2:] == ["--api-key", "***"] and "--api-key '***'" in launch["command"]
     survived(lab, monkeypatch, folder, "API key passed to the engine", "succeeded")
     for path in [*folder.path.rglob("*"), lab.settings.catalog_path]:
         if path.is_file():

@@ -1,4 +1,4 @@
-"""core.figures: trace counts, titles with units, and the empty cases say so."""
+"""core.views.figures: trace counts, titles with units, and the empty cases say so."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import plotly.graph_objects as go
 import pyarrow as pa
 import pytest
 
-from core.compare import RunView, load_run, memory_headroom
-from core.figures import (
+from core.analysis.compare import RunView, load_run, memory_headroom
+from core.run.samplers import SAMPLE_SCHEMA
+from core.views.figures import (
     CDF_MAX_POINTS,
     cdf_figure,
     gpu_memory_figure,
@@ -20,7 +21,6 @@ from core.figures import (
     metric_label,
     metric_vs_concurrency,
 )
-from core.samplers import SAMPLE_SCHEMA
 from tests.test_compare import P1, P4, P8, _facts, make_run
 
 
@@ -29,11 +29,20 @@ def _annotations(fig: go.Figure) -> list[str]:
 
 
 def _views(tmp_path: Path) -> list[RunView]:
-    a = make_run(tmp_path, "a", points=[(P1, {"median_ttft_ms": 10.0}, "d"),
-                                        (P4, {"median_ttft_ms": 20.0}, "d"),
-                                        (P8, {"median_ttft_ms": 40.0}, "d")])
-    b = make_run(tmp_path, "b", points=[(P1, {"median_ttft_ms": 8.0}, "d"),
-                                        (P4, {"median_ttft_ms": None}, "d")])
+    a = make_run(
+        tmp_path,
+        "a",
+        points=[
+            (P1, {"median_ttft_ms": 10.0}, "d"),
+            (P4, {"median_ttft_ms": 20.0}, "d"),
+            (P8, {"median_ttft_ms": 40.0}, "d"),
+        ],
+    )
+    b = make_run(
+        tmp_path,
+        "b",
+        points=[(P1, {"median_ttft_ms": 8.0}, "d"), (P4, {"median_ttft_ms": None}, "d")],
+    )
     return [load_run(a), load_run(b)]
 
 
@@ -75,17 +84,25 @@ def test_metric_vs_concurrency(tmp_path: Path) -> None:
     assert list(fig.layout.xaxis.tickvals) == [1, 2, 4, 8]
     assert fig.layout.xaxis.title.text.startswith("concurrency")
     assert fig.layout.yaxis.title.text == "median TTFT (ms)"
-    assert list(fig.data[0].customdata) == ["c=1 rate=inf in=32 out=16",
-                                            "c=4 rate=inf in=32 out=16",
-                                            "c=8 rate=inf in=32 out=16"]
+    assert list(fig.data[0].customdata) == [
+        "c=1 rate=inf in=32 out=16",
+        "c=4 rate=inf in=32 out=16",
+        "c=8 rate=inf in=32 out=16",
+    ]
     assert "%{customdata}" in fig.data[0].hovertemplate
 
 
 def test_metric_vs_concurrency_splits_different_loads(tmp_path: Path) -> None:
     long_in = {**P4, "input_len": 1024}
-    a = make_run(tmp_path, "a", points=[(P1, {"output_throughput": 1.0}, "d"),
-                                        (P4, {"output_throughput": 2.0}, "d"),
-                                        (long_in, {"output_throughput": 3.0}, "d")])
+    a = make_run(
+        tmp_path,
+        "a",
+        points=[
+            (P1, {"output_throughput": 1.0}, "d"),
+            (P4, {"output_throughput": 2.0}, "d"),
+            (long_in, {"output_throughput": 3.0}, "d"),
+        ],
+    )
     fig = metric_vs_concurrency([load_run(a)], "output_throughput")
     assert len(fig.data) == 2
     assert fig.layout.yaxis.title.text == "output throughput (tok/s)"
@@ -94,8 +111,11 @@ def test_metric_vs_concurrency_splits_different_loads(tmp_path: Path) -> None:
 def test_metric_vs_concurrency_without_points(tmp_path: Path) -> None:
     failed = make_run(tmp_path, "failed")
     shutil.rmtree(failed.path / "points")  # failed before its first point
-    unbounded = make_run(tmp_path, "unbounded",
-                         points=[({**P1, "concurrency": None}, {"output_throughput": 1.0}, "d")])
+    unbounded = make_run(
+        tmp_path,
+        "unbounded",
+        points=[({**P1, "concurrency": None}, {"output_throughput": 1.0}, "d")],
+    )
     fig = metric_vs_concurrency([load_run(failed), load_run(unbounded)], "output_throughput")
     assert len(fig.data) == 0
     assert "no points with a concurrency to plot" in _annotations(fig)
@@ -107,10 +127,26 @@ def _gpu_samples() -> pa.Table:
     for t in range(6):
         point = -1 if t == 0 else (0 if t < 3 else 1)
         for g in range(2):
-            rows.append({"t_s": float(t), "point": point, "source": "nvml",
-                         "name": "gpu_used_mib", "labels": f"gpu={g}", "value": 1000.0 + t})
-        rows.append({"t_s": float(t), "point": point, "source": "metrics",
-                     "name": "sglang:num_running_reqs", "labels": "", "value": 3.0})
+            rows.append(
+                {
+                    "t_s": float(t),
+                    "point": point,
+                    "source": "nvml",
+                    "name": "gpu_used_mib",
+                    "labels": f"gpu={g}",
+                    "value": 1000.0 + t,
+                }
+            )
+        rows.append(
+            {
+                "t_s": float(t),
+                "point": point,
+                "source": "metrics",
+                "name": "sglang:num_running_reqs",
+                "labels": "",
+                "value": 3.0,
+            }
+        )
     return pa.Table.from_pylist(rows, schema=SAMPLE_SCHEMA)
 
 
@@ -124,12 +160,26 @@ def test_gpu_memory_one_line_per_gpu_with_point_shading() -> None:
     assert "(s)" in fig.layout.xaxis.title.text
 
 
-@pytest.mark.parametrize("samples", [
-    None,
-    pa.Table.from_pylist([], schema=SAMPLE_SCHEMA),
-    pa.Table.from_pylist([{"t_s": 0.0, "point": 0, "source": "metrics", "name": "x",
-                           "labels": "", "value": 1.0}], schema=SAMPLE_SCHEMA),
-])
+@pytest.mark.parametrize(
+    "samples",
+    [
+        None,
+        pa.Table.from_pylist([], schema=SAMPLE_SCHEMA),
+        pa.Table.from_pylist(
+            [
+                {
+                    "t_s": 0.0,
+                    "point": 0,
+                    "source": "metrics",
+                    "name": "x",
+                    "labels": "",
+                    "value": 1.0,
+                }
+            ],
+            schema=SAMPLE_SCHEMA,
+        ),
+    ],
+)
 def test_gpu_memory_without_gpu_rows_says_cpu_host(samples: pa.Table | None) -> None:
     fig = gpu_memory_figure(samples)
     assert len(fig.data) == 0
@@ -141,8 +191,12 @@ def test_memory_headroom_bars_omit_unknown_parts(tmp_path: Path) -> None:
     b = make_run(tmp_path, "b", facts=_facts(graph_mem_gb=None))
     df = memory_headroom([load_run(a), load_run(b)])
     fig = memory_headroom_figure(df)
-    assert [t.name for t in fig.data] == ["weights", "KV cache", "CUDA graphs",
-                                          "free after start-up"]
+    assert [t.name for t in fig.data] == [
+        "weights",
+        "KV cache",
+        "CUDA graphs",
+        "free after start-up",
+    ]
     assert fig.layout.barmode == "stack"
     graphs = fig.data[2]
     assert list(graphs.x) == ["a", "b"] and list(graphs.y) == [1.25, None]
@@ -166,9 +220,12 @@ def test_memory_headroom_bars_empty(tmp_path: Path) -> None:
 
 
 def test_figures_use_the_white_template(tmp_path: Path) -> None:
-    figs = [cdf_figure({"a": [1.0]}, "TTFT"),
-            metric_vs_concurrency(_views(tmp_path), "output_throughput"),
-            gpu_memory_figure(None), memory_headroom_figure(pd.DataFrame())]
+    figs = [
+        cdf_figure({"a": [1.0]}, "TTFT"),
+        metric_vs_concurrency(_views(tmp_path), "output_throughput"),
+        gpu_memory_figure(None),
+        memory_headroom_figure(pd.DataFrame()),
+    ]
     for fig in figs:
         assert fig.layout.template.layout.plot_bgcolor == "white"
         assert fig.layout.title.text
@@ -182,11 +239,10 @@ def test_metric_labels_carry_units() -> None:
 
 
 def test_one_colour_per_arm_with_the_baseline_first() -> None:
-    from core.figures import ARM_PALETTE, arm_colours
+    from core.views.figures import ARM_PALETTE, arm_colours
 
     page = arm_colours(["graphs on", "graphs off"], "graphs off")
-    trials = arm_colours(["graphs off · a1", "graphs on · b2", "graphs on · c3"],
-                         "graphs off · a1")
+    trials = arm_colours(["graphs off · a1", "graphs on · b2", "graphs on · c3"], "graphs off · a1")
     assert page["graphs off"] == ARM_PALETTE[0] == trials["graphs off · a1"]
     assert page["graphs on"] == trials["graphs on · b2"] == trials["graphs on · c3"]
     assert page["graphs on"] != page["graphs off"]

@@ -10,23 +10,48 @@ import pytest
 from core.config import parse_request_rate
 from core.engines import EngineInfo
 from core.engines.transformers_serve import NOTE_CUDA_ABSENT, NOTE_MODEL_POSITIONAL
-from core.forms import FORM_DEFAULTS, experiment_from_form, launch_from_form
-from core.host import HostInfo
-from core.presets import PRESETS, estimate_text
+from core.launch.forms import FORM_DEFAULTS, experiment_from_form, launch_from_form
+from core.launch.host import HostInfo
+from core.launch.presets import PRESETS, estimate_text
 from core.settings import Settings
 
 # What `transformers serve --help` of an installed 5.24 lists (core.engines.transformers_serve
 # reads it at detection): the form checks extra flags against this list.
-SERVE_OPTIONS = frozenset({"--host", "--port", "--continuous-batching", "--no-continuous-batching",
-                           "--device", "--dtype", "--compile", "--no-compile", "--log-level",
-                           "--cb-max-memory-percent", "--default-seed", "-h", "--help"})
-CPU_HOST = HostInfo(gpus=(), engines={
-    "transformers": EngineInfo("transformers", True, "5.24.0", options=SERVE_OPTIONS,
-                               notes=(NOTE_MODEL_POSITIONAL, NOTE_CUDA_ABSENT)),
-    "sglang": EngineInfo("sglang", False, reason="No module named sglang"),
-    "endpoint": EngineInfo("endpoint", True)})
-GPU_HOST = HostInfo(gpus=("0: NVIDIA H200",), engines={
-    **CPU_HOST.engines, "sglang": EngineInfo("sglang", True, "0.5.23")})
+SERVE_OPTIONS = frozenset(
+    {
+        "--host",
+        "--port",
+        "--continuous-batching",
+        "--no-continuous-batching",
+        "--device",
+        "--dtype",
+        "--compile",
+        "--no-compile",
+        "--log-level",
+        "--cb-max-memory-percent",
+        "--default-seed",
+        "-h",
+        "--help",
+    }
+)
+CPU_HOST = HostInfo(
+    gpus=(),
+    engines={
+        "transformers": EngineInfo(
+            "transformers",
+            True,
+            "5.24.0",
+            options=SERVE_OPTIONS,
+            notes=(NOTE_MODEL_POSITIONAL, NOTE_CUDA_ABSENT),
+        ),
+        "sglang": EngineInfo("sglang", False, reason="No module named sglang"),
+        "endpoint": EngineInfo("endpoint", True),
+    },
+)
+GPU_HOST = HostInfo(
+    gpus=("0: NVIDIA H200",),
+    engines={**CPU_HOST.engines, "sglang": EngineInfo("sglang", True, "0.5.23")},
+)
 
 
 def form(**changes: object) -> dict[str, object]:
@@ -39,15 +64,21 @@ def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     (tmp_path / "models" / "tiny").mkdir(parents=True)
     monkeypatch.setenv("SERVELAB_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("SERVELAB_MODEL_ROOTS", str(tmp_path / "models"))
-    return Settings(data_dir=tmp_path / "data", sglang_python=sys.executable,
-                    transformers_python=sys.executable, model_roots=(tmp_path / "models",))
+    return Settings(
+        data_dir=tmp_path / "data",
+        sglang_python=sys.executable,
+        transformers_python=sys.executable,
+        model_roots=(tmp_path / "models",),
+    )
 
 
 def test_unknown_flag_negative_number_and_bad_model_path_are_reported_together(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """Issue 12: one pass, each message beside its own field, nothing built."""
-    specs, errors = launch_from_form(form(extra_args="--foo", num_prompts=-3,
-                                          model=str(tmp_path / "elsewhere" / "m")), CPU_HOST)
+    specs, errors = launch_from_form(
+        form(extra_args="--foo", num_prompts=-3, model=str(tmp_path / "elsewhere" / "m")), CPU_HOST
+    )
     assert specs == []
     assert set(errors) == {"extra_args", "num_prompts", "model"}
     assert "--foo is not an option of transformers 5.24.0" in errors["extra_args"]
@@ -61,8 +92,9 @@ def test_a_local_model_folder_must_exist_before_queuing(tmp_path: Path) -> None:
     specs, errors = launch_from_form(form(model=str(tmp_path / "models" / "tiny")), CPU_HOST)
     assert errors == {} and len(specs) == 1
     # a Ray run's model lives on its node: not checked here
-    _, errors = launch_from_form(form(model=str(tmp_path / "models" / "missing")), CPU_HOST,
-                                 local=False)
+    _, errors = launch_from_form(
+        form(model=str(tmp_path / "models" / "missing")), CPU_HOST, local=False
+    )
     assert errors == {}
 
 
@@ -75,16 +107,26 @@ def test_a_misspelt_flag_gets_the_near_option_and_a_known_flag_passes() -> None:
 
 def test_an_engine_knob_and_a_bad_flag_come_together() -> None:
     """preflight's own check (plan_launch) runs before queuing, knobs and flags apart."""
-    _, errors = launch_from_form(form(cb_max_memory_percent="0.5", extra_args="--port 1"),
-                                 CPU_HOST)
+    _, errors = launch_from_form(form(cb_max_memory_percent="0.5", extra_args="--port 1"), CPU_HOST)
     assert "set by ServeLab" in errors["extra_args"]
-    _, errors = launch_from_form(form(preset="Continuous batching A/B",
-                                      cb_max_memory_percent="0.5"), CPU_HOST)
+    _, errors = launch_from_form(
+        form(preset="Continuous batching A/B", cb_max_memory_percent="0.5"), CPU_HOST
+    )
     assert "batching off" in errors["preset"] and "cb_max_memory_percent" in errors["preset"]
 
 
-@pytest.mark.parametrize("field", ["num_prompts", "input_len", "output_len", "tp_size",
-                                   "seed", "cuda_graph_max_bs", "warmup_requests"])
+@pytest.mark.parametrize(
+    "field",
+    [
+        "num_prompts",
+        "input_len",
+        "output_len",
+        "tp_size",
+        "seed",
+        "cuda_graph_max_bs",
+        "warmup_requests",
+    ],
+)
 def test_negative_numbers_get_plain_words_beside_their_field(field: str) -> None:
     _, errors = launch_from_form(form(**{field: -2}), CPU_HOST)
     assert field in errors, errors
@@ -100,11 +142,19 @@ def test_request_rate_message_says_what_to_type() -> None:
     assert errors == {} and specs[0].plan.points[0].request_rate == 2.5
 
 
-@pytest.mark.parametrize(("text", "rate"), [("inf", float("inf")), ("Infinity", float("inf")),
-                                            ("unbounded", float("inf")), ("4", 4.0),
-                                            (" 0.5 /s", 0.5)])
+@pytest.mark.parametrize(
+    ("text", "rate"),
+    [
+        ("inf", float("inf")),
+        ("Infinity", float("inf")),
+        ("unbounded", float("inf")),
+        ("4", 4.0),
+        (" 0.5 /s", 0.5),
+    ],
+)
 def test_one_request_rate_parser_for_every_entry_point(text: str, rate: float) -> None:
-    from core import cli, transfer
+    from core import cli
+    from core.interop import transfer
 
     assert parse_request_rate(text) == rate
     assert cli._rate(text) == rate
@@ -112,8 +162,9 @@ def test_one_request_rate_parser_for_every_entry_point(text: str, rate: float) -
 
 
 def test_trials_are_checked_with_the_other_fields_and_default_to_three() -> None:
-    exp, errors = experiment_from_form(form(preset="A/A noise check", trials=0,
-                                            num_prompts=-1), CPU_HOST)
+    exp, errors = experiment_from_form(
+        form(preset="A/A noise check", trials=0, num_prompts=-1), CPU_HOST
+    )
     assert exp is None and {"trials", "num_prompts"} <= set(errors)
     exp, errors = experiment_from_form(form(preset="A/A noise check"), CPU_HOST)
     assert errors == {} and exp is not None and exp.trials == 3
@@ -122,13 +173,16 @@ def test_trials_are_checked_with_the_other_fields_and_default_to_three() -> None
 def test_estimate_counts_runs_and_uses_earlier_durations() -> None:
     ab = next(p for p in PRESETS if p.name == "Continuous batching A/B")
     assert estimate_text(ab, 3, [120.0, 60.0, 90.0]).startswith(
-        "6 runs (2 arms × 3 trials), one after another: about 9 min (median 90 s per run")
+        "6 runs (2 arms × 3 trials), one after another: about 9 min (median 90 s per run"
+    )
     assert "No finished run" in estimate_text(ab, 3, [])
 
 
 def test_every_bad_field_is_reported_at_once_and_nothing_is_built() -> None:
-    specs, errors = launch_from_form(form(concurrency="1,x", mem_fraction_static="lots",
-                                          extra_args="'unclosed", output_len=0), CPU_HOST)
+    specs, errors = launch_from_form(
+        form(concurrency="1,x", mem_fraction_static="lots", extra_args="'unclosed", output_len=0),
+        CPU_HOST,
+    )
     assert specs == []
     assert {"concurrency", "mem_fraction_static", "extra_args"} <= set(errors)
     assert "comma" in errors["concurrency"]
@@ -153,10 +207,16 @@ def test_unavailable_engine_and_preset_say_why() -> None:
 
 
 def test_cuda_graph_ab_on_a_gpu_host_differs_only_in_the_switch(tmp_path: Path) -> None:
-    specs, errors = launch_from_form(form(preset="CUDA graphs A/B", engine="sglang",
-                                          model=str(tmp_path / "models" / "glm"),
-                                          mem_fraction_static="0.85"),
-                                     GPU_HOST, local=False)
+    specs, errors = launch_from_form(
+        form(
+            preset="CUDA graphs A/B",
+            engine="sglang",
+            model=str(tmp_path / "models" / "glm"),
+            mem_fraction_static="0.85",
+        ),
+        GPU_HOST,
+        local=False,
+    )
     assert errors == {}
     a, b = (s.model_dump() for s in specs)
     assert a["server"]["cuda_graphs"] is True and b["server"]["cuda_graphs"] is False

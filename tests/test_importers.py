@@ -1,4 +1,4 @@
-"""core.importers against the real public samples (tests/fixtures/bench-outputs and
+"""core.interop.importers against the real public samples (tests/fixtures/bench-outputs and
 sglang-logs, each with its .expected.json), against the label and format variants real
 users produce, and against hostile text (hypothesis): nothing crashes, what is not
 understood is reported, and importing the same results twice stores one run."""
@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.importers import Given, parse_text, plan_runs, store_runs
-from core.importers.vocab import METRIC_KEYS, label_key, metric_for_key
+from core.interop.importers import Given, parse_text, plan_runs, store_runs
+from core.interop.importers.vocab import METRIC_KEYS, label_key, metric_for_key
 from core.run_folder import RunFolder
 from core.settings import Settings
 from core.store import Catalog
@@ -57,8 +57,9 @@ def test_every_sample_has_an_expected_file_with_its_source() -> None:
 
 
 @pytest.mark.parametrize("path", BENCH_FILES, ids=lambda p: p.stem)
-def test_bench_output_samples_import_with_their_expected_values(path: Path,
-                                                                settings: Settings) -> None:
+def test_bench_output_samples_import_with_their_expected_values(
+    path: Path, settings: Settings
+) -> None:
     expected = _expected(path)
     (folder,) = _import(path, settings)
     spec, status = folder.read("spec.json"), folder.status()
@@ -91,8 +92,7 @@ def test_bench_output_samples_import_with_their_expected_values(path: Path,
 
 
 def test_sample_07_reads_as_sglang_with_its_load(settings: Settings) -> None:
-    (folder,) = _import(BENCH / "07-sglang-v05-gptoss20b-input-output-header-lines.txt",
-                        settings)
+    (folder,) = _import(BENCH / "07-sglang-v05-gptoss20b-input-output-header-lines.txt", settings)
     (s,) = folder.point_summaries()
     assert s["format"] == "sglang-bench-table"
     assert s["point"]["concurrency"] == 64 and s["point"]["request_rate"] == 20.0
@@ -104,8 +104,7 @@ def test_sample_07_reads_as_sglang_with_its_load(settings: Settings) -> None:
 
 
 def test_sample_11_is_vllm_and_states_no_load(settings: Settings) -> None:
-    (folder,) = _import(BENCH / "11-vllm-benchmark-serving-qwen2-7b-random-1024.txt",
-                        settings)
+    (folder,) = _import(BENCH / "11-vllm-benchmark-serving-qwen2-7b-random-1024.txt", settings)
     (s,) = folder.point_summaries()
     assert s["format"] == "vllm-bench-table"
     assert s["metrics"]["total_throughput"] == 436.07  # "Total Token throughput"
@@ -114,8 +113,9 @@ def test_sample_11_is_vllm_and_states_no_load(settings: Settings) -> None:
 
 
 @pytest.mark.parametrize("path", LOG_FILES, ids=lambda p: p.stem)
-def test_sglang_log_samples_import_with_their_expected_facts(path: Path,
-                                                             settings: Settings) -> None:
+def test_sglang_log_samples_import_with_their_expected_facts(
+    path: Path, settings: Settings
+) -> None:
     expected = _expected(path)
     (folder,) = _import(path, settings)
     report, facts = folder.read("import.json"), folder.read("facts.json")
@@ -152,8 +152,9 @@ def test_a_log_and_a_result_in_one_text_make_one_run_with_both(settings: Setting
 
 def test_a_separate_log_gives_the_facts_of_the_results(settings: Settings) -> None:
     log = parse_text(_read(LOGS / "24-v0510-qwen05b-tp1-disable-cuda-graph.log"), "srv.log")
-    parsed = parse_text(_read(BENCH / "11-vllm-benchmark-serving-qwen2-7b-random-1024.txt"),
-                        "bench.txt")
+    parsed = parse_text(
+        _read(BENCH / "11-vllm-benchmark-serving-qwen2-7b-random-1024.txt"), "bench.txt"
+    )
     (run,) = plan_runs(parsed, settings, log=log)
     assert run.facts["kv_cache_tokens"] == 2658165 and run.facts["cuda_graph_enabled"] is False
     assert run.spec["import"]["log_file"] == "srv.log"
@@ -254,15 +255,17 @@ def test_vllm_labels_preamble_and_unread_rows(settings: Settings) -> None:
     m = s["metrics"]
     assert s["format"] == "vllm-bench-table"
     assert s["point"]["concurrency"] == 32 and s["point"]["request_rate"] == 4.0
-    assert s["preamble"] == {"traffic_request_rate": 4.0, "burstiness_factor": 1.0,
-                             "max_request_concurrency": 32}
+    assert s["preamble"] == {
+        "traffic_request_rate": 4.0,
+        "burstiness_factor": 1.0,
+        "max_request_concurrency": 32,
+    }
     assert m["completed"] == 498 and m["failed"] == 2 and m["num_requests"] == 500
     assert m["error_rate"] == pytest.approx(0.004) and s["point"]["num_prompts"] == 500
     assert m["median_e2e_ms"] == 2550.0 and m["p99_e2e_ms"] == 4100.0  # E2EL
     assert m["max_concurrent_requests"] == 40.0 and m["max_output_tokens_per_s"] == 900.0
     # percentiles ServeLab does not compute are kept, not renamed
-    assert s["extra"] == {"p50_ttft_ms": 90.1, "p99_9_ttft_ms": 400.0,
-                          "burstiness_factor": 1.0}
+    assert s["extra"] == {"p50_ttft_ms": 90.1, "p99_9_ttft_ms": 400.0, "burstiness_factor": 1.0}
     assert any("Accuracy Rate" in n for n in s["not_understood"])
 
 
@@ -273,8 +276,10 @@ def test_padding_prefixes_markdown_and_missing_header(settings: Settings) -> Non
     assert _one(headerless, settings)["metrics"]["median_ttft_ms"] == 2900.5
     crlf_padded = "\r\n".join("   " + line + "      " for line in OLD_SGLANG.splitlines())
     assert _one(crlf_padded, settings)["metrics"]["median_ttft_ms"] == 2900.5
-    markdown = ("| Successful requests | 10 |\n|---|---|\n| Output token throughput (tok/s) "
-                "| 218.04 |\n| Median TTFT (ms) | 2244.91 |\n")
+    markdown = (
+        "| Successful requests | 10 |\n|---|---|\n| Output token throughput (tok/s) "
+        "| 218.04 |\n| Median TTFT (ms) | 2244.91 |\n"
+    )
     m = _one(markdown, settings)["metrics"]
     assert m["output_throughput"] == 218.04 and m["median_ttft_ms"] == 2244.91
     missing = "\n".join(line for line in OLD_SGLANG.splitlines() if "TTFT" not in line)
@@ -283,8 +288,13 @@ def test_padding_prefixes_markdown_and_missing_header(settings: Settings) -> Non
 
 
 def test_same_load_twice_is_two_runs_a_sweep_is_one(settings: Settings) -> None:
-    two = plan_runs(parse_text(OLD_SGLANG + "\nsome prose\n" + OLD_SGLANG.replace(
-        "2900.50", "2500.00"), "before-after.txt"), settings)
+    two = plan_runs(
+        parse_text(
+            OLD_SGLANG + "\nsome prose\n" + OLD_SGLANG.replace("2900.50", "2500.00"),
+            "before-after.txt",
+        ),
+        settings,
+    )
     assert [len(r.summaries) for r in two] == [1, 1]
     sweep = OLD_SGLANG + OLD_SGLANG.replace("not set", "64").replace("2900.50", "2500.00")
     (run,) = plan_runs(parse_text(sweep, "sweep.txt"), settings)
@@ -295,30 +305,60 @@ def test_same_load_twice_is_two_runs_a_sweep_is_one(settings: Settings) -> None:
 
 def _vllm_json(**over: Any) -> dict[str, Any]:
     data: dict[str, Any] = {
-        "date": "20250901-101010", "endpoint_type": "openai-chat", "backend": "openai-chat",
-        "label": None, "model_id": "Qwen/Qwen2-7B-Instruct", "tokenizer_id": "Qwen/Qwen2-7B",
-        "num_prompts": 100, "request_rate": "inf", "burstiness": 1.0, "max_concurrency": 8,
-        "duration": 20.5, "completed": 100, "failed": 0, "total_input_tokens": 102400,
-        "total_output_tokens": 12800, "request_throughput": 4.87, "request_goodput": None,
-        "output_throughput": 624.3, "total_token_throughput": 5619.0,
-        "max_output_tokens_per_s": 700.0, "max_concurrent_requests": 8,
-        "mean_ttft_ms": 120.0, "median_ttft_ms": 110.0, "std_ttft_ms": 20.0,
-        "p99_ttft_ms": 300.0, "p99.9_ttft_ms": 350.0, "mean_e2el_ms": 1600.0,
-        "median_e2el_ms": 1590.0, "p99_e2el_ms": 2100.0,
-        "ttfts": [0.1] * 100, "itls": [[0.01]] * 100, "custom_key": "x"}
+        "date": "20250901-101010",
+        "endpoint_type": "openai-chat",
+        "backend": "openai-chat",
+        "label": None,
+        "model_id": "Qwen/Qwen2-7B-Instruct",
+        "tokenizer_id": "Qwen/Qwen2-7B",
+        "num_prompts": 100,
+        "request_rate": "inf",
+        "burstiness": 1.0,
+        "max_concurrency": 8,
+        "duration": 20.5,
+        "completed": 100,
+        "failed": 0,
+        "total_input_tokens": 102400,
+        "total_output_tokens": 12800,
+        "request_throughput": 4.87,
+        "request_goodput": None,
+        "output_throughput": 624.3,
+        "total_token_throughput": 5619.0,
+        "max_output_tokens_per_s": 700.0,
+        "max_concurrent_requests": 8,
+        "mean_ttft_ms": 120.0,
+        "median_ttft_ms": 110.0,
+        "std_ttft_ms": 20.0,
+        "p99_ttft_ms": 300.0,
+        "p99.9_ttft_ms": 350.0,
+        "mean_e2el_ms": 1600.0,
+        "median_e2el_ms": 1590.0,
+        "p99_e2el_ms": 2100.0,
+        "ttfts": [0.1] * 100,
+        "itls": [[0.01]] * 100,
+        "custom_key": "x",
+    }
     data.update(over)
     return data
 
 
 def test_vllm_json_pretty_array_and_per_request_arrays(settings: Settings) -> None:
     text = json.dumps([_vllm_json(), _vllm_json(max_concurrency=16)], indent=2)
-    (run,) = plan_runs(parse_text(text, "vllm.json"), settings, given=Given(input_len=1024,
-                                                                           output_len=128))
+    (run,) = plan_runs(
+        parse_text(text, "vllm.json"), settings, given=Given(input_len=1024, output_len=128)
+    )
     s0, s1 = run.summaries
-    assert s0["format"] == "vllm-bench-json" and run.spec["server"]["model"] == \
-        "Qwen/Qwen2-7B-Instruct"
-    assert s0["point"] == {"concurrency": 8, "request_rate": "inf", "input_len": 1024,
-                           "output_len": 128, "num_prompts": 100}
+    assert (
+        s0["format"] == "vllm-bench-json"
+        and run.spec["server"]["model"] == "Qwen/Qwen2-7B-Instruct"
+    )
+    assert s0["point"] == {
+        "concurrency": 8,
+        "request_rate": "inf",
+        "input_len": 1024,
+        "output_len": 128,
+        "num_prompts": 100,
+    }
     assert s0["given"] == ["point.input_len", "point.output_len"]
     assert s1["point"]["concurrency"] == 16
     m = s0["metrics"]
@@ -331,27 +371,43 @@ def test_vllm_json_pretty_array_and_per_request_arrays(settings: Settings) -> No
 
 
 def test_sglang_jsonl_with_server_info_fills_facts_and_flags_random_lengths(
-        settings: Settings) -> None:
-    info = {"model_path": "/models/Llama-3-8B", "tp_size": 2, "mem_fraction_static": 0.88,
-            "version": "0.4.6", "max_total_num_tokens": 654321, "attention_backend": "fa3",
-            "cuda_graph_max_bs": 160, "disable_cuda_graph": False,
-            "internal_states": [{"decode_cuda_graph_bs": [1, 2, 4, 8]}]}
-    line = (f'{{"backend": "sglang", "dataset_name": "random", "request_rate": Infinity, '
-            f'"max_concurrency": 32, "random_input_len": 1024, "random_output_len": 256, '
-            f'"random_range_ratio": 0.0, "server_info": {json.dumps(info)}, "duration": 50.0, '
-            f'"completed": 320, "total_input_tokens": 163840, "total_output_tokens": 40960, '
-            f'"output_throughput": 819.2, "median_ttft_ms": 99.5, "median_itl_ms": 12.5}}')
+    settings: Settings,
+) -> None:
+    info = {
+        "model_path": "/models/Llama-3-8B",
+        "tp_size": 2,
+        "mem_fraction_static": 0.88,
+        "version": "0.4.6",
+        "max_total_num_tokens": 654321,
+        "attention_backend": "fa3",
+        "cuda_graph_max_bs": 160,
+        "disable_cuda_graph": False,
+        "internal_states": [{"decode_cuda_graph_bs": [1, 2, 4, 8]}],
+    }
+    line = (
+        f'{{"backend": "sglang", "dataset_name": "random", "request_rate": Infinity, '
+        f'"max_concurrency": 32, "random_input_len": 1024, "random_output_len": 256, '
+        f'"random_range_ratio": 0.0, "server_info": {json.dumps(info)}, "duration": 50.0, '
+        f'"completed": 320, "total_input_tokens": 163840, "total_output_tokens": 40960, '
+        f'"output_throughput": 819.2, "median_ttft_ms": 99.5, "median_itl_ms": 12.5}}'
+    )
     # the same load measured twice (appended by two invocations): two runs, not one sweep
-    run, second = plan_runs(parse_text(line + "\n" + line.replace("99.5", "88.0"), "s.jsonl"),
-                            settings)
+    run, second = plan_runs(
+        parse_text(line + "\n" + line.replace("99.5", "88.0"), "s.jsonl"), settings
+    )
     assert second.summaries[0]["metrics"]["median_ttft_ms"] == 88.0
     (s,) = run.summaries
     assert run.facts["engine_version"] == "0.4.6" and run.facts["kv_cache_tokens"] == 654321
     assert run.facts["cuda_graph_batch_sizes"] == [1, 2, 4, 8]
-    assert run.spec["server"] == {"engine": "sglang", "model": "/models/Llama-3-8B",
-                                  "tp_size": 2, "mem_fraction_static": 0.88,
-                                  "attention_backend": "fa3", "cuda_graphs": True,
-                                  "cuda_graph_max_bs": 160}
+    assert run.spec["server"] == {
+        "engine": "sglang",
+        "model": "/models/Llama-3-8B",
+        "tp_size": 2,
+        "mem_fraction_static": 0.88,
+        "attention_backend": "fa3",
+        "cuda_graphs": True,
+        "cuda_graph_max_bs": 160,
+    }
     assert "point.input_len" in s["unknown"]  # range ratio 0: lengths were not fixed
     assert any("random_range_ratio" in n for n in s["not_understood"])
     assert s["point"]["request_rate"] == "inf" and s["point"]["concurrency"] == 32
@@ -367,7 +423,7 @@ def test_json_values_back_to_back_and_between_prose(settings: Settings) -> None:
 
 
 def test_text_with_nothing_to_import_says_so(settings: Settings) -> None:
-    parsed = parse_text("hello\nworld: 3\n{\"a\": 1}\n", "note.txt")
+    parsed = parse_text('hello\nworld: 3\n{"a": 1}\n', "note.txt")
     assert parsed.results == [] and parsed.log_facts is None
     assert plan_runs(parsed, settings) == []
     notes = " ".join(parsed.not_understood)
@@ -377,25 +433,57 @@ def test_text_with_nothing_to_import_says_so(settings: Settings) -> None:
 # --- hostile text ---------------------------------------------------------------------------
 
 FRAGMENTS = [
-    "============ Serving Benchmark Result ============", "=" * 50, "-" * 20 + "TTFT" + "-" * 20,
-    "Successful requests: ", "Median TTFT (ms): ", "Traffic request rate: ", "Backend: ",
-    "Max request concurrency: ", "#Input tokens: ", "inf", "Infinity", "-Infinity", "NaN",
-    "not set", "1e999", "9" * 40, "-0.00", "{", "}", "[", "]", '"completed": ', ", ",
-    '{"completed": 1, "duration": ', "\n", "\r", "\t", "|", "# ", "(ms)", ":", "\x00",
+    "============ Serving Benchmark Result ============",
+    "=" * 50,
+    "-" * 20 + "TTFT" + "-" * 20,
+    "Successful requests: ",
+    "Median TTFT (ms): ",
+    "Traffic request rate: ",
+    "Backend: ",
+    "Max request concurrency: ",
+    "#Input tokens: ",
+    "inf",
+    "Infinity",
+    "-Infinity",
+    "NaN",
+    "not set",
+    "1e999",
+    "9" * 40,
+    "-0.00",
+    "{",
+    "}",
+    "[",
+    "]",
+    '"completed": ',
+    ", ",
+    '{"completed": 1, "duration": ',
+    "\n",
+    "\r",
+    "\t",
+    "|",
+    "# ",
+    "(ms)",
+    ":",
+    "\x00",
     "[2026-01-01 00:00:00 TP0] Load weight end. avail mem=1.0 GB, mem usage=2.0 GB.",
-    "KV Cache is allocated. #tokens: 12", "Decode batch. gen throughput (token/s): 5.0",
-    "Capture cuda graph failed: CUDA out of memory", "server_args=ServerArgs(tp_size=2)",
+    "KV Cache is allocated. #tokens: 12",
+    "Decode batch. gen throughput (token/s): 5.0",
+    "Capture cuda graph failed: CUDA out of memory",
+    "server_args=ServerArgs(tp_size=2)",
 ]
 
 
-@settings(max_examples=150, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=40)), max_size=60))
-def test_hostile_text_never_crashes(tmp_path_factory: pytest.TempPathFactory,
-                                    parts: list[str]) -> None:
+def test_hostile_text_never_crashes(
+    tmp_path_factory: pytest.TempPathFactory, parts: list[str]
+) -> None:
     data = tmp_path_factory.getbasetemp() / "hostile-data"
-    cfg = Settings(data_dir=data, sglang_python=sys.executable,
-                   transformers_python=sys.executable)
+    cfg = Settings(data_dir=data, sglang_python=sys.executable, transformers_python=sys.executable)
     text = "".join(parts)
     parsed = parse_text(text, "hostile.txt")
     for run in plan_runs(parsed, cfg):
@@ -404,17 +492,28 @@ def test_hostile_text_never_crashes(tmp_path_factory: pytest.TempPathFactory,
             assert set(s["metrics"]) == set(METRIC_KEYS)
             for key, value in s["metrics"].items():
                 if key not in ("definition", "token_source", "errors_sample"):
-                    assert value is None or (isinstance(value, int | float)
-                                             and value == value and abs(value) != float("inf"))
+                    assert value is None or (
+                        isinstance(value, int | float)
+                        and value == value
+                        and abs(value) != float("inf")
+                    )
 
 
-@pytest.mark.parametrize("text", [
-    "{" * 100_000, "[" * 5000 + "]" * 5000, '{"completed": ' + "9" * 5000 + "}",
-    '{"completed": 1, "duration": 1e999, "output_throughput": NaN}',
-    "Median TTFT (ms): " + "1" * 5000, ("Successful requests: 1\n" * 2000),
-    "-" * 100_000, "=" * 100_000 + " Serving Benchmark Result " + "=" * 100_000,
-    "\x00\xff\ufffd" * 1000, "a:" * 50_000,
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{" * 100_000,
+        "[" * 5000 + "]" * 5000,
+        '{"completed": ' + "9" * 5000 + "}",
+        '{"completed": 1, "duration": 1e999, "output_throughput": NaN}',
+        "Median TTFT (ms): " + "1" * 5000,
+        ("Successful requests: 1\n" * 2000),
+        "-" * 100_000,
+        "=" * 100_000 + " Serving Benchmark Result " + "=" * 100_000,
+        "\x00\xff\ufffd" * 1000,
+        "a:" * 50_000,
+    ],
+)
 def test_pathological_inputs(text: str, settings: Settings) -> None:
     parsed = parse_text(text, "odd.txt")
     for run in plan_runs(parsed, settings):
@@ -440,8 +539,14 @@ def test_reimport_does_not_duplicate_even_with_other_whitespace(settings: Settin
 
 def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "SERVELAB_DATA_DIR": str(settings.data_dir)}
-    return subprocess.run([sys.executable, "-m", "core", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "core", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_cli_dry_run_json_stores_nothing_then_import_lists_them(settings: Settings) -> None:
@@ -461,8 +566,7 @@ def test_cli_dry_run_json_stores_nothing_then_import_lists_them(settings: Settin
     assert point["metrics"]["median_ttft_ms"] == 10014.104524045251
     assert point["values_as_read"]["request_rate"] == "inf" and run["stored"] is False
     oom = by_file["20-v05x-deepseekv4-tp16-oom-during-capture.log"]["runs"][0]
-    assert oom["state"] == "failed" and oom["facts"]["failure"] == \
-        "oom-during-cuda-graph-capture"
+    assert oom["state"] == "failed" and oom["facts"]["failure"] == "oom-during-cuda-graph-capture"
 
     stored = _cli(settings, "import", *files, "--json")
     assert stored.returncode == 0, stored.stderr
@@ -476,8 +580,9 @@ def test_cli_dry_run_json_stores_nothing_then_import_lists_them(settings: Settin
     assert json.loads(shown.stdout)["spec"]["origin"] == "import"
 
 
-def test_cli_import_of_nothing_fails_and_a_missing_file_names_it(settings: Settings,
-                                                                 tmp_path: Path) -> None:
+def test_cli_import_of_nothing_fails_and_a_missing_file_names_it(
+    settings: Settings, tmp_path: Path
+) -> None:
     empty = tmp_path / "empty.txt"
     empty.write_text("nothing here\n")
     out = _cli(settings, "import", str(empty))
@@ -487,8 +592,7 @@ def test_cli_import_of_nothing_fails_and_a_missing_file_names_it(settings: Setti
 
 
 def test_label_keys_follow_the_fixture_convention() -> None:
-    assert label_key("Total generated tokens (retokenized)") == \
-        "total_generated_tokens_retokenized"
+    assert label_key("Total generated tokens (retokenized)") == "total_generated_tokens_retokenized"
     assert label_key("Max reqeuest concurrency") == "max_request_concurrency"
     assert label_key("Maximum request concurrency") == "max_request_concurrency"
     assert label_key("Total Token throughput (tok/s)") == "total_token_throughput_tok_s"

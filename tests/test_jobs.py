@@ -1,4 +1,5 @@
-"""The job queue and worker (core/jobs.py): real run processes against the fake SGLang."""
+"""The job queue and worker (core/executors/worker.py): real run processes against the fake
+SGLang."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ import pytest
 
 from core.config import BenchmarkPlan, Point, ProbeSpec, RunSpec, ServerConfig
 from core.executors.local import gpu_set, plan_launches
-from core.jobs import Worker, cancel, recover_runs, submit
-from core.pipeline import prepare_run
+from core.executors.worker import Worker, cancel, recover_runs, submit
+from core.run.pipeline import prepare_run
 from core.run_folder import FINAL_STATES, RunFolder, utc_now
 from core.settings import Settings
 from core.store import Catalog
@@ -53,10 +54,12 @@ class Harness:
     def spec(self, prompts: int = 2, probe: bool = True) -> RunSpec:
         return RunSpec(
             server=ServerConfig(engine="sglang", model=str(self.model), device="cpu"),
-            plan=BenchmarkPlan(points=(Point(concurrency=1, num_prompts=prompts, input_len=8,
-                                             output_len=4),),
-                               probe=ProbeSpec() if probe else None,
-                               warmup_requests=None if probe else 0))
+            plan=BenchmarkPlan(
+                points=(Point(concurrency=1, num_prompts=prompts, input_len=8, output_len=4),),
+                probe=ProbeSpec() if probe else None,
+                warmup_requests=None if probe else 0,
+            ),
+        )
 
     def worker(self, poll_interval_s: float = 0.1, start: bool = True) -> Worker:
         w = Worker(self.settings, poll_interval_s, settle_s=0.0, has_gpu=False)
@@ -72,8 +75,9 @@ class Harness:
 
     def sleeper(self) -> subprocess.Popen[bytes]:
         """A stand-in server: its own session, so it leads its own process group."""
-        return self.popen([sys.executable, "-c", "import time; time.sleep(120)"],
-                          start_new_session=True)
+        return self.popen(
+            [sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True
+        )
 
     def folder(self, rid: str) -> RunFolder:
         return RunFolder(self.settings.runs_dir / rid)
@@ -85,8 +89,7 @@ class Harness:
         return self.status(rid).get("state")
 
     def wait_final(self, ids: list[str], timeout: float = 60) -> None:
-        wait_for(lambda: all(self.state(r) in FINAL_STATES for r in ids), timeout,
-                 f"{ids} to end")
+        wait_for(lambda: all(self.state(r) in FINAL_STATES for r in ids), timeout, f"{ids} to end")
 
     def close(self) -> None:
         for w in self.workers:
@@ -120,6 +123,7 @@ def h(settings: Settings, fake_sglang: Path, tiny_tokenizer_dir: Path) -> Iterat
 
 # --- pure parts ----------------------------------------------------------------------------
 
+
 def test_gpu_sets() -> None:
     def spec(**server: Any) -> RunSpec:
         return RunSpec(server=ServerConfig(**{"engine": "sglang", **server}))
@@ -130,14 +134,19 @@ def test_gpu_sets() -> None:
     assert gpu_set(spec(device="cuda", tp_size=2), has_gpu=True) == {0, 1}
     assert gpu_set(spec(device="auto", tp_size=4), has_gpu=True) == {0, 1, 2, 3}
     assert gpu_set(spec(engine="transformers", device="auto"), has_gpu=True) == {0}
-    assert gpu_set(spec(engine="endpoint", endpoint_url="http://10.0.0.1:30000/"),
-                   has_gpu=True) == {"endpoint:http://10.0.0.1:30000"}
+    assert gpu_set(
+        spec(engine="endpoint", endpoint_url="http://10.0.0.1:30000/"), has_gpu=True
+    ) == {"endpoint:http://10.0.0.1:30000"}
 
 
 def test_plan_launches_keeps_queue_order_per_set() -> None:
     q: list[tuple[str, frozenset[int | str]]] = [
-        ("a", frozenset({0})), ("b", frozenset({0, 1})), ("c", frozenset({1})),
-        ("d", frozenset({2})), ("e", frozenset({"cpu"}))]
+        ("a", frozenset({0})),
+        ("b", frozenset({0, 1})),
+        ("c", frozenset({1})),
+        ("d", frozenset({2})),
+        ("e", frozenset({"cpu"})),
+    ]
     # b waits for a; c must not jump ahead of b (they share GPU 1); d and e are free.
     assert plan_launches(q, busy=()) == ["a", "d", "e"]
     assert plan_launches(q, busy={2, "cpu"}) == ["a"]
@@ -146,6 +155,7 @@ def test_plan_launches_keeps_queue_order_per_set() -> None:
 
 
 # --- whole runs ------------------------------------------------------------------------------
+
 
 def test_queued_runs_run_one_at_a_time_in_order(h: Harness) -> None:
     w = h.worker()
@@ -257,8 +267,9 @@ def test_cancel_queued_and_running(h: Harness, monkeypatch: pytest.MonkeyPatch) 
     assert cancel(h.settings, "../etc") == "no run ../etc"
 
 
-def test_killed_run_process_is_marked_interrupted(h: Harness,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_killed_run_process_is_marked_interrupted(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "500")
     monkeypatch.setenv("FAKE_SGLANG_ITL_MS", "500")
     w = h.worker()
@@ -298,23 +309,37 @@ def test_recover_runs(h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
     dead = h.popen([sys.executable, "-c", "pass"])
     dead.wait(10)
     orphan = prepare_run(h.spec(), h.settings)
-    orphan.update_status(state="running", pid=dead.pid, started_at=utc_now(),
-                         steps=[{"step": "point 0", "outcome": "running"}])
+    orphan.update_status(
+        state="running",
+        pid=dead.pid,
+        started_at=utc_now(),
+        steps=[{"step": "point 0", "outcome": "running"}],
+    )
     stand_in = h.sleeper()
     orphan.update_status(server_pid=stand_in.pid)
     # A folder whose run process is alive: a real `python -m core run --run-id`, not ours.
     live = prepare_run(h.spec(prompts=4), h.settings)
-    env = {**os.environ, "SERVELAB_DATA_DIR": str(h.settings.data_dir),
-           "SERVELAB_SGLANG_PYTHON": sys.executable, "FAKE_SGLANG_TTFT_MS": "300"}
-    runner = h.popen([sys.executable, "-m", "core", "run", "--run-id", live.run_id, "--quiet"],
-                     cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        "SERVELAB_DATA_DIR": str(h.settings.data_dir),
+        "SERVELAB_SGLANG_PYTHON": sys.executable,
+        "FAKE_SGLANG_TTFT_MS": "300",
+    }
+    runner = h.popen(
+        [sys.executable, "-m", "core", "run", "--run-id", live.run_id, "--quiet"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     wait_for(lambda: live.status().get("pid") == runner.pid, 20, "the live run to start")
 
     assert recover_runs(h.settings) == [orphan.run_id]
     st = orphan.status()
     assert st["state"] == "interrupted"
-    assert st["reason"].startswith(f"run process {dead.pid} is gone (portal restarted or "
-                                   "process killed); server log kept")
+    assert st["reason"].startswith(
+        f"run process {dead.pid} is gone (portal restarted or process killed); server log kept"
+    )
     assert st["steps"][0]["outcome"] == "failed"
     assert stand_in.wait(10) == -signal.SIGTERM
     assert live.status()["state"] == "running"
@@ -325,8 +350,9 @@ def test_recover_runs(h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
     (after,) = submit(h.settings, [h.spec()])
     w.wake()
     wait_for(lambda: w.snapshot()["running"], 10, "the worker to attach")
-    assert w.snapshot()["running"] == [{"run_id": live.run_id, "gpus": ["cpu"],
-                                        "pid": runner.pid, "attached": True}]
+    assert w.snapshot()["running"] == [
+        {"run_id": live.run_id, "gpus": ["cpu"], "pid": runner.pid, "attached": True}
+    ]
     assert runner.wait(60) == 0
     h.wait_final([after], 60)
     assert live.status()["state"] == "succeeded"

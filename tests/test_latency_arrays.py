@@ -20,11 +20,19 @@ def _records(seed: int, n: int) -> list[RequestRecord]:
         chunks = sorted(send + rng.uniform(0.01, 2) for _ in range(k))
         ok = rng.random() > 0.2
         end = None if rng.random() < 0.1 else (chunks[-1] if chunks else send) + 0.001
-        out.append(RequestRecord(
-            index=i, send_s=send, prompt_tokens=8, output_tokens_requested=rng.choice([1, 4, 16]),
-            chunk_s=chunks, end_s=end, ok=ok,
-            output_tokens_server=rng.choice([None, 0, 1, 3, k]),
-            output_tokens_retokenized=rng.choice([None, 0, 2, k])))
+        out.append(
+            RequestRecord(
+                index=i,
+                send_s=send,
+                prompt_tokens=8,
+                output_tokens_requested=rng.choice([1, 4, 16]),
+                chunk_s=chunks,
+                end_s=end,
+                ok=ok,
+                output_tokens_server=rng.choice([None, 0, 1, 3, k]),
+                output_tokens_retokenized=rng.choice([None, 0, 2, k]),
+            )
+        )
     return out
 
 

@@ -36,7 +36,8 @@ def _empty(folder: Path) -> bool:
 
 
 def test_unknown_flag_negative_number_and_bad_model_path_three_errors_nothing_queued(
-        app: AppTest, tmp_path: Path) -> None:
+    app: AppTest, tmp_path: Path
+) -> None:
     app.text_input(key="extra_args").set_value("--foo")
     app.number_input(key="num_prompts").set_value(-3)
     app.text_input(key="model").set_value("/etc/servelab-model")
@@ -54,7 +55,8 @@ def test_unknown_flag_negative_number_and_bad_model_path_three_errors_nothing_qu
 
 
 def test_check_shows_the_estimate_and_queues_nothing_then_queue_runs_three_trials(
-        app: AppTest, tmp_path: Path) -> None:
+    app: AppTest, tmp_path: Path
+) -> None:
     assert app.selectbox(key="preset").value == "Continuous batching A/B"
     assert app.number_input(key="trials").value == 3
     assert any(c.value.startswith("Estimate: 6 runs (2 arms × 3 trials)") for c in app.caption)

@@ -13,20 +13,30 @@ import psutil
 import pytest
 
 from core.errors import ServerExitedError, ServerStartTimeout
-from core.launcher import ManagedServer, free_port
+from core.run.launcher import ManagedServer, free_port
 
 
 def _argv(port: int, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "sglang.launch_server", "--model-path", "fake-model",
-            "--host", "127.0.0.1", "--port", str(port), *extra]
+    return [
+        sys.executable,
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "fake-model",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *extra,
+    ]
 
 
-def test_ready_then_stop_kills_the_whole_tree(fake_sglang: Path, tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ready_then_stop_kills_the_whole_tree(
+    fake_sglang: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_SGLANG_SPAWN_CHILD", "1")
     port = free_port()
-    server = ManagedServer(_argv(port), tmp_path / "server.log",
-                           f"http://127.0.0.1:{port}/health")
+    server = ManagedServer(_argv(port), tmp_path / "server.log", f"http://127.0.0.1:{port}/health")
     server.start()
     try:
         ready_s = server.wait_ready(30)
@@ -36,17 +46,18 @@ def test_ready_then_stop_kills_the_whole_tree(fake_sglang: Path, tmp_path: Path,
     finally:
         survivors = server.stop()
     assert survivors == []
-    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"
-                   for p in tree)
+    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in tree)
     log = (tmp_path / "server.log").read_text()
     assert "launching:" in log and "The server is fired up" in log
 
 
-def test_bad_flag_exits_with_code_2_and_the_log_says_why(fake_sglang: Path,
-                                                         tmp_path: Path) -> None:
+def test_bad_flag_exits_with_code_2_and_the_log_says_why(fake_sglang: Path, tmp_path: Path) -> None:
     port = free_port()
-    server = ManagedServer(_argv(port, "--cuda-graph-max-bs", "8"), tmp_path / "s.log",
-                           f"http://127.0.0.1:{port}/health")
+    server = ManagedServer(
+        _argv(port, "--cuda-graph-max-bs", "8"),
+        tmp_path / "s.log",
+        f"http://127.0.0.1:{port}/health",
+    )
     server.start()
     with pytest.raises(ServerExitedError) as info:
         server.wait_ready(30)
@@ -55,8 +66,9 @@ def test_bad_flag_exits_with_code_2_and_the_log_says_why(fake_sglang: Path,
     assert "ambiguous option: --cuda-graph-max-bs" in info.value.log_tail
 
 
-def test_never_ready_times_out_and_leaves_nothing(fake_sglang: Path, tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_never_ready_times_out_and_leaves_nothing(
+    fake_sglang: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_SGLANG_FAULT", "never_ready")
     port = free_port()
     server = ManagedServer(_argv(port), tmp_path / "s.log", f"http://127.0.0.1:{port}/health")
@@ -70,12 +82,16 @@ def test_server_dies_when_the_run_process_is_killed(fake_sglang: Path, tmp_path:
     """SIGKILL of the process that launched the server must not leave the server behind."""
     port = free_port()
     code = (
-        "import sys, time; from pathlib import Path; from core.launcher import ManagedServer;"
+        "import sys, time; from pathlib import Path; from core.run.launcher import ManagedServer;"
         f"s = ManagedServer({_argv(port)!r}, Path(sys.argv[1]), 'http://127.0.0.1:{port}/health');"
         "s.start(); s.wait_ready(30); print(s.pid, flush=True); time.sleep(600)"
     )
-    parent = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "s.log")],
-                              stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+    parent = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path / "s.log")],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
     try:
         line = parent.stdout.readline() if parent.stdout else ""
         server_pid = int(line)
@@ -87,8 +103,10 @@ def test_server_dies_when_the_run_process_is_killed(fake_sglang: Path, tmp_path:
             if psutil.Process(server_pid).status() == psutil.STATUS_ZOMBIE:
                 break
             time.sleep(0.1)
-        gone = (not psutil.pid_exists(server_pid)
-                or psutil.Process(server_pid).status() == psutil.STATUS_ZOMBIE)
+        gone = (
+            not psutil.pid_exists(server_pid)
+            or psutil.Process(server_pid).status() == psutil.STATUS_ZOMBIE
+        )
         assert gone, "the server outlived the process that launched it"
     finally:
         parent.kill()

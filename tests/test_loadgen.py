@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from core.launcher import ManagedServer, free_port
-from core.loadgen import MEASURE_SWITCH_INTERVAL_S, LoadOptions, run_load
+from core.load.generator import MEASURE_SWITCH_INTERVAL_S, LoadOptions, run_load
+from core.load.prompts import Prompt
 from core.metrics import compute_point_metrics
-from core.prompts import Prompt
 from core.records import RequestRecord
+from core.run.launcher import ManagedServer, free_port
 
 TTFT_MS, ITL_MS = 50.0, 10.0
 
@@ -24,11 +24,28 @@ def fake_server(log: Path, fault: str = "", args: tuple[str, ...] = ()) -> Itera
     """The fake SGLang on a free port (``args``: more flags, e.g. --enable-metrics)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    env = {"FAKE_SGLANG_TTFT_MS": str(TTFT_MS), "FAKE_SGLANG_ITL_MS": str(ITL_MS),
-           "FAKE_SGLANG_FAULT": fault}
-    srv = ManagedServer([sys.executable, "-m", "sglang.launch_server", "--model-path", "m",
-                         "--host", "127.0.0.1", "--port", str(port), *args], log,
-                        base + "/health", env)
+    env = {
+        "FAKE_SGLANG_TTFT_MS": str(TTFT_MS),
+        "FAKE_SGLANG_ITL_MS": str(ITL_MS),
+        "FAKE_SGLANG_FAULT": fault,
+    }
+    srv = ManagedServer(
+        [
+            sys.executable,
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            "m",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            *args,
+        ],
+        log,
+        base + "/health",
+        env,
+    )
     srv.start()
     try:
         srv.wait_ready(30)
@@ -44,10 +61,16 @@ def server(fake_sglang: Path, tmp_path: Path) -> Iterator[str]:
 
 
 def opts(base: str, concurrency: int, rate: float = float("inf"), **kw: object) -> LoadOptions:
-    return LoadOptions(base_url=base, model="m", concurrency=concurrency, request_rate=rate,
-                       seed=1, exact_length_body={"ignore_eos": True},
-                       request_timeout_s=kw.pop("request_timeout_s", 30.0),  # type: ignore[arg-type]
-                       point_timeout_s=kw.pop("point_timeout_s", 120.0))  # type: ignore[arg-type]
+    return LoadOptions(
+        base_url=base,
+        model="m",
+        concurrency=concurrency,
+        request_rate=rate,
+        seed=1,
+        exact_length_body={"ignore_eos": True},
+        request_timeout_s=kw.pop("request_timeout_s", 30.0),  # type: ignore[arg-type]
+        point_timeout_s=kw.pop("point_timeout_s", 120.0),
+    )  # type: ignore[arg-type]
 
 
 def prompts(n: int, out: int = 20) -> list[Prompt]:
@@ -69,8 +92,9 @@ def assert_never_early(records: list[RequestRecord], out: int) -> None:
 
 def most_in_flight(records: list[RequestRecord]) -> int:
     """The largest number of requests on the wire at one instant."""
-    return max(sum(1 for o in records if o.send_s <= r.send_s < (o.end_s or o.send_s))
-               for r in records)
+    return max(
+        sum(1 for o in records if o.send_s <= r.send_s < (o.end_s or o.send_s)) for r in records
+    )
 
 
 def test_concurrency_1_measures_every_chunk(server: str) -> None:
@@ -92,8 +116,11 @@ def test_the_loop_gets_the_gil_back_quickly_while_it_measures(server: str) -> No
     interval is 0.5 ms; the process's own setting is back afterwards."""
     seen: list[float] = []
     before = sys.getswitchinterval()
-    run_load(opts(server, 2), prompts(4, out=3),
-             on_done=lambda _done, _total: seen.append(sys.getswitchinterval()))
+    run_load(
+        opts(server, 2),
+        prompts(4, out=3),
+        on_done=lambda _done, _total: seen.append(sys.getswitchinterval()),
+    )
     assert seen and set(seen) == {MEASURE_SWITCH_INTERVAL_S}
     assert sys.getswitchinterval() == before
 

@@ -1,4 +1,4 @@
-"""The sharded load generator (core/shards.py) against the fake SGLang: one point over several
+"""The sharded load generator (core/load/shards.py) against the fake SGLang: one point over several
 worker processes keeps the plan's arrival schedule and concurrency cap exactly, merges its
 records into one table, and fails cleanly when a worker dies."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from core.loadgen import (
+from core.load.generator import (
     SCHEDULE_SLACK_S,
     ClientHealth,
     Clock,
@@ -23,16 +23,17 @@ from core.loadgen import (
     arrival_times,
     send_on_schedule,
 )
+from core.load.shards import ClientWorkerDied, auto_workers, slot_shares
 from core.records import RequestRecord, records_from_table, records_to_table
-from core.shards import ClientWorkerDied, auto_workers, slot_shares
 from tests.test_loadgen import fake_server, opts, prompts
 
 
 def max_in_flight(records: list[RequestRecord]) -> int:
     """Most requests between send and end at once, from the records alone (an end at the
     same instant as a send frees its slot first)."""
-    events = sorted([(r.send_s, 1) for r in records]
-                    + [(r.end_s, -1) for r in records if r.end_s is not None])
+    events = sorted(
+        [(r.send_s, 1) for r in records] + [(r.end_s, -1) for r in records if r.end_s is not None]
+    )
     level = peak = 0
     for _, step in events:
         level += step
@@ -59,6 +60,7 @@ def test_auto_workers_follow_the_offered_chunk_rate_within_the_cores() -> None:
 def test_one_schedule_whatever_the_number_of_workers() -> None:
     """The one-process dispatcher sends at exactly ``arrival_times``; the workers read the
     same list by index, so the merged schedule is the one-process schedule."""
+
     class Virtual:
         t = 0.0
 
@@ -70,8 +72,11 @@ def test_one_schedule_whatever_the_number_of_workers() -> None:
 
     clock = Virtual()
     starts: list[float] = []
-    asyncio.run(send_on_schedule(40, 25.0, 7, lambda _i: starts.append(clock.t),
-                                 Clock(now=clock.now, sleep=clock.sleep)))
+    asyncio.run(
+        send_on_schedule(
+            40, 25.0, 7, lambda _i: starts.append(clock.t), Clock(now=clock.now, sleep=clock.sleep)
+        )
+    )
     assert starts == pytest.approx(arrival_times(40, 25.0, 7), abs=1e-12)
     assert arrival_times(40, 25.0, 7) == arrival_times(40, 25.0, 7)  # seeded
     assert arrival_times(5, math.inf, 7) == [0.0] * 5
@@ -87,19 +92,23 @@ def test_sharded_point_keeps_schedule_and_cap(fake_sglang: Path, tmp_path: Path)
     assert sorted(r.index for r in records) == list(range(n))  # each request once
     assert all(r.ok for r in records)
     # never sent before its arrival in the one schedule (all stamps on the point's clock)
-    assert all(r.dispatch_s is not None and r.dispatch_s >= due[r.index] - SCHEDULE_SLACK_S
-               for r in records)
+    assert all(
+        r.dispatch_s is not None and r.dispatch_s >= due[r.index] - SCHEDULE_SLACK_S
+        for r in records
+    )
     assert [r.send_s for r in records] == sorted(r.send_s for r in records)
     assert max_in_flight(records) <= cap
     assert len(health.workers) == 2 and health.as_dict()["client_workers"] == 2
     # merged records are the usual table
     assert records_from_table(records_to_table(records)) == records
-    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
-                   for p in pids)
+    assert not any(
+        psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids
+    )
 
 
-def test_closed_loop_fills_the_global_cap_and_never_exceeds_it(fake_sglang: Path,
-                                                               tmp_path: Path) -> None:
+def test_closed_loop_fills_the_global_cap_and_never_exceeds_it(
+    fake_sglang: Path, tmp_path: Path
+) -> None:
     """Five slots over two workers (3 + 2), every request sent at once: the records show
     five in flight at the peak (a worker with a free slot took the next request) and never
     six. A time-sized point sends the first k prompts in order."""
@@ -114,8 +123,9 @@ def test_closed_loop_fills_the_global_cap_and_never_exceeds_it(fake_sglang: Path
     assert max_in_flight(records) <= 5
 
 
-def test_a_dying_worker_fails_the_point_and_leaves_no_process(fake_sglang: Path,
-                                                             tmp_path: Path) -> None:
+def test_a_dying_worker_fails_the_point_and_leaves_no_process(
+    fake_sglang: Path, tmp_path: Path
+) -> None:
     with fake_server(tmp_path / "server.log") as base, LoadGenerator(base, 4, 30.0) as gen:
         o: LoadOptions = replace(opts(base, 4), workers=2)
         gen.run(o, prompts(4, out=2))  # workers started and warm
@@ -130,8 +140,9 @@ def test_a_dying_worker_fails_the_point_and_leaves_no_process(fake_sglang: Path,
         with pytest.raises(ClientWorkerDied, match=r"worker 1 .*killed by SIGKILL"):
             gen.run(o, prompts(200, out=20), on_done=kill_one)
         for pid in pids:
-            assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == \
-                psutil.STATUS_ZOMBIE
+            assert (
+                not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+            )
         # the generator can still run the next point (on fresh workers)
         records, _ = gen.run(o, prompts(8, out=2))
         assert all(r.ok for r in records)
@@ -146,8 +157,9 @@ def test_one_saturated_worker_flags_the_point_and_is_named() -> None:
     assert not ClientHealth.merged([calm, calm]).saturated
 
 
-def test_a_cancelled_sharded_point_stops_every_worker_and_says_so(fake_sglang: Path,
-                                                                 tmp_path: Path) -> None:
+def test_a_cancelled_sharded_point_stops_every_worker_and_says_so(
+    fake_sglang: Path, tmp_path: Path
+) -> None:
     stop = [False]
 
     def on_done(done: int, _total: int) -> None:

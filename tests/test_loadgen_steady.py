@@ -12,7 +12,7 @@ import pytest
 
 from core.config import BenchmarkPlan, Point, parse_spec
 from core.errors import ConfigError
-from core.loadgen import ClientHealth, LoadGenerator, SteadyGate, point_budget
+from core.load.generator import ClientHealth, LoadGenerator, SteadyGate, point_budget
 from core.metrics import compute_point_metrics, point_warnings, steady_state
 from core.records import RequestRecord
 from tests.test_loadgen import fake_server, opts, prompts
@@ -21,9 +21,16 @@ from tests.test_loadgen import fake_server, opts, prompts
 def rec(i: int, send: float, end: float, chunks: int = 4, ok: bool = True) -> RequestRecord:
     """A request sent at ``send`` whose ``chunks`` chunks arrive evenly up to ``end``."""
     step = (end - send) / chunks
-    return RequestRecord(index=i, send_s=send, prompt_tokens=10, output_tokens_requested=chunks,
-                         chunk_s=[send + step * (k + 1) for k in range(chunks)], end_s=end,
-                         ok=ok, output_tokens_server=chunks)
+    return RequestRecord(
+        index=i,
+        send_s=send,
+        prompt_tokens=10,
+        output_tokens_requested=chunks,
+        chunk_s=[send + step * (k + 1) for k in range(chunks)],
+        end_s=end,
+        ok=ok,
+        output_tokens_server=chunks,
+    )
 
 
 def closed_loop(n: int, c: int, latency_s: float) -> list[RequestRecord]:
@@ -41,6 +48,7 @@ def closed_loop(n: int, c: int, latency_s: float) -> list[RequestRecord]:
 
 # -- the plan --------------------------------------------------------------------------------
 
+
 def test_old_plans_load_unchanged_and_keep_their_fixed_size() -> None:
     spec = parse_spec({"plan": {"points": [{"concurrency": 4, "num_prompts": 8}]}})
     assert spec.plan.min_waves is None and spec.plan.min_steady_s is None
@@ -48,28 +56,43 @@ def test_old_plans_load_unchanged_and_keep_their_fixed_size() -> None:
 
 
 def test_min_waves_raises_the_floor_of_capped_points_only() -> None:
-    plan = BenchmarkPlan(points=(Point(concurrency=64, num_prompts=64),
-                                 Point(concurrency=None, num_prompts=10, request_rate=5.0)),
-                         min_waves=4)
+    plan = BenchmarkPlan(
+        points=(
+            Point(concurrency=64, num_prompts=64),
+            Point(concurrency=None, num_prompts=10, request_rate=5.0),
+        ),
+        min_waves=4,
+    )
     assert plan.point_requests(plan.points[0]) == (256, 256)
     assert plan.point_requests(plan.points[1]) == (10, 10)  # no slots, no waves
 
 
 def test_min_steady_s_lets_a_point_run_on_up_to_max_point_requests() -> None:
-    plan = BenchmarkPlan(points=(Point(concurrency=16, num_prompts=8),), min_waves=2,
-                         min_steady_s=10, max_point_requests=5000)
+    plan = BenchmarkPlan(
+        points=(Point(concurrency=16, num_prompts=8),),
+        min_waves=2,
+        min_steady_s=10,
+        max_point_requests=5000,
+    )
     assert plan.point_requests(plan.points[0]) == (32, 5000)
 
 
-@pytest.mark.parametrize(("plan", "field", "words"), [
-    ({"min_steady_s": 60, "point_timeout_s": 30}, "plan.min_steady_s", "point_timeout_s"),
-    ({"min_waves": 0.5}, "plan.min_waves", "1"),
-    ({"min_waves": 10, "max_point_requests": 100,
-      "points": [{"concurrency": 64}]}, "plan.min_waves", "max_point_requests"),
-    ({"max_point_requests": 0}, "plan.max_point_requests", "1"),
-])
-def test_bad_sizing_is_refused_naming_the_field_and_the_fix(plan: dict[str, object],
-                                                            field: str, words: str) -> None:
+@pytest.mark.parametrize(
+    ("plan", "field", "words"),
+    [
+        ({"min_steady_s": 60, "point_timeout_s": 30}, "plan.min_steady_s", "point_timeout_s"),
+        ({"min_waves": 0.5}, "plan.min_waves", "1"),
+        (
+            {"min_waves": 10, "max_point_requests": 100, "points": [{"concurrency": 64}]},
+            "plan.min_waves",
+            "max_point_requests",
+        ),
+        ({"max_point_requests": 0}, "plan.max_point_requests", "1"),
+    ],
+)
+def test_bad_sizing_is_refused_naming_the_field_and_the_fix(
+    plan: dict[str, object], field: str, words: str
+) -> None:
     with pytest.raises(ConfigError) as err:
         parse_spec({"plan": plan})
     assert err.value.field == field
@@ -77,6 +100,7 @@ def test_bad_sizing_is_refused_naming_the_field_and_the_fix(plan: dict[str, obje
 
 
 # -- the window ------------------------------------------------------------------------------
+
 
 def test_window_of_lockstep_waves_is_the_whole_point_less_its_gaps() -> None:
     records = closed_loop(n=12, c=3, latency_s=1.0)  # waves sent at 0, 1.001, 2.002, 3.003
@@ -101,8 +125,11 @@ def test_window_ends_when_a_slot_frees_with_nothing_left_to_send() -> None:
     m = steady_state(records, target=3)
     last_send = max(r.send_s for r in records)
     assert m["steady_start_s"] == 0.0
-    assert m["steady_end_s"] == min(r.end_s for r in records  # type: ignore[type-var]
-                                    if r.end_s is not None and r.end_s > last_send)
+    assert m["steady_end_s"] == min(
+        r.end_s
+        for r in records  # type: ignore[type-var]
+        if r.end_s is not None and r.end_s > last_send
+    )
     end = m["steady_end_s"]
     inside = sum(1 for r in records for t in r.chunk_s if t <= end)
     assert m["steady_output_throughput"] == pytest.approx(inside / end)
@@ -146,6 +173,7 @@ def test_uncapped_poisson_points_have_no_window() -> None:
 
 # -- the gate (when to stop sending) ---------------------------------------------------------
 
+
 class FakeClock:
     def __init__(self) -> None:
         self.t = 100.0
@@ -156,8 +184,9 @@ class FakeClock:
 
 def test_gate_sends_the_floor_then_until_the_slots_were_busy_long_enough() -> None:
     clock = FakeClock()
-    gate = SteadyGate(n=1000, concurrency=2, request_rate=math.inf, min_requests=4,
-                      min_steady_s=5.0, clock=clock)
+    gate = SteadyGate(
+        n=1000, concurrency=2, request_rate=math.inf, min_requests=4, min_steady_s=5.0, clock=clock
+    )
     for i in range(2):
         assert gate.may_send(i)
         gate.started()
@@ -173,18 +202,31 @@ def test_gate_sends_the_floor_then_until_the_slots_were_busy_long_enough() -> No
 
 
 def test_gate_without_sizing_sends_everything() -> None:
-    gate = SteadyGate(n=5, concurrency=1, request_rate=math.inf, min_requests=None,
-                      min_steady_s=None, clock=FakeClock())
+    gate = SteadyGate(
+        n=5,
+        concurrency=1,
+        request_rate=math.inf,
+        min_requests=None,
+        min_steady_s=None,
+        clock=FakeClock(),
+    )
     assert all(gate.may_send(i) for i in range(5))
 
 
 def test_gate_with_waves_only_stops_at_the_floor() -> None:
-    gate = SteadyGate(n=100, concurrency=4, request_rate=math.inf, min_requests=12,
-                      min_steady_s=None, clock=FakeClock())
+    gate = SteadyGate(
+        n=100,
+        concurrency=4,
+        request_rate=math.inf,
+        min_requests=12,
+        min_steady_s=None,
+        clock=FakeClock(),
+    )
     assert [gate.may_send(i) for i in range(14)] == [True] * 12 + [False] * 2
 
 
 # -- how many prompts to prepare -------------------------------------------------------------
+
 
 def test_budget_follows_the_fastest_speed_seen() -> None:
     # seen: TTFT 0.1 s, 10 ms per token -> 64-token request ~0.73 s; c=16 -> ~22 req/s
@@ -200,6 +242,7 @@ def test_budget_follows_the_fastest_speed_seen() -> None:
 
 # -- the saturation flag ---------------------------------------------------------------------
 
+
 def test_a_handful_of_lag_samples_does_not_flag_the_client() -> None:
     few = ClientHealth(loop_lag_ms_p99=26.4, cpu_s=0.25, wall_s=1.0, lag_samples=60)
     assert not few.saturated
@@ -209,12 +252,14 @@ def test_a_handful_of_lag_samples_does_not_flag_the_client() -> None:
     assert busy.saturated and "CPU" in busy.saturated_why
     assert few.as_dict()["loop_lag_samples"] == 60
     # a loop too busy to take samples: 9 samples of ~1 s lag span 9 s of the point
-    starved = ClientHealth(loop_lag_ms_p99=1000.0, cpu_s=0.2, wall_s=9.0, lag_samples=9,
-                           lag_covered_s=9.1)
+    starved = ClientHealth(
+        loop_lag_ms_p99=1000.0, cpu_s=0.2, wall_s=9.0, lag_samples=9, lag_covered_s=9.1
+    )
     assert starved.saturated
 
 
 # -- end to end on the fake server -----------------------------------------------------------
+
 
 def test_a_time_sized_point_sends_a_prefix_and_stops(fake_sglang: Path, tmp_path: Path) -> None:
     """The server (fake: 50 ms TTFT, 10 ms per token, 5 tokens) finishes ~10 requests/s per
@@ -232,9 +277,8 @@ def test_a_time_sized_point_sends_a_prefix_and_stops(fake_sglang: Path, tmp_path
 
 
 def test_arrival_schedule_stops_when_start_says_enough() -> None:
-    from core.loadgen import send_on_schedule
+    from core.load.generator import send_on_schedule
 
     started: list[int] = []
-    asyncio.run(send_on_schedule(10, math.inf, 1,
-                                 lambda i: started.append(i) if i < 3 else False))
+    asyncio.run(send_on_schedule(10, math.inf, 1, lambda i: started.append(i) if i < 3 else False))
     assert started == [0, 1, 2]

@@ -8,12 +8,27 @@ from core.metrics import compute_point_metrics, point_caveats, point_error_rate,
 from core.records import CANCELLED, RequestRecord, records_from_table, records_to_table
 
 
-def rec(i: int, send: float, chunks: list[float], end: float, out_server: int | None,
-        ok: bool = True, requested: int = 4, prompt: int = 10) -> RequestRecord:
-    return RequestRecord(index=i, send_s=send, prompt_tokens=prompt,
-                         output_tokens_requested=requested, chunk_s=chunks, end_s=end, ok=ok,
-                         output_tokens_server=out_server,
-                         error=None if ok else "HTTP 500: boom")
+def rec(
+    i: int,
+    send: float,
+    chunks: list[float],
+    end: float,
+    out_server: int | None,
+    ok: bool = True,
+    requested: int = 4,
+    prompt: int = 10,
+) -> RequestRecord:
+    return RequestRecord(
+        index=i,
+        send_s=send,
+        prompt_tokens=prompt,
+        output_tokens_requested=requested,
+        chunk_s=chunks,
+        end_s=end,
+        ok=ok,
+        output_tokens_server=out_server,
+        error=None if ok else "HTTP 500: boom",
+    )
 
 
 def test_two_requests_by_hand() -> None:
@@ -48,8 +63,7 @@ def test_two_requests_by_hand() -> None:
 
 
 def test_failures_count_in_denominator_not_in_latency() -> None:
-    records = [rec(0, 0.0, [0.1, 0.2], 0.2, 2),
-               rec(1, 0.0, [], 0.5, None, ok=False)]
+    records = [rec(0, 0.0, [0.1, 0.2], 0.2, 2), rec(1, 0.0, [], 0.5, None, ok=False)]
     m = compute_point_metrics(records)
     assert m["num_requests"] == 2 and m["completed"] == 1 and m["error_rate"] == 0.5
     assert m["duration_s"] == pytest.approx(0.5)  # the failed request still took time
@@ -82,8 +96,18 @@ def test_records_parquet_round_trip() -> None:
 
 
 def test_requests_a_cancel_cut_short_are_counted_apart_not_as_errors() -> None:
-    cut = [RequestRecord(index=i, send_s=0.2, prompt_tokens=10, output_tokens_requested=4,
-                         chunk_s=[0.3], end_s=0.5, error=CANCELLED) for i in (2, 3)]
+    cut = [
+        RequestRecord(
+            index=i,
+            send_s=0.2,
+            prompt_tokens=10,
+            output_tokens_requested=4,
+            chunk_s=[0.3],
+            end_s=0.5,
+            error=CANCELLED,
+        )
+        for i in (2, 3)
+    ]
     records = [rec(0, 0.0, [0.1, 0.2], 0.3, 2), rec(1, 0.0, [], 0.2, None, ok=False), *cut]
     m = compute_point_metrics(records)
     assert m["cancelled_requests"] == 2 and m["num_requests"] == 2
@@ -94,17 +118,25 @@ def test_requests_a_cancel_cut_short_are_counted_apart_not_as_errors() -> None:
 
 
 def test_point_caveats_name_the_cancel_the_saturated_client_and_the_ramp() -> None:
-    summary = {"index": 1, "cancelled": True,
-               "metrics": {"completed": 3, "failed": 0, "cancelled_requests": 5,
-                           "error_rate": 0.0},
-               "client": {"client_saturated": True, "loop_lag_ms_p99": 7.1,
-                          "client_saturated_why": "event-loop lag p99 7.1 ms > 5 ms"},
-               "warnings": ["only 1.5 waves of requests (96 at concurrency 64): most of the "
-                            "point was ramp-up and drain; size it by plan.min_waves"]}
+    summary = {
+        "index": 1,
+        "cancelled": True,
+        "metrics": {"completed": 3, "failed": 0, "cancelled_requests": 5, "error_rate": 0.0},
+        "client": {
+            "client_saturated": True,
+            "loop_lag_ms_p99": 7.1,
+            "client_saturated_why": "event-loop lag p99 7.1 ms > 5 ms",
+        },
+        "warnings": [
+            "only 1.5 waves of requests (96 at concurrency 64): most of the "
+            "point was ramp-up and drain; size it by plan.min_waves"
+        ],
+    }
     assert [(c.kind, c.detail) for c in point_caveats(summary)] == [
         ("cut short by a cancel", "3 of 8 requests finished"),
         ("load generator saturated", "event-loop lag p99 7.1 ms > 5 ms"),
-        ("not steady state", "only 1.5 waves of requests (96 at concurrency 64)")]
+        ("not steady state", "only 1.5 waves of requests (96 at concurrency 64)"),
+    ]
     assert point_error_rate(summary) == 0.0
     # a folder from before ``cancelled``: the run's reason names the point, whose cut
     # requests were counted as errors there: no error rate is shown for it
@@ -119,16 +151,28 @@ def test_a_lagging_loop_with_cpu_to_spare_is_late_stamps_not_a_short_load() -> N
     """Lag alone, the client well under a core: every request went out, chunks were stamped
     late (tails inflated). The client at a core (or any worker of a sharded point): the
     offered load itself may have been short."""
-    lag = {"client_saturated": True, "loop_lag_ms_p99": 5.2, "client_cpu_share": 0.04,
-           "client_saturated_why": "event-loop lag p99 5.2 ms > 5 ms"}
+    lag = {
+        "client_saturated": True,
+        "loop_lag_ms_p99": 5.2,
+        "client_cpu_share": 0.04,
+        "client_saturated_why": "event-loop lag p99 5.2 ms > 5 ms",
+    }
     assert [(c.kind, c.detail) for c in point_caveats({"client": lag})] == [
-        ("client timestamps late", "event-loop lag p99 5.2 ms > 5 ms at 4% of a core")]
-    busy = {**lag, "client_cpu_share": 0.95,
-            "client_saturated_why": "client CPU 95% of a core >= 90%"}
+        ("client timestamps late", "event-loop lag p99 5.2 ms > 5 ms at 4% of a core")
+    ]
+    busy = {
+        **lag,
+        "client_cpu_share": 0.95,
+        "client_saturated_why": "client CPU 95% of a core >= 90%",
+    }
     assert [c.kind for c in point_caveats({"client": busy})] == ["load generator saturated"]
-    sharded = {**lag, "client_cpu_share": 1.3,  # cores, summed over the workers
-               "workers": [{"client_cpu_share": 0.4}, {"client_cpu_share": 0.92}]}
+    sharded = {
+        **lag,
+        "client_cpu_share": 1.3,  # cores, summed over the workers
+        "workers": [{"client_cpu_share": 0.4}, {"client_cpu_share": 0.92}],
+    }
     assert [c.kind for c in point_caveats({"client": sharded})] == ["load generator saturated"]
     spread = {**sharded, "workers": [{"client_cpu_share": 0.4}, {"client_cpu_share": 0.5}]}
     assert [c.detail for c in point_caveats({"client": spread})] == [
-        "event-loop lag p99 5.2 ms > 5 ms at 50% of a core"]
+        "event-loop lag p99 5.2 ms > 5 ms at 50% of a core"
+    ]

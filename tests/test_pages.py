@@ -18,8 +18,8 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from core.demo import install_demo
-from core.importers import parse_text, plan_runs, store_runs
+from core.interop.importers import parse_text, plan_runs, store_runs
+from core.portal.demo import install_demo
 from core.run_folder import RunFolder
 from core.settings import Settings
 from tests.helpers import page_tables
@@ -28,26 +28,44 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory, tiny_tokenizer_dir: Path
-             ) -> Iterator[Path]:
+def data_dir(tmp_path_factory: pytest.TempPathFactory, tiny_tokenizer_dir: Path) -> Iterator[Path]:
     """Two real runs against the fake SGLang that differ in two knobs (the seed trap)."""
     data = tmp_path_factory.mktemp("portal") / "data"
     data.mkdir()
     (data / ".demo-installed").write_text("")  # these tests count their own runs only
     fake = REPO / "tests" / "fakes" / "sglang_pkg"
-    env = {**os.environ, "SERVELAB_DATA_DIR": str(data), "SERVELAB_SGLANG_PYTHON": sys.executable,
-           "PYTHONPATH": os.pathsep.join([str(fake), str(REPO)])}
+    env = {
+        **os.environ,
+        "SERVELAB_DATA_DIR": str(data),
+        "SERVELAB_SGLANG_PYTHON": sys.executable,
+        "PYTHONPATH": os.pathsep.join([str(fake), str(REPO)]),
+    }
     for graphs, frac in ((False, 0.85), (True, 0.92)):
-        plan = {"server": {"engine": "sglang", "model": str(tiny_tokenizer_dir),
-                           "cuda_graphs": graphs, "mem_fraction_static": frac},
-                "plan": {"points": [{"concurrency": 1, "num_prompts": 3, "output_len": 6},
-                                    {"concurrency": 2, "num_prompts": 4, "output_len": 6}]},
-                "intended_diff": ["server.cuda_graphs"]}
+        plan = {
+            "server": {
+                "engine": "sglang",
+                "model": str(tiny_tokenizer_dir),
+                "cuda_graphs": graphs,
+                "mem_fraction_static": frac,
+            },
+            "plan": {
+                "points": [
+                    {"concurrency": 1, "num_prompts": 3, "output_len": 6},
+                    {"concurrency": 2, "num_prompts": 4, "output_len": 6},
+                ]
+            },
+            "intended_diff": ["server.cuda_graphs"],
+        }
         path = data.parent / f"plan-{graphs}.json"
         path.write_text(json.dumps(plan))
-        out = subprocess.run([sys.executable, "-m", "core", "run", "--plan", str(path),
-                              "--quiet"], cwd=REPO, env=env, capture_output=True, text=True,
-                             timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-m", "core", "run", "--plan", str(path), "--quiet"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert out.returncode == 0, out.stdout + out.stderr
     yield data
 
@@ -73,8 +91,9 @@ def test_runs_page_lists_runs_with_metrics(app: AppTest, data_dir: Path) -> None
     assert frame["out tok/s"].notna().all()
 
 
-def test_launch_form_shows_errors_beside_fields_and_queues_nothing(app: AppTest,
-                                                                   data_dir: Path) -> None:
+def test_launch_form_shows_errors_beside_fields_and_queues_nothing(
+    app: AppTest, data_dir: Path
+) -> None:
     before = run_ids(data_dir)
     app.run()
     app.switch_page("pages/launch.py").run()
@@ -116,10 +135,14 @@ def test_run_page_shows_command_facts_probe_and_points(app: AppTest, data_dir: P
     assert any("c=2" in df.value.to_csv() for df in app.dataframe)
 
 
-def test_compare_warns_when_more_than_the_intended_knob_differs(app: AppTest,
-                                                                data_dir: Path) -> None:
-    a, b = [r for r in run_ids(data_dir)
-            if RunFolder(data_dir / "runs" / r).status()["state"] == "succeeded"][:2]
+def test_compare_warns_when_more_than_the_intended_knob_differs(
+    app: AppTest, data_dir: Path
+) -> None:
+    a, b = [
+        r
+        for r in run_ids(data_dir)
+        if RunFolder(data_dir / "runs" / r).status()["state"] == "succeeded"
+    ][:2]
     app.query_params["runs"] = f"{a},{b}"
     app.run()
     app.session_state["cmp_all_metrics"] = True  # open the full metrics table (drawn lazily)
@@ -136,8 +159,15 @@ def test_compare_warns_when_more_than_the_intended_knob_differs(app: AppTest,
 DEMO_EXP = "exp-20261130-045815-42d8"
 
 
-def _copy_run(data: Path, src: str, run_id: str, state: str, results: bool,
-              reason: str | None = None, tags: list[str] | None = None) -> None:
+def _copy_run(
+    data: Path,
+    src: str,
+    run_id: str,
+    state: str,
+    results: bool,
+    reason: str | None = None,
+    tags: list[str] | None = None,
+) -> None:
     """A run folder in ``state``: a copy of a demo run (with or without its results)."""
     source = data / "runs" / src
     dst = data / "runs" / run_id
@@ -151,13 +181,20 @@ def _copy_run(data: Path, src: str, run_id: str, state: str, results: bool,
     if tags is not None:
         spec["tags"] = tags
     (dst / "spec.json").write_text(json.dumps(spec))
-    status = {"run_id": run_id, "state": state, "phase": "point 1" if state == "running"
-              else state, "reason": reason}
+    status = {
+        "run_id": run_id,
+        "state": state,
+        "phase": "point 1" if state == "running" else state,
+        "reason": reason,
+    }
     if state == "running":
-        status["progress"] = {"point": 1, "points_total": 7, "requests_done": 1,
-                              "requests_total": 4}
-    (dst / "status.json").write_text(json.dumps({k: v for k, v in status.items()
-                                                 if v is not None}))
+        status["progress"] = {
+            "point": 1,
+            "points_total": 7,
+            "requests_done": 1,
+            "requests_total": 4,
+        }
+    (dst / "status.json").write_text(json.dumps({k: v for k, v in status.items() if v is not None}))
 
 
 def _experiment(data: Path, exp_id: str, runs: list[tuple[str, str, int]]) -> None:
@@ -173,35 +210,48 @@ def states_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The H200 demo, and beside it a run in each state, a queued, a running and an
     all-failed experiment, and an imported run."""
     data = tmp_path_factory.mktemp("states") / "data"
-    settings = Settings(data_dir=data, sglang_python=sys.executable,
-                        transformers_python=sys.executable)
+    settings = Settings(
+        data_dir=data, sglang_python=sys.executable, transformers_python=sys.executable
+    )
     install_demo(settings)
     demo = sorted(p.name for p in (data / "runs").iterdir())
     off, on = demo[0], demo[1]  # graphs off, graphs on (trial 0)
     for state, results, reason in (
-            ("queued", False, None), ("running", False, None),
-            ("failed", False, "server exited with code 1 before ready (OOM)"),
-            ("cancelled", True, "cancelled during point 6"),
-            ("interrupted", False, "portal restarted: the run process was gone")):
+        ("queued", False, None),
+        ("running", False, None),
+        ("failed", False, "server exited with code 1 before ready (OOM)"),
+        ("cancelled", True, "cancelled during point 6"),
+        ("interrupted", False, "portal restarted: the run process was gone"),
+    ):
         _copy_run(data, off, f"20990101-000000-{state[:6]}", state, results, reason)
     # experiments: queued (no run started), running (one done), all failed
-    for exp, states in (("exp-queued-1", ("queued", "queued")),
-                        ("exp-running-1", ("succeeded", "running")),
-                        ("exp-failed-1", ("failed", "failed"))):
+    for exp, states in (
+        ("exp-queued-1", ("queued", "queued")),
+        ("exp-running-1", ("succeeded", "running")),
+        ("exp-failed-1", ("failed", "failed")),
+    ):
         runs = []
-        for i, (state, src, arm) in enumerate(zip(states, (off, on), ("graphs off",
-                                                                       "graphs on"),
-                                                  strict=True)):
+        for i, (state, src, arm) in enumerate(
+            zip(states, (off, on), ("graphs off", "graphs on"), strict=True)
+        ):
             rid = f"20990102-{exp[4:10]}-{i:06d}"
-            _copy_run(data, src, rid, state, state == "succeeded",
-                      "engine flag --foo unknown" if state == "failed" else None,
-                      tags=[f"exp:{exp}", "arm:" + arm.replace(" ", "-"), "trial:0"])
+            _copy_run(
+                data,
+                src,
+                rid,
+                state,
+                state == "succeeded",
+                "engine flag --foo unknown" if state == "failed" else None,
+                tags=[f"exp:{exp}", "arm:" + arm.replace(" ", "-"), "trial:0"],
+            )
             runs.append((rid, arm, 0))
         _experiment(data, exp, runs)
-    text = ('{"backend": "sglang-oai-chat", "max_concurrency": 64, "random_input_len": 64, '
-            '"random_output_len": 64, "request_rate": Infinity, "completed": 64, '
-            '"output_throughput": 2500.0, "median_ttft_ms": 80.0, "p99_ttft_ms": 120.0, '
-            '"median_itl_ms": 5.0, "median_tpot_ms": 5.5, "duration": 2.0}\n')
+    text = (
+        '{"backend": "sglang-oai-chat", "max_concurrency": 64, "random_input_len": 64, '
+        '"random_output_len": 64, "request_rate": Infinity, "completed": 64, '
+        '"output_throughput": 2500.0, "median_ttft_ms": 80.0, "p99_ttft_ms": 120.0, '
+        '"median_itl_ms": 5.0, "median_tpot_ms": 5.5, "duration": 2.0}\n'
+    )
     store_runs(plan_runs(parse_text(text, "h200-sweep.jsonl"), settings), settings)
     return data
 
@@ -224,9 +274,14 @@ def _open(app: AppTest, page: str, **params: str) -> AppTest:
 
 
 def _text(app: AppTest) -> str:
-    parts = [m.value for m in app.markdown] + [e.value for e in app.error] + [
-        i.value for i in app.info] + [w.value for w in app.warning] + [
-        c.value for c in app.caption] + [s.value for s in app.success]
+    parts = (
+        [m.value for m in app.markdown]
+        + [e.value for e in app.error]
+        + [i.value for i in app.info]
+        + [w.value for w in app.warning]
+        + [c.value for c in app.caption]
+        + [s.value for s in app.success]
+    )
     return " ".join(str(p) for p in parts)
 
 
@@ -256,8 +311,7 @@ def test_run_page_steps_say_when_and_how_long(states_app: AppTest) -> None:
 
 
 def test_run_page_of_an_imported_run(states_app: AppTest, states_dir: Path) -> None:
-    imported = next(p.name for p in (states_dir / "runs").iterdir()
-                    if p.name.startswith("imp-"))
+    imported = next(p.name for p in (states_dir / "runs").iterdir() if p.name.startswith("imp-"))
     app = _open(states_app, "pages/run.py", run=imported)
     assert "Imported from **h200-sweep.jsonl**" in _text(app)
 
@@ -267,13 +321,17 @@ def test_run_page_refuses_a_bad_id(states_app: AppTest) -> None:
     assert "no such run" in _text(app)
 
 
-@pytest.mark.parametrize("exp_id, expected", [
-    ("exp-queued-1", "No results yet: 2 run(s) queued or running"),
-    ("exp-running-1", "1 of 2 run(s) still queued or running: the results below are partial"),
-    ("exp-failed-1", "No run of this experiment succeeded"),
-])
-def test_experiment_page_without_results_says_why(states_app: AppTest, exp_id: str,
-                                                  expected: str) -> None:
+@pytest.mark.parametrize(
+    "exp_id, expected",
+    [
+        ("exp-queued-1", "No results yet: 2 run(s) queued or running"),
+        ("exp-running-1", "1 of 2 run(s) still queued or running: the results below are partial"),
+        ("exp-failed-1", "No run of this experiment succeeded"),
+    ],
+)
+def test_experiment_page_without_results_says_why(
+    states_app: AppTest, exp_id: str, expected: str
+) -> None:
     app = _open(states_app, "pages/experiment.py", experiment=exp_id)
     text = _text(app)
     assert expected in text, text
@@ -285,7 +343,8 @@ def test_runs_page_with_every_state(states_app: AppTest) -> None:
     app = _open(states_app, "pages/runs.py")
     frame = app.dataframe[0].value
     assert {"queued", "running", "failed", "cancelled", "interrupted", "succeeded"} <= set(
-        frame["status"])
+        frame["status"]
+    )
     # the experiment (a link), the arm, the knob under test, the headline point, the demo
     demo = frame[frame["run"] == "20261130-045815-c6a73d"].iloc[0]
     assert demo["experiment"] == f"experiment?experiment={DEMO_EXP}"
@@ -313,20 +372,20 @@ def test_runs_page_offers_cancel_only_for_live_runs(states_app: AppTest) -> None
     assert button.label == f"Cancel {len(live)} live run(s)"
 
 
-def test_compare_page_with_a_failed_and_an_imported_run(states_app: AppTest,
-                                                        states_dir: Path) -> None:
-    imported = next(p.name for p in (states_dir / "runs").iterdir()
-                    if p.name.startswith("imp-"))
-    app = _open(states_app, "pages/compare.py",
-                runs=f"20990101-000000-failed,{imported}")
+def test_compare_page_with_a_failed_and_an_imported_run(
+    states_app: AppTest, states_dir: Path
+) -> None:
+    imported = next(p.name for p in (states_dir / "runs").iterdir() if p.name.startswith("imp-"))
+    app = _open(states_app, "pages/compare.py", runs=f"20990101-000000-failed,{imported}")
     assert "Not every run succeeded" in _text(app)
 
 
 # --- one story: same baseline, names and sign on Experiment, Compare and the HTML report ------
 
 
-def test_demo_tells_one_story_on_experiment_compare_and_report(states_app: AppTest,
-                                                               states_dir: Path) -> None:
+def test_demo_tells_one_story_on_experiment_compare_and_report(
+    states_app: AppTest, states_dir: Path
+) -> None:
     exp = _open(states_app, "pages/experiment.py", experiment=DEMO_EXP)
     text = _text(exp)
     # the summary card lists the TTFT regression at c=64 and the peak-memory difference
@@ -342,35 +401,43 @@ def test_demo_tells_one_story_on_experiment_compare_and_report(states_app: AppTe
     # the link to Compare carries the same baseline
     link = next(p for p in exp.get("page_link") if "Compare one run per arm" in p.label)
     query = dict(urllib.parse.parse_qsl(link.proto.query_string))
-    off_run = json.loads((states_dir / "experiments" / DEMO_EXP / "experiment.json")
-                         .read_text())["runs"][0]
+    off_run = json.loads((states_dir / "experiments" / DEMO_EXP / "experiment.json").read_text())[
+        "runs"
+    ][0]
     assert off_run["arm"] == "graphs off" and query["baseline"] in query["runs"]
     # Compare chooses the same baseline by the rule alone (no baseline in the link) ...
-    cmp = _open(AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
-                "pages/compare.py", runs=query["runs"])
+    cmp = _open(
+        AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
+        "pages/compare.py",
+        runs=query["runs"],
+    )
     # ... and with the link's baseline
-    linked = _open(AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
-                   "pages/compare.py", **query)
+    linked = _open(
+        AppTest.from_file(str(REPO / "app.py"), default_timeout=60), "pages/compare.py", **query
+    )
     for page in (cmp, linked):
         cmp_text = _text(page)
         assert "graphs on** vs **graphs off** (baseline)" in cmp_text
-        sign = re.search(r"graphs on vs graphs off at c=64 [^:]*: output_throughput ([+-])",
-                         cmp_text)
+        sign = re.search(
+            r"graphs on vs graphs off at c=64 [^:]*: output_throughput ([+-])", cmp_text
+        )
         assert sign is not None and sign[1] == "+", cmp_text
         # runs are named by their arm, never by id alone
         assert not any(m.value.startswith("**2026") for m in page.markdown)
     # the HTML report: same baseline, names and the same regressions
-    from core.export import html_report, select, table_files
+    from core.interop.export import html_report, select, table_files
 
-    settings = Settings(data_dir=states_dir, sglang_python=sys.executable,
-                        transformers_python=sys.executable)
+    settings = Settings(
+        data_dir=states_dir, sglang_python=sys.executable, transformers_python=sys.executable
+    )
     report = html_report(select(settings, [DEMO_EXP]))
     assert "Baseline: graphs off" in report and "graphs on vs graphs off" in report
     assert "median TTFT at c=64: +43.6%" in report
     # the tables: the same card, and a plain comparison of the two runs (CLI export) takes
     # the same baseline by the rule
-    card = pd.read_csv(io.BytesIO(table_files(select(settings, [DEMO_EXP]), "csv")
-                                  ["summary_card.csv"]))
+    card = pd.read_csv(
+        io.BytesIO(table_files(select(settings, [DEMO_EXP]), "csv")["summary_card.csv"])
+    )
     row = card[(card["metric"] == "median_ttft_ms") & (card["concurrency"] == 64)].iloc[0]
     assert row["baseline"] == "graphs off" and row["verdict"] == "worse" and row["change"] > 0
     pair = select(settings, query["runs"].split(","))
@@ -379,35 +446,47 @@ def test_demo_tells_one_story_on_experiment_compare_and_report(states_app: AppTe
     assert (tput[tput["metric"] == "output_throughput"]["change"] > 0).all()
 
 
-def test_the_verdict_and_card_say_which_points_to_read_with_care(states_app: AppTest,
-                                                                 states_dir: Path) -> None:
+def test_the_verdict_and_card_say_which_points_to_read_with_care(
+    states_app: AppTest, states_dir: Path
+) -> None:
     """The demo's c=64 points fired the client's lag flag with CPU to spare (the client
     shared 2 cores with transformers serve): the Experiment page's card and verdict, the
     HTML report and the CLI say its timestamps came late; a Compare with a run cancelled
     during a point names that point as cut short."""
-    said = "c=64: client timestamps late (worst: event-loop lag p99 34.3 ms at 31% of a " \
-           "core) in all 3 runs of graphs on, 2 of 3 runs of graphs off"
+    said = (
+        "c=64: client timestamps late (worst: event-loop lag p99 34.3 ms at 31% of a "
+        "core) in all 3 runs of graphs on, 2 of 3 runs of graphs off"
+    )
     exp = _open(states_app, "pages/experiment.py", experiment=DEMO_EXP)
     care = [w.value for w in exp.warning if "Read with care" in w.value]
-    assert care and said + (" — its latency tails (p99) may include that much client delay; "
-                            "medians and throughput do not") in care[0]
+    assert (
+        care
+        and said
+        + (
+            " — its latency tails (p99) may include that much client delay; "
+            "medians and throughput do not"
+        )
+        in care[0]
+    )
     assert any(m.value == f"**Read with care: {said}.**" for m in exp.markdown)
-    from core.export import html_report, select
-    from core.report import format_experiment
+    from core.interop.export import html_report, select
+    from core.views.report import format_experiment
 
-    settings = Settings(data_dir=states_dir, sglang_python=sys.executable,
-                        transformers_python=sys.executable)
+    settings = Settings(
+        data_dir=states_dir, sglang_python=sys.executable, transformers_python=sys.executable
+    )
     assert said in html_report(select(settings, [DEMO_EXP]))
-    record = json.loads((states_dir / "experiments" / DEMO_EXP / "experiment.json")
-                        .read_text())
+    record = json.loads((states_dir / "experiments" / DEMO_EXP / "experiment.json").read_text())
     assert f"Read with care: {said}." in format_experiment(settings, record)
     on = next(r["run_id"] for r in record["runs"] if r["arm"] == "graphs on")
-    cmp = _open(AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
-                "pages/compare.py", runs=f"20990101-000000-cancel,{on}")
+    cmp = _open(
+        AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
+        "pages/compare.py",
+        runs=f"20990101-000000-cancel,{on}",
+    )
     assert "c=64: cut short by a cancel" in " ".join(w.value for w in cmp.warning)
     # the Run page of one of those runs says the same, with what it means for the numbers
-    run = _open(AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
-                "pages/run.py", run=on)
+    run = _open(AppTest.from_file(str(REPO / "app.py"), default_timeout=60), "pages/run.py", run=on)
     told = " ".join(w.value for w in run.warning if "Read with care" in w.value)
     assert "c=64 rate=inf in=64 out=64: client timestamps late (event-loop lag p99" in told
     assert "its latency tails (p99) may include that much client delay" in told
@@ -427,18 +506,21 @@ def test_the_private_streamlit_switch_still_exists() -> None:
 
     assert hasattr(PagesManager, "uses_pages_directory"), (
         "Streamlit no longer has PagesManager.uses_pages_directory: update "
-        "pages/_services.py bootstrap() and the streamlit range in requirements.txt")
+        "pages/_services.py bootstrap() and the streamlit range in requirements.txt"
+    )
     # ... and it is still what selects the legacy mode when a script runs
     assert "PagesManager.uses_pages_directory" in inspect.getsource(script_runner), (
         "Streamlit's script runner no longer reads uses_pages_directory: check how it "
-        "chooses the legacy pages/ mode and update pages/_services.py")
+        "chooses the legacy pages/ mode and update pages/_services.py"
+    )
 
 
 def test_compare_tables_read_as_a_person_says_them(states_app: AppTest) -> None:
     """The configuration differences say on/off, not True/False; the memory table gives GB
     to 2 decimals and MiB/tokens whole, not 4-decimal floats (the exports keep raw values)."""
-    app = _open(states_app, "pages/compare.py",
-                runs="20261130-045815-c6a73d,20261130-045815-c6b21c")  # graphs off, on
+    app = _open(
+        states_app, "pages/compare.py", runs="20261130-045815-c6a73d,20261130-045815-c6b21c"
+    )  # graphs off, on
     tables = page_tables(app)
     diff = next(t for t in tables if "server.cuda_graphs" in t.index)
     assert list(diff.loc["server.cuda_graphs"]) == ["off", "on"]

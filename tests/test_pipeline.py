@@ -19,10 +19,19 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def run_cli(settings: Settings, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = {**os.environ, "SERVELAB_DATA_DIR": str(settings.data_dir),
-           "SERVELAB_SGLANG_PYTHON": sys.executable}
-    return subprocess.run([sys.executable, "-m", "core", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    env = {
+        **os.environ,
+        "SERVELAB_DATA_DIR": str(settings.data_dir),
+        "SERVELAB_SGLANG_PYTHON": sys.executable,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "core", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def only_run(settings: Settings) -> RunFolder:
@@ -31,22 +40,51 @@ def only_run(settings: Settings) -> RunFolder:
     return RunFolder(folders[0])
 
 
-def test_full_run_against_fake_sglang(fake_sglang: Path, settings: Settings,
-                                      tiny_tokenizer_dir: Path,
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_full_run_against_fake_sglang(
+    fake_sglang: Path, settings: Settings, tiny_tokenizer_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "30")
     monkeypatch.setenv("FAKE_SGLANG_ITL_MS", "5")
-    out = run_cli(settings, "run", "--engine", "sglang", "--model", str(tiny_tokenizer_dir),
-                  "--mem-fraction-static", "0.85", "--cuda-graph-max-bs", "16",
-                  "--concurrency", "1,4", "--num-prompts", "8", "--input-len", "16",
-                  "--output-len", "12", "--tag", "smoke")
+    out = run_cli(
+        settings,
+        "run",
+        "--engine",
+        "sglang",
+        "--model",
+        str(tiny_tokenizer_dir),
+        "--mem-fraction-static",
+        "0.85",
+        "--cuda-graph-max-bs",
+        "16",
+        "--concurrency",
+        "1,4",
+        "--num-prompts",
+        "8",
+        "--input-len",
+        "16",
+        "--output-len",
+        "12",
+        "--tag",
+        "smoke",
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     folder = only_run(settings)
     status = folder.status()
     assert status["state"] == "succeeded"
     steps = [s["step"] for s in status["steps"]]
-    assert steps == ["preflight", "launch", "wait_ready", "facts", "probe", "warmup",
-                     "point 0", "point 1", "stop", "verify", "store"]
+    assert steps == [
+        "preflight",
+        "launch",
+        "wait_ready",
+        "facts",
+        "probe",
+        "warmup",
+        "point 0",
+        "point 1",
+        "stop",
+        "verify",
+        "store",
+    ]
     assert all(s["outcome"] in ("ok", "skipped") for s in status["steps"])
     launch = folder.read("launch.json")
     # 0.5.23 made --cuda-graph-max-bs ambiguous: the adapter must use the per-phase flag.
@@ -75,12 +113,22 @@ def test_full_run_against_fake_sglang(fake_sglang: Path, settings: Settings,
     assert json.loads(shown.stdout)["status"]["state"] == "succeeded"
 
 
-def test_wrong_probe_answer_marks_the_run_invalid(fake_sglang: Path, settings: Settings,
-                                                  tiny_tokenizer_dir: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_wrong_probe_answer_marks_the_run_invalid(
+    fake_sglang: Path, settings: Settings, tiny_tokenizer_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_SGLANG_FAULT", "wrong_answer")
-    out = run_cli(settings, "run", "--engine", "sglang", "--model", str(tiny_tokenizer_dir),
-                  "--concurrency", "1", "--num-prompts", "2")
+    out = run_cli(
+        settings,
+        "run",
+        "--engine",
+        "sglang",
+        "--model",
+        str(tiny_tokenizer_dir),
+        "--concurrency",
+        "1",
+        "--num-prompts",
+        "2",
+    )
     assert out.returncode == 1
     folder = only_run(settings)
     st = folder.status()
@@ -90,9 +138,9 @@ def test_wrong_probe_answer_marks_the_run_invalid(fake_sglang: Path, settings: S
     assert [s["step"] for s in st["steps"]][-3:] == ["stop", "verify", "store"]
 
 
-def test_crash_on_start_is_recorded_with_the_log(fake_sglang: Path, settings: Settings,
-                                                 tiny_tokenizer_dir: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_crash_on_start_is_recorded_with_the_log(
+    fake_sglang: Path, settings: Settings, tiny_tokenizer_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_SGLANG_FAULT", "oom_during_capture")
     out = run_cli(settings, "run", "--engine", "sglang", "--model", str(tiny_tokenizer_dir))
     assert out.returncode == 1
@@ -110,27 +158,37 @@ def test_bad_input_names_the_flag_and_stores_nothing(settings: Settings) -> None
 
 
 def test_unknown_extra_flag_is_refused_before_anything_is_stored(
-        fake_sglang: Path, settings: Settings, tiny_tokenizer_dir: Path) -> None:
-    out = run_cli(settings, "run", "--engine", "sglang", "--model", str(tiny_tokenizer_dir),
-                  "--extra-arg=--no-such-flag")
+    fake_sglang: Path, settings: Settings, tiny_tokenizer_dir: Path
+) -> None:
+    out = run_cli(
+        settings,
+        "run",
+        "--engine",
+        "sglang",
+        "--model",
+        str(tiny_tokenizer_dir),
+        "--extra-arg=--no-such-flag",
+    )
     assert out.returncode == 2
     assert "server.extra_args (--extra-arg): --no-such-flag is unknown to SGLang" in out.stderr
     assert not settings.runs_dir.exists() or not any(settings.runs_dir.iterdir())
 
 
 def test_unknown_extra_flag_in_a_queued_run_fails_preflight(
-        fake_sglang: Path, settings: Settings, tiny_tokenizer_dir: Path) -> None:
+    fake_sglang: Path, settings: Settings, tiny_tokenizer_dir: Path
+) -> None:
     """A run queued before the check existed (or by hand) still stops at preflight."""
     from core.config import RunSpec, ServerConfig
-    from core.pipeline import prepare_run
+    from core.run.pipeline import prepare_run
 
-    spec = RunSpec(server=ServerConfig(engine="sglang", model=str(tiny_tokenizer_dir),
-                                       extra_args=("--no-such-flag",)))
+    spec = RunSpec(
+        server=ServerConfig(
+            engine="sglang", model=str(tiny_tokenizer_dir), extra_args=("--no-such-flag",)
+        )
+    )
     folder = prepare_run(spec, settings)
     out = run_cli(settings, "run", "--run-id", folder.run_id)
     assert out.returncode == 1
     st = only_run(settings).status()
     assert st["state"] == "failed" and "extra_args" in st["reason"]
     assert st["steps"][0] == {**st["steps"][0], "step": "preflight", "outcome": "failed"}
-
-

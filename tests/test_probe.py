@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from core.config import ProbeSpec
-from core.probe import run_probe
+from core.run.probe import run_probe
 
 TOKENS = ["The", " capital", " of", " France", " is", " Paris", ".", " It", " is", " lovely"]
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.prompts import load_tokenizer, make_prompts, prompts_digest
+from core.load.prompts import load_tokenizer, make_prompts, prompts_digest
 
 
 def test_prompts_have_exact_token_lengths_and_are_seeded(tiny_tokenizer_dir: Path) -> None:

@@ -1,4 +1,4 @@
-"""core/samplers.py against the fake SGLang server (a real process, real HTTP)."""
+"""core/run/samplers.py against the fake SGLang server (a real process, real HTTP)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.samplers import Sampler
+from core.run.samplers import Sampler
 from tests.helpers import wait_for
 from tests.test_loadgen import fake_server
 
@@ -19,8 +19,7 @@ def metrics_server(fake_sglang: Path, tmp_path: Path) -> Iterator[str]:
         yield base
 
 
-def test_scrapes_are_kept_as_text_during_the_points_and_parsed_after(
-        metrics_server: str) -> None:
+def test_scrapes_are_kept_as_text_during_the_points_and_parsed_after(metrics_server: str) -> None:
     """Parsing /metrics is pure Python; done in the sampler thread during a point it held
     the GIL the load generator's loop needs to timestamp tokens. So nothing is parsed
     until the samples are asked for."""

@@ -18,21 +18,52 @@ from core.config import ServerConfig
 from core.engines import sglang as sglang_engine
 from core.engines.base import EngineAdapter, EngineInfo
 from core.engines.sglang import SERVER_INFO_FACT_KEYS, SGLangAdapter, build_sglang_argv
+from core.engines.sglang_log import LOG_FACT_KEYS, parse_sglang_log
 from core.errors import ConfigError, EngineUnavailable
-from core.sglang_log import LOG_FACT_KEYS, parse_sglang_log
 
 PY = "/venvs/sglang/bin/python"
-COMMON = {"--model-path", "--model", "--tokenizer-path", "--host", "--port", "--tp-size",
-          "--tensor-parallel-size", "--mem-fraction-static", "--attention-backend", "--dtype",
-          "--device", "--base-gpu-id", "--enable-metrics", "--max-running-requests",
-          "--log-level", "--help"}
-OPTIONS_043 = frozenset(COMMON | {"--disable-cuda-graph", "--cuda-graph-max-bs",
-                                  "--cuda-graph-bs", "--disable-cuda-graph-padding"})
-OPTIONS_0523 = frozenset(COMMON | {
-    "--disable-cuda-graph", "--cuda-graph-max-bs-decode", "--cuda-graph-max-bs-prefill",
-    "--cuda-graph-bs-decode", "--cuda-graph-bs-prefill", "--cuda-graph-backend-decode",
-    "--cuda-graph-backend-prefill", "--disable-decode-cuda-graph",
-    "--disable-prefill-cuda-graph", "--cuda-graph-config"})
+COMMON = {
+    "--model-path",
+    "--model",
+    "--tokenizer-path",
+    "--host",
+    "--port",
+    "--tp-size",
+    "--tensor-parallel-size",
+    "--mem-fraction-static",
+    "--attention-backend",
+    "--dtype",
+    "--device",
+    "--base-gpu-id",
+    "--enable-metrics",
+    "--max-running-requests",
+    "--log-level",
+    "--help",
+}
+OPTIONS_043 = frozenset(
+    COMMON
+    | {
+        "--disable-cuda-graph",
+        "--cuda-graph-max-bs",
+        "--cuda-graph-bs",
+        "--disable-cuda-graph-padding",
+    }
+)
+OPTIONS_0523 = frozenset(
+    COMMON
+    | {
+        "--disable-cuda-graph",
+        "--cuda-graph-max-bs-decode",
+        "--cuda-graph-max-bs-prefill",
+        "--cuda-graph-bs-decode",
+        "--cuda-graph-bs-prefill",
+        "--cuda-graph-backend-decode",
+        "--cuda-graph-backend-prefill",
+        "--disable-decode-cuda-graph",
+        "--disable-prefill-cuda-graph",
+        "--cuda-graph-config",
+    }
+)
 
 
 def _config(**kw: Any) -> ServerConfig:
@@ -47,9 +78,13 @@ def _flag_value(argv: list[str], flag: str) -> str:
 
 
 def test_argv_basics() -> None:
-    argv = build_sglang_argv(_config(tp_size=2, mem_fraction_static=0.8,
-                                     attention_backend="fa3", dtype="bfloat16"),
-                             31000, PY, "0.5.23", OPTIONS_0523)
+    argv = build_sglang_argv(
+        _config(tp_size=2, mem_fraction_static=0.8, attention_backend="fa3", dtype="bfloat16"),
+        31000,
+        PY,
+        "0.5.23",
+        OPTIONS_0523,
+    )
     assert argv[:3] == [PY, "-m", "sglang.launch_server"]
     assert _flag_value(argv, "--model-path") == "/models/qwen"
     assert _flag_value(argv, "--host") == "127.0.0.1"
@@ -64,9 +99,16 @@ def test_argv_basics() -> None:
 
 def test_argv_leaves_defaults_to_sglang() -> None:
     argv = build_sglang_argv(_config(), 31000, PY, "0.5.23", OPTIONS_0523)
-    for flag in ("--dtype", "--device", "--mem-fraction-static", "--attention-backend",
-                 "--disable-cuda-graph", "--cuda-graph-backend-decode",
-                 "--cuda-graph-max-bs-decode", "--tokenizer-path"):
+    for flag in (
+        "--dtype",
+        "--device",
+        "--mem-fraction-static",
+        "--attention-backend",
+        "--disable-cuda-graph",
+        "--cuda-graph-backend-decode",
+        "--cuda-graph-max-bs-decode",
+        "--tokenizer-path",
+    ):
         assert flag not in argv
 
 
@@ -78,11 +120,14 @@ def test_argv_device() -> None:
     assert _flag_value(argv, "--device") == "cpu"
 
 
-@pytest.mark.parametrize(("version", "options"), [
-    ("0.4.3.post4", OPTIONS_043),
-    ("0.4.3.post4", frozenset()),  # option list unknown: decided by version
-    ("0.5.10.post1", frozenset()),
-])
+@pytest.mark.parametrize(
+    ("version", "options"),
+    [
+        ("0.4.3.post4", OPTIONS_043),
+        ("0.4.3.post4", frozenset()),  # option list unknown: decided by version
+        ("0.5.10.post1", frozenset()),
+    ],
+)
 def test_argv_old_graph_flags(version: str, options: frozenset[str]) -> None:
     off = build_sglang_argv(_config(cuda_graphs=False), 1, PY, version, options)
     assert "--disable-cuda-graph" in off
@@ -92,11 +137,14 @@ def test_argv_old_graph_flags(version: str, options: frozenset[str]) -> None:
     assert "--cuda-graph-max-bs-decode" not in max_bs
 
 
-@pytest.mark.parametrize(("version", "options"), [
-    ("0.5.23", OPTIONS_0523),
-    ("0.5.23", frozenset()),  # option list unknown: decided by version
-    ("0.5.10", OPTIONS_0523),  # the option list wins over the version
-])
+@pytest.mark.parametrize(
+    ("version", "options"),
+    [
+        ("0.5.23", OPTIONS_0523),
+        ("0.5.23", frozenset()),  # option list unknown: decided by version
+        ("0.5.10", OPTIONS_0523),  # the option list wins over the version
+    ],
+)
 def test_argv_per_phase_graph_flags(version: str, options: frozenset[str]) -> None:
     off = build_sglang_argv(_config(cuda_graphs=False), 1, PY, version, options)
     assert _flag_value(off, "--cuda-graph-backend-decode") == "disabled"
@@ -133,8 +181,9 @@ def test_extra_args_known_are_appended() -> None:
 
 def test_extra_args_unknown_flag() -> None:
     with pytest.raises(ConfigError) as exc:
-        build_sglang_argv(_config(extra_args=("--no-such-flag", "1")), 1, PY, "0.5.23",
-                          OPTIONS_0523)
+        build_sglang_argv(
+            _config(extra_args=("--no-such-flag", "1")), 1, PY, "0.5.23", OPTIONS_0523
+        )
     assert exc.value.field == "server.extra_args"
     assert "--no-such-flag" in exc.value.message
     assert "0.5.23" in exc.value.message
@@ -143,8 +192,9 @@ def test_extra_args_unknown_flag() -> None:
 
 def test_extra_args_old_flag_on_new_version() -> None:
     with pytest.raises(ConfigError) as exc:
-        build_sglang_argv(_config(extra_args=("--cuda-graph-bs", "1", "2")), 1, PY, "0.5.23",
-                          OPTIONS_0523)
+        build_sglang_argv(
+            _config(extra_args=("--cuda-graph-bs", "1", "2")), 1, PY, "0.5.23", OPTIONS_0523
+        )
     assert exc.value.field == "server.extra_args"
 
 
@@ -156,8 +206,7 @@ def test_extra_args_may_not_override_managed_flags() -> None:
 
 
 def test_extra_args_unchecked_when_options_unknown() -> None:
-    argv = build_sglang_argv(_config(extra_args=("--anything-new",)), 1, PY, "0.6.0",
-                             frozenset())
+    argv = build_sglang_argv(_config(extra_args=("--anything-new",)), 1, PY, "0.6.0", frozenset())
     assert argv[-1] == "--anything-new"
 
 
@@ -209,7 +258,7 @@ def _has_sglang() -> bool:
     return importlib.util.find_spec("sglang") is not None
 
 
-_FAKE_LAUNCH_SERVER = '''\
+_FAKE_LAUNCH_SERVER = """\
 import argparse, pathlib, sys
 FLAGS = {flags!r}
 here = pathlib.Path(__file__).parent
@@ -219,7 +268,7 @@ parser = argparse.ArgumentParser(prog="sglang serve")
 for flag in FLAGS:
     parser.add_argument(flag, help="a flag")
 parser.parse_args(sys.argv[1:])
-'''
+"""
 
 
 def _fake_sglang(root: Path, version: str, flags: frozenset[str]) -> Path:
@@ -228,7 +277,8 @@ def _fake_sglang(root: Path, version: str, flags: frozenset[str]) -> Path:
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
     (pkg / "launch_server.py").write_text(
-        _FAKE_LAUNCH_SERVER.format(flags=sorted(flags - {"--help"})))
+        _FAKE_LAUNCH_SERVER.format(flags=sorted(flags - {"--help"}))
+    )
     meta = root / f"sglang-{version}.dist-info"
     meta.mkdir()
     (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n")
@@ -241,12 +291,20 @@ def empty_options_cache(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("empty_options_cache")
-@pytest.mark.parametrize(("version", "flags", "graph_flag"), [
-    ("0.5.23", OPTIONS_0523, "--cuda-graph-max-bs-decode"),
-    ("0.4.3.post4", OPTIONS_043, "--cuda-graph-max-bs"),
-])
-def test_detect_with_fake_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                  version: str, flags: frozenset[str], graph_flag: str) -> None:
+@pytest.mark.parametrize(
+    ("version", "flags", "graph_flag"),
+    [
+        ("0.5.23", OPTIONS_0523, "--cuda-graph-max-bs-decode"),
+        ("0.4.3.post4", OPTIONS_043, "--cuda-graph-max-bs"),
+    ],
+)
+def test_detect_with_fake_package(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    version: str,
+    flags: frozenset[str],
+    graph_flag: str,
+) -> None:
     pkg = _fake_sglang(tmp_path, version, flags)
     old = os.environ.get("PYTHONPATH")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), *([old] if old else [])]))
@@ -266,7 +324,8 @@ def test_detect_with_fake_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 @pytest.mark.usefixtures("empty_options_cache")
 def test_option_list_is_kept_on_disk_between_run_processes(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Each run is its own process: a fresh adapter (no in-memory cache) must not import
     # SGLang again for `--help` (tens of seconds on a GPU host) when the version is the same.
     pkg = _fake_sglang(tmp_path / "site", "0.5.17", OPTIONS_0523)
@@ -279,9 +338,11 @@ def test_option_list_is_kept_on_disk_between_run_processes(
     assert (pkg / "help_calls.txt").read_text() == "x"
     # Another version is another option list: --help runs again.
     (tmp_path / "site" / "sglang-0.5.17.dist-info").rename(
-        tmp_path / "site" / "sglang-0.5.23.dist-info")
+        tmp_path / "site" / "sglang-0.5.23.dist-info"
+    )
     ((tmp_path / "site" / "sglang-0.5.23.dist-info") / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.23\n")
+        "Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.23\n"
+    )
     assert SGLangAdapter(sys.executable, cache).detect().version == "0.5.23"
     assert (pkg / "help_calls.txt").read_text() == "xx"
 
@@ -303,36 +364,59 @@ def test_detect_when_help_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 # --- facts --------------------------------------------------------------------------
 
 SERVER_INFO = {  # shaped like the reference §3.3 (0.5.23)
-    "model_path": "/models/qwen", "tp_size": 1, "mem_fraction_static": 0.871,
-    "attention_backend": "fa3", "chunked_prefill_size": 8192, "max_running_requests": None,
-    "cuda_graph_config": {"decode": {"backend": "full", "max_bs": 256, "bs": [1, 2, 4]},
-                          "prefill": {"backend": "breakable", "max_bs": 8192, "bs": [4, 8]}},
+    "model_path": "/models/qwen",
+    "tp_size": 1,
+    "mem_fraction_static": 0.871,
+    "attention_backend": "fa3",
+    "chunked_prefill_size": 8192,
+    "max_running_requests": None,
+    "cuda_graph_config": {
+        "decode": {"backend": "full", "max_bs": 256, "bs": [1, 2, 4]},
+        "prefill": {"backend": "breakable", "max_bs": 8192, "bs": [4, 8]},
+    },
     "launch_command": "python -m sglang.launch_server --model-path /models/qwen",
-    "status": "ready", "max_total_num_tokens": 1934000, "max_req_input_len": 32762,
-    "startup_time": {"load_weight": 5.84, "kv_cache_allocation": 0.4, "scheduler_e2e": 47.0,
-                     "cuda_graph": {"prefill": 27.1, "decode": 11.9, "target_verify": None}},
-    "version": "0.5.23", "frontend": "python",
-    "internal_states": [{
-        "tp_size": 1, "world_size": 1, "last_gen_throughput": 2950.31,
-        "memory_usage": {"weight": 14.44, "kvcache": 103.3, "startup_available": 18.8,
-                         "token_capacity": 1934000,
-                         "graph": {"prefill": 0.85, "decode": 1.12, "target_verify": 0.0}},
-        "decode_cuda_graph_bs": [1, 2, 4, 8],
-        "decode_cuda_graph_memory_gb": 1.12,
-    }],
+    "status": "ready",
+    "max_total_num_tokens": 1934000,
+    "max_req_input_len": 32762,
+    "startup_time": {
+        "load_weight": 5.84,
+        "kv_cache_allocation": 0.4,
+        "scheduler_e2e": 47.0,
+        "cuda_graph": {"prefill": 27.1, "decode": 11.9, "target_verify": None},
+    },
+    "version": "0.5.23",
+    "frontend": "python",
+    "internal_states": [
+        {
+            "tp_size": 1,
+            "world_size": 1,
+            "last_gen_throughput": 2950.31,
+            "memory_usage": {
+                "weight": 14.44,
+                "kvcache": 103.3,
+                "startup_available": 18.8,
+                "token_capacity": 1934000,
+                "graph": {"prefill": 0.85, "decode": 1.12, "target_verify": 0.0},
+            },
+            "decode_cuda_graph_bs": [1, 2, 4, 8],
+            "decode_cuda_graph_memory_gb": 1.12,
+        }
+    ],
 }
 
-LOG = ("[2026-03-01 10:00:06] Load weight begin. avail mem=139.10 GB\n"
-       "[2026-03-01 10:00:12] Load weight end. elapsed=5.84 s, type=Qwen2ForCausalLM, "
-       "avail mem=124.66 GB, mem usage=14.44 GB.\n"
-       "[2026-03-01 10:00:12] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1934000, "
-       "K size: 51.65 GB, V size: 51.65 GB\n"
-       "[2026-03-01 10:00:52] Capture target decode CUDA graph end. bs=[1, 2, 4, 8], "
-       "elapsed=11.90 s, mem usage=1.12 GB, avail mem=18.93 GB.\n"
-       "[2026-03-01 10:00:53] max_total_num_tokens=1934000, chunked_prefill_size=8192, "
-       "max_prefill_tokens=16384, max_running_requests=4096, context_len=32768, "
-       "available_gpu_mem=18.80 GB\n"
-       "[2026-03-01 10:00:56] The server is fired up and ready to roll!\n")
+LOG = (
+    "[2026-03-01 10:00:06] Load weight begin. avail mem=139.10 GB\n"
+    "[2026-03-01 10:00:12] Load weight end. elapsed=5.84 s, type=Qwen2ForCausalLM, "
+    "avail mem=124.66 GB, mem usage=14.44 GB.\n"
+    "[2026-03-01 10:00:12] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1934000, "
+    "K size: 51.65 GB, V size: 51.65 GB\n"
+    "[2026-03-01 10:00:52] Capture target decode CUDA graph end. bs=[1, 2, 4, 8], "
+    "elapsed=11.90 s, mem usage=1.12 GB, avail mem=18.93 GB.\n"
+    "[2026-03-01 10:00:53] max_total_num_tokens=1934000, chunked_prefill_size=8192, "
+    "max_prefill_tokens=16384, max_running_requests=4096, context_len=32768, "
+    "available_gpu_mem=18.80 GB\n"
+    "[2026-03-01 10:00:56] The server is fired up and ready to roll!\n"
+)
 
 
 def _serve(routes: dict[str, Any]) -> Generator[str, None, None]:
@@ -371,9 +455,14 @@ def info_server() -> Iterator[str]:
 @pytest.fixture
 def old_info_server() -> Iterator[str]:
     # Older versions only have /get_server_info, without memory_usage or internal_states.
-    old = {"version": "0.4.3.post4", "tp_size": 4, "max_total_num_tokens": 46611,
-           "mem_fraction_static": 0.85, "attention_backend": "flashinfer",
-           "disable_cuda_graph": False}
+    old = {
+        "version": "0.4.3.post4",
+        "tp_size": 4,
+        "max_total_num_tokens": 46611,
+        "mem_fraction_static": 0.85,
+        "attention_backend": "flashinfer",
+        "disable_cuda_graph": False,
+    }
     yield from _serve({"/get_server_info": old})
 
 
@@ -412,10 +501,13 @@ def test_collect_facts_from_server_info(info_server: str) -> None:
 REAL = Path(__file__).parent / "fixtures"
 
 
-@pytest.mark.parametrize(("name", "graphs"), [
-    ("30-v0517-smollm2-135m-h200-graphs-on", True),
-    ("31-v0517-smollm2-135m-h200-graphs-off", False),
-])
+@pytest.mark.parametrize(
+    ("name", "graphs"),
+    [
+        ("30-v0517-smollm2-135m-h200-graphs-on", True),
+        ("31-v0517-smollm2-135m-h200-graphs-off", False),
+    ],
+)
 def test_collect_facts_from_real_v0517(name: str, graphs: bool) -> None:
     """The /server_info body and start-up log of a real SGLang 0.5.17 on the H200: its
     internal_states lack decode_cuda_graph_bs; the sizes are in cuda_graph_config only."""
@@ -504,8 +596,9 @@ def test_collect_facts_from_the_fake_server(tmp_path: Path, like: str) -> None:
     ServeLab reads the same facts from both shapes."""
     from tests.test_fake_sglang import launch
 
-    with launch(tmp_path, "--cuda-graph-max-bs-decode", "8",
-                env={"FAKE_SGLANG_LIKE": like}) as fake:
+    with launch(
+        tmp_path, "--cuda-graph-max-bs-decode", "8", env={"FAKE_SGLANG_LIKE": like}
+    ) as fake:
         facts = SGLangAdapter(PY).collect_facts(fake.base, fake.log())
     state = facts["server_info_raw"]["internal_states"][0]
     assert ("decode_cuda_graph_bs" in state) is (like == "0.5.23")

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.sglang_log import FAILURE_LABELS, LOG_FACT_KEYS, _parse, parse_sglang_log
+from core.engines.sglang_log import FAILURE_LABELS, LOG_FACT_KEYS, _parse, parse_sglang_log
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sglang-logs"
 LOGS = sorted(FIXTURES.glob("*.log"))
@@ -144,18 +144,24 @@ def test_real_v0517_extras() -> None:
 
 def test_v0517_batch_sizes_need_the_end_line() -> None:
     # 0.5.17 names the sizes when capture begins; only a finished capture captured them.
-    begin = ("[2026-11-30 23:53:58] Capture target decode CUDA graph begin. backend=full, "
-             "num_tokens_per_req=1, bs=[1, 2, 4, 8], avail mem=20.00 GB\n")
-    end = ("[2026-11-30 23:54:00] Capture target decode CUDA graph end. elapsed=2.09 s, "
-           "mem usage=0.06 GB, avail mem=19.93 GB.\n")
+    begin = (
+        "[2026-11-30 23:53:58] Capture target decode CUDA graph begin. backend=full, "
+        "num_tokens_per_req=1, bs=[1, 2, 4, 8], avail mem=20.00 GB\n"
+    )
+    end = (
+        "[2026-11-30 23:54:00] Capture target decode CUDA graph end. elapsed=2.09 s, "
+        "mem usage=0.06 GB, avail mem=19.93 GB.\n"
+    )
     assert _parse(begin + end)["cuda_graph_batch_sizes"] == [1, 2, 4, 8]
     assert _parse(begin)["cuda_graph_batch_sizes"] is None
     assert _parse(begin.replace("decode", "prefill") + end)["cuda_graph_batch_sizes"] is None
 
 
 def test_abbreviated_batch_list_is_not_guessed() -> None:
-    text = ("[2026-03-01 10:00:52] Capture target decode CUDA graph end. "
-            "bs=[1, 2, 4, ..., 256], elapsed=11.90 s, mem usage=1.12 GB, avail mem=18.93 GB.\n")
+    text = (
+        "[2026-03-01 10:00:52] Capture target decode CUDA graph end. "
+        "bs=[1, 2, 4, ..., 256], elapsed=11.90 s, mem usage=1.12 GB, avail mem=18.93 GB.\n"
+    )
     facts = _parse(text)
     assert facts["cuda_graph_batch_sizes"] is None
     assert facts["avail_mem_gb_after_graph"] == pytest.approx(18.93)
@@ -180,9 +186,11 @@ def test_only_tp0_visible_leaves_tp_size_unknown() -> None:
 
 
 def test_non_primary_ranks_must_agree() -> None:
-    text = "".join(f"[2025-10-16 09:06:22 TP{rank}] Load weight end. type=X, "
-                   f"avail mem={avail} GB, mem usage=1.0 GB.\n"
-                   for rank, avail in ((5, "10.00"), (1, "11.00")))
+    text = "".join(
+        f"[2025-10-16 09:06:22 TP{rank}] Load weight end. type=X, "
+        f"avail mem={avail} GB, mem usage=1.0 GB.\n"
+        for rank, avail in ((5, "10.00"), (1, "11.00"))
+    )
     facts = _parse(text)
     assert facts["avail_mem_gb_after_load"] is None  # TP0 not shown and the ranks differ
     assert facts["weight_mem_gb"] == pytest.approx(1.0)  # they agree on this one
@@ -244,27 +252,48 @@ def test_old_formats() -> None:
     assert facts["tp_size"] is None  # gpu ids are not ranks; only TP0 tagged
 
 
-@pytest.mark.parametrize(("text", "label"), [
-    ("[2026-01-10 13:23:27] Initialization failed. warmup error: Traceback (most recent "
-     "call last):\nAssertionError: res=<Response [502]>\n", "warmup-failed"),
-    ("[2024-03-22 10:00:00 TP0] RuntimeError: Not enough memory. Please try to increase "
-     "--mem-fraction-static.\n", "kv-cache-profiled-tokens-negative"),
-    ("[2025-12-03 15:29:24 TP0] Detected errors during sampling! NaN in the logits.\n",
-     "nan-in-logits"),
-    ("[2025-01-01 00:00:00 TP0] Capture cuda graph begin. This can take up to several minutes. "
-     "avail mem=1.00 GB\n[2025-01-01 00:00:01 TP0] Scheduler hit an exception: Traceback "
-     "(most recent call last):\n  File \"x.py\", line 1, in capture\n"
-     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n",
-     "oom-during-cuda-graph-capture"),
-    ("[2025-01-01 00:00:00 TP0] Capture cuda graph begin. This can take up to several minutes. "
-     "avail mem=1.00 GB\n[2025-01-01 00:00:01 TP0] Scheduler hit an exception: Traceback "
-     "(most recent call last):\nRuntimeError: shape mismatch\n",
-     "exception-during-cuda-graph-capture"),
-    ("Exception: Capture cuda graph failed: Triton compilation error\n",
-     "exception-during-cuda-graph-capture"),
-    ("Exception: Capture cuda graph failed:\nCUDA out of memory. Tried to allocate 1 GiB\n",
-     "oom-during-cuda-graph-capture"),
-])
+@pytest.mark.parametrize(
+    ("text", "label"),
+    [
+        (
+            "[2026-01-10 13:23:27] Initialization failed. warmup error: Traceback (most recent "
+            "call last):\nAssertionError: res=<Response [502]>\n",
+            "warmup-failed",
+        ),
+        (
+            "[2024-03-22 10:00:00 TP0] RuntimeError: Not enough memory. Please try to increase "
+            "--mem-fraction-static.\n",
+            "kv-cache-profiled-tokens-negative",
+        ),
+        (
+            "[2025-12-03 15:29:24 TP0] Detected errors during sampling! NaN in the logits.\n",
+            "nan-in-logits",
+        ),
+        (
+            "[2025-01-01 00:00:00 TP0] Capture cuda graph begin. "
+            "This can take up to several minutes. "
+            "avail mem=1.00 GB\n[2025-01-01 00:00:01 TP0] Scheduler hit an exception: Traceback "
+            '(most recent call last):\n  File "x.py", line 1, in capture\n'
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n",
+            "oom-during-cuda-graph-capture",
+        ),
+        (
+            "[2025-01-01 00:00:00 TP0] Capture cuda graph begin. "
+            "This can take up to several minutes. "
+            "avail mem=1.00 GB\n[2025-01-01 00:00:01 TP0] Scheduler hit an exception: Traceback "
+            "(most recent call last):\nRuntimeError: shape mismatch\n",
+            "exception-during-cuda-graph-capture",
+        ),
+        (
+            "Exception: Capture cuda graph failed: Triton compilation error\n",
+            "exception-during-cuda-graph-capture",
+        ),
+        (
+            "Exception: Capture cuda graph failed:\nCUDA out of memory. Tried to allocate 1 GiB\n",
+            "oom-during-cuda-graph-capture",
+        ),
+    ],
+)
 def test_failure_labels(text: str, label: str) -> None:
     assert label in FAILURE_LABELS
     assert _parse(text)["failure"] == label
@@ -283,11 +312,14 @@ def test_oom_after_capture_is_not_a_capture_failure() -> None:
 def test_disable_cuda_graph_in_server_args() -> None:
     old = "[2025-03-08 12:29:04] server_args=ServerArgs(tp_size=2, disable_cuda_graph=True)\n"
     assert _parse(old)["cuda_graph_enabled"] is False
-    new = ("[2026-03-01 10:00:05] server_args={'tp_size': 1, 'cuda_graph_backend_decode': "
-           "'disabled', 'disable_prefill_cuda_graph': True}\n")
+    new = (
+        "[2026-03-01 10:00:05] server_args={'tp_size': 1, 'cuda_graph_backend_decode': "
+        "'disabled', 'disable_prefill_cuda_graph': True}\n"
+    )
     assert _parse(new)["cuda_graph_enabled"] is False
-    assert _parse("[2026-03-01 10:00:05] server_args={'tp_size': 1}\n")["cuda_graph_enabled"] \
-        is None
+    assert (
+        _parse("[2026-03-01 10:00:05] server_args={'tp_size': 1}\n")["cuda_graph_enabled"] is None
+    )
 
 
 def test_check_env_version_line() -> None:
@@ -295,8 +327,11 @@ def test_check_env_version_line() -> None:
 
 
 def test_empty_and_binary_noise() -> None:
-    for text in ("", "\x00\x1b[31m\r\r\n", "[9999-99-99 99:99:99] The server is fired up and "
-                                            "ready to roll!"):
+    for text in (
+        "",
+        "\x00\x1b[31m\r\r\n",
+        "[9999-99-99 99:99:99] The server is fired up and ready to roll!",
+    ):
         facts = parse_sglang_log(text)
         assert set(LOG_FACT_KEYS) <= facts.keys()
     assert parse_sglang_log("")["ready"] is False
@@ -304,8 +339,10 @@ def test_empty_and_binary_noise() -> None:
 
 
 def test_huge_numbers_do_not_raise() -> None:
-    facts = _parse("[2026-03-01 10:00:12] KV Cache is allocated. #tokens: " + "9" * 5000 + "\n"
-                   "gen throughput (token/s): " + "1" * 5000 + "\n")
+    facts = _parse(
+        "[2026-03-01 10:00:12] KV Cache is allocated. #tokens: " + "9" * 5000 + "\n"
+        "gen throughput (token/s): " + "1" * 5000 + "\n"
+    )
     assert facts["kv_cache_tokens"] is None
 
 
@@ -323,8 +360,14 @@ def test_random_text_never_raises(text: str) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(_REAL_LINES), _SEPARATORS,
-                          st.integers(min_value=0, max_value=200)), max_size=40))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(_REAL_LINES), _SEPARATORS, st.integers(min_value=0, max_value=200)
+        ),
+        max_size=40,
+    )
+)
 def test_mixtures_of_real_lines_never_raise(parts: list[tuple[str, str, int]]) -> None:
     # Lines shuffled, glued, and cut at random points, as pasted logs often are.
     text = "".join(line[:cut] if cut < 100 else line + sep for line, sep, cut in parts)

@@ -1,4 +1,4 @@
-"""core.sse_client, the load generator's raw HTTP/1.1 path: the same records as httpx on the
+"""core.load.sse_client, the load generator's raw HTTP/1.1 path: the same records as httpx on the
 fake SGLang, keep-alive reuse, a stale idle connection retried once, Content-Length bodies."""
 
 from __future__ import annotations
@@ -12,16 +12,23 @@ from pathlib import Path
 
 import pytest
 
-from core.loadgen import LoadGenerator, LoadOptions
-from core.prompts import Prompt
-from core.sse_client import SSEConnectionPool
+from core.load.generator import LoadGenerator, LoadOptions
+from core.load.prompts import Prompt
+from core.load.sse_client import SSEConnectionPool
 from tests.test_loadgen import fake_server
 
 
 def _opts(base: str, c: int) -> LoadOptions:
-    return LoadOptions(base_url=base, model="m", concurrency=c, request_rate=float("inf"),
-                       seed=1, exact_length_body={"ignore_eos": True}, request_timeout_s=30.0,
-                       point_timeout_s=60.0)
+    return LoadOptions(
+        base_url=base,
+        model="m",
+        concurrency=c,
+        request_rate=float("inf"),
+        seed=1,
+        exact_length_body={"ignore_eos": True},
+        request_timeout_s=30.0,
+        point_timeout_s=60.0,
+    )
 
 
 def test_raw_and_httpx_paths_record_the_same(fake_sglang: Path, tmp_path: Path) -> None:
@@ -35,37 +42,58 @@ def test_raw_and_httpx_paths_record_the_same(fake_sglang: Path, tmp_path: Path) 
                 out[http], _ = gen.run(_opts(base, 4), prompts)
     for a, b in zip(out["auto"], out["httpx"], strict=True):
         assert a.ok and b.ok
-        assert (len(a.chunk_s), a.output_tokens_server, a.prompt_tokens_server,
-                a.finish_reason, a.status_code) == (len(b.chunk_s), b.output_tokens_server,
-                                                    b.prompt_tokens_server, b.finish_reason,
-                                                    b.status_code)
+        assert (
+            len(a.chunk_s),
+            a.output_tokens_server,
+            a.prompt_tokens_server,
+            a.finish_reason,
+            a.status_code,
+        ) == (
+            len(b.chunk_s),
+            b.output_tokens_server,
+            b.prompt_tokens_server,
+            b.finish_reason,
+            b.status_code,
+        )
         assert a.generated_text.split() and len(a.generated_text.split()) == 6
         assert a.send_s <= a.chunk_s[0] <= (a.end_s or 0)
 
 
-SSE = (b'data: {"choices":[{"delta":{"content":" hi"},"finish_reason":null}]}\n\n'
-       b'data: {"choices":[{"delta":{},"finish_reason":"length"}]}\n\ndata: [DONE]\n\n')
+SSE = (
+    b'data: {"choices":[{"delta":{"content":" hi"},"finish_reason":null}]}\n\n'
+    b'data: {"choices":[{"delta":{},"finish_reason":"length"}]}\n\ndata: [DONE]\n\n'
+)
 
 
 @contextlib.asynccontextmanager
-async def _server(close_after_response: bool, content_length_error: bool
-                  ) -> AsyncIterator[tuple[str, list[int]]]:
+async def _server(
+    close_after_response: bool, content_length_error: bool
+) -> AsyncIterator[tuple[str, list[int]]]:
     connections: list[int] = []
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connections.append(1)
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
-            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
-                              if line.lower().startswith(b"content-length")))
+            length = int(
+                next(
+                    line.split(b":")[1]
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length")
+                )
+            )
             await reader.readexactly(length)
             if content_length_error:
                 body = b'{"error": "nope"}'
-                writer.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: %d\r\n\r\n%s"
-                             % (len(body), body))
+                writer.write(
+                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: %d\r\n\r\n%s"
+                    % (len(body), body)
+                )
             else:
-                writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-                             + b"%X\r\n%s\r\n0\r\n\r\n" % (len(SSE), SSE))
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    + b"%X\r\n%s\r\n0\r\n\r\n" % (len(SSE), SSE)
+                )
             await writer.drain()
             if close_after_response:  # an idle keep-alive connection the server drops
                 await asyncio.sleep(0.05)
@@ -89,7 +117,9 @@ def test_keep_alive_reuse_and_stale_connection_retry() -> None:
                     got: list[bytes] = []
                     result = await pool.post_stream(
                         pool.request_bytes("/v1/chat/completions", {"x": 1}),
-                        lambda d, _t, got=got: got.append(d) or d == b"[DONE]", lambda: None)
+                        lambda d, _t, got=got: got.append(d) or d == b"[DONE]",
+                        lambda: None,
+                    )
                     assert result.status == 200 and got[-1] == b"[DONE]" and len(got) == 3
                     await asyncio.sleep(0.1)
                 pool.close()
@@ -102,8 +132,9 @@ def test_content_length_error_body() -> None:
     async def main() -> None:
         async with _server(False, True) as (base, _conns):
             pool = SSEConnectionPool(base)
-            result = await pool.post_stream(pool.request_bytes("/x", {}), lambda d, t: False,
-                                            lambda: None)
+            result = await pool.post_stream(
+                pool.request_bytes("/x", {}), lambda d, t: False, lambda: None
+            )
             assert result.status == 503 and bytes(result.body) == b'{"error": "nope"}'
             assert result.complete
             pool.close()
@@ -111,20 +142,27 @@ def test_content_length_error_body() -> None:
     asyncio.run(main())
 
 
-@pytest.mark.parametrize("payload", [
-    b'{"choices":[{"delta":{"content":"hi"}}]}', b' {"a": 1} ', b'[1, 2]', b'"x"', b"1e400",
-    '{"content":"caf\u00e9 \u2603"}'.encode(),
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b'{"choices":[{"delta":{"content":"hi"}}]}',
+        b' {"a": 1} ',
+        b"[1, 2]",
+        b'"x"',
+        b"1e400",
+        '{"content":"caf\u00e9 \u2603"}'.encode(),
+    ],
+)
 def test_stdlib_chunk_parser_agrees_with_json_loads(payload: bytes) -> None:
     """The parser used where orjson is not installed reads what json.loads reads."""
-    from core.loadgen import _json_loads_std
+    from core.load.generator import _json_loads_std
 
     assert _json_loads_std(payload) == json.loads(payload)
 
 
 @pytest.mark.parametrize("payload", [b'{"a": 1} trailing', b"", b"{", b"[" * 100_000, b"nul"])
 def test_stdlib_chunk_parser_refuses_what_json_loads_refuses(payload: bytes) -> None:
-    from core.loadgen import _json_loads_std
+    from core.load.generator import _json_loads_std
 
     with pytest.raises((ValueError, RecursionError)):
         _json_loads_std(payload)
@@ -132,7 +170,7 @@ def test_stdlib_chunk_parser_refuses_what_json_loads_refuses(payload: bytes) -> 
 
 def _payloads(stream: bytes, cuts: list[int]) -> list[bytes]:
     """What the raw client hands on for ``stream`` arriving in reads cut at ``cuts``."""
-    from core.sse_client import _Conn
+    from core.load.sse_client import _Conn
 
     conn, got = _Conn(), []
     conn.on_data = lambda data, _t: got.append(data) is not None  # never stops
@@ -147,15 +185,35 @@ def _payloads(stream: bytes, cuts: list[int]) -> list[bytes]:
 def test_whole_frames_and_split_frames_give_the_same_events() -> None:
     """One read holding every frame (the shortcut for "data: X\\n\\n" frames) and reads of
     one byte (the general path) hand on the same payloads, odd frames included."""
+
     def frame(body: bytes) -> bytes:
         return b"%X\r\n%s\r\n" % (len(body), body)
 
-    events = [b'data: {"a":1}\n\n', b'data:{"b":2}\n\n', b'data: {"c":3}\r\n\r\n',
-              b'data: {"d":4}\n\ndata: {"e":5}\n\n', b": comment\n\n", b"data: \n\n",
-              b'data: {"f"', b':6}\n\n', b"data: [DONE]\n\n"]
-    stream = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-              + b"".join(frame(e) for e in events) + b"0\r\n\r\n")
+    events = [
+        b'data: {"a":1}\n\n',
+        b'data:{"b":2}\n\n',
+        b'data: {"c":3}\r\n\r\n',
+        b'data: {"d":4}\n\ndata: {"e":5}\n\n',
+        b": comment\n\n",
+        b"data: \n\n",
+        b'data: {"f"',
+        b":6}\n\n",
+        b"data: [DONE]\n\n",
+    ]
+    stream = (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + b"".join(frame(e) for e in events)
+        + b"0\r\n\r\n"
+    )
     whole = _payloads(stream, [])
-    assert whole == [b'{"a":1}', b'{"b":2}', b'{"c":3}', b'{"d":4}', b'{"e":5}', b"",
-                     b'{"f":6}', b"[DONE]"]
+    assert whole == [
+        b'{"a":1}',
+        b'{"b":2}',
+        b'{"c":3}',
+        b'{"d":4}',
+        b'{"e":5}',
+        b"",
+        b'{"f":6}',
+        b"[DONE]",
+    ]
     assert _payloads(stream, list(range(1, len(stream)))) == whole

@@ -9,22 +9,38 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from core.compare import RunView
-from core.stats import RunOfArm, arm_stats, baseline_arm, mean_ci, relative_diff, verdict
+from core.analysis.compare import RunView
+from core.analysis.stats import RunOfArm, arm_stats, baseline_arm, mean_ci, relative_diff, verdict
 
 
-def view(run_id: str, tput: dict[int, float], tpot_ms: float = 20.0, graphs: bool = True,
-         frac: float = 0.85, kv: int = 100_000) -> RunView:
-    points = [{"index": i, "label": f"c={c}",
-               "point": {"concurrency": c, "request_rate": "inf", "input_len": 32,
-                         "output_len": 32},
-               "metrics": {"output_throughput": t, "median_tpot_ms": tpot_ms,
-                           "median_ttft_ms": 50.0, "error_rate": 0.0}}
-              for i, (c, t) in enumerate(sorted(tput.items()))]
-    spec = {"server": {"engine": "sglang", "cuda_graphs": graphs, "mem_fraction_static": frac},
-            "plan": {"seed": 42}, "intended_diff": ["server.cuda_graphs"]}
-    return RunView(run_id, spec, {"state": "succeeded"}, {"kv_cache_tokens": kv}, None, {},
-                   points)
+def view(
+    run_id: str,
+    tput: dict[int, float],
+    tpot_ms: float = 20.0,
+    graphs: bool = True,
+    frac: float = 0.85,
+    kv: int = 100_000,
+) -> RunView:
+    points = [
+        {
+            "index": i,
+            "label": f"c={c}",
+            "point": {"concurrency": c, "request_rate": "inf", "input_len": 32, "output_len": 32},
+            "metrics": {
+                "output_throughput": t,
+                "median_tpot_ms": tpot_ms,
+                "median_ttft_ms": 50.0,
+                "error_rate": 0.0,
+            },
+        }
+        for i, (c, t) in enumerate(sorted(tput.items()))
+    ]
+    spec = {
+        "server": {"engine": "sglang", "cuda_graphs": graphs, "mem_fraction_static": frac},
+        "plan": {"seed": 42},
+        "intended_diff": ["server.cuda_graphs"],
+    }
+    return RunView(run_id, spec, {"state": "succeeded"}, {"kv_cache_tokens": kv}, None, {}, points)
 
 
 def test_mean_ci_needs_three_trials() -> None:
@@ -57,16 +73,22 @@ def test_intervals_stay_possible() -> None:
 
 
 def test_baseline_is_the_declared_arm_else_the_control() -> None:
-    arms = [{"label": "graphs on", "changes": {"server.cuda_graphs": True}},
-            {"label": "graphs off", "changes": {"server.cuda_graphs": False}}]
+    arms = [
+        {"label": "graphs on", "changes": {"server.cuda_graphs": True}},
+        {"label": "graphs off", "changes": {"server.cuda_graphs": False}},
+    ]
     assert baseline_arm({"arms": arms}) == "graphs off"
     assert baseline_arm({"arms": arms, "baseline": "graphs on"}) == "graphs on"
-    sizes = [{"label": "big", "changes": {"server.mem_fraction_static": 0.9}},
-             {"label": "small", "changes": {"server.mem_fraction_static": 0.7}}]
+    sizes = [
+        {"label": "big", "changes": {"server.mem_fraction_static": 0.9}},
+        {"label": "small", "changes": {"server.mem_fraction_static": 0.7}},
+    ]
     assert baseline_arm({"arms": sizes}) == "small"  # the lower value
     # an arm that leaves the knob alone runs the base's value (here: default, None)
-    batching = [{"label": "batching on", "changes": {"server.continuous_batching": True}},
-                {"label": "default", "changes": {}}]
+    batching = [
+        {"label": "batching on", "changes": {"server.continuous_batching": True}},
+        {"label": "default", "changes": {}},
+    ]
     assert baseline_arm({"arms": batching, "base": {"server": {}}}) == "default"
 
 
@@ -74,15 +96,18 @@ def test_arm_stats_of_an_experiment_without_results_has_its_columns() -> None:
     queued = RunView("q", {"server": {}}, {"state": "queued"}, {}, None, {}, [])
     table = arm_stats([RunOfArm("a", 0, queued), RunOfArm("b", 0, queued)], "a")
     assert table.empty and "metric" in table.columns
-    assert verdict("x", table, [RunOfArm("a", 0, queued)], "a") == \
-        "x: no comparable results yet."
+    assert verdict("x", table, [RunOfArm("a", 0, queued)], "a") == "x: no comparable results yet."
 
 
 def test_known_difference_is_found_and_aa_is_noise() -> None:
-    on = [RunOfArm("graphs on", t, view(f"on{t}", {1: 30 + d, 64: 100 + d}))
-          for t, d in enumerate((0.0, 0.6, -0.5))]
-    off = [RunOfArm("graphs off", t, view(f"off{t}", {1: 10 + d, 64: 101 - d}, graphs=False))
-           for t, d in enumerate((0.2, -0.3, 0.4))]
+    on = [
+        RunOfArm("graphs on", t, view(f"on{t}", {1: 30 + d, 64: 100 + d}))
+        for t, d in enumerate((0.0, 0.6, -0.5))
+    ]
+    off = [
+        RunOfArm("graphs off", t, view(f"off{t}", {1: 10 + d, 64: 101 - d}, graphs=False))
+        for t, d in enumerate((0.2, -0.3, 0.4))
+    ]
     table = arm_stats(on + off, baseline_arm="graphs off")
     row = table[(table.metric == "output_throughput") & (table.arm == "graphs on")]
     c1 = row[row.concurrency == 1].iloc[0]
@@ -94,15 +119,16 @@ def test_known_difference_is_found_and_aa_is_noise() -> None:
     assert "at concurrency 64" in sentence and "within noise" in sentence
     assert "KV pool +0%" in sentence and "confounders: none." in sentence
 
-    a1 = [RunOfArm("A1", t, view(f"a{t}", {1: 20 + d})) for t, d in enumerate((0.1, -.2, .3))]
-    a2 = [RunOfArm("A2", t, view(f"b{t}", {1: 20 + d})) for t, d in enumerate((-.1, .2, 0))]
+    a1 = [RunOfArm("A1", t, view(f"a{t}", {1: 20 + d})) for t, d in enumerate((0.1, -0.2, 0.3))]
+    a2 = [RunOfArm("A2", t, view(f"b{t}", {1: 20 + d})) for t, d in enumerate((-0.1, 0.2, 0))]
     aa = arm_stats(a1 + a2, baseline_arm="A1")
     assert set(aa[aa.arm == "A2"]["label"]) == {"within noise"}
 
 
 def test_two_trials_say_unknown_instead_of_inventing_an_interval() -> None:
     runs = [RunOfArm("on", t, view(f"on{t}", {1: 30})) for t in range(2)] + [
-        RunOfArm("off", t, view(f"off{t}", {1: 10}, graphs=False)) for t in range(2)]
+        RunOfArm("off", t, view(f"off{t}", {1: 10}, graphs=False)) for t in range(2)
+    ]
     table = arm_stats(runs, "off")
     row = table[(table.metric == "output_throughput") & (table.arm == "on")].iloc[0]
     assert row["rel"] == pytest.approx(2.0) and pd.isna(row["rel_low"])
@@ -112,21 +138,28 @@ def test_two_trials_say_unknown_instead_of_inventing_an_interval() -> None:
 
 def test_confounder_is_named_in_the_verdict() -> None:
     on = [RunOfArm("on", t, view(f"on{t}", {1: 30}, frac=0.92, kv=498_000)) for t in range(3)]
-    off = [RunOfArm("off", t, view(f"off{t}", {1: 10}, graphs=False, kv=370_000))
-           for t in range(3)]
+    off = [RunOfArm("off", t, view(f"off{t}", {1: 10}, graphs=False, kv=370_000)) for t in range(3)]
     sentence = verdict("CUDA graphs", arm_stats(on + off, "off"), on + off, "off")
     assert "confounders: server.mem_fraction_static." in sentence
     assert "KV pool +35%" in sentence
 
 
 def test_frontier_and_band_figures() -> None:
-    from core.figures import arm_bands_figure, frontier_figure
-    from core.stats import frontier
+    from core.analysis.stats import frontier
+    from core.views.figures import arm_bands_figure, frontier_figure
 
-    on = [RunOfArm("on", t, view(f"on{t}", {1: 30 + t, 8: 200 + t, 64: 900 + t},
-                                 tpot_ms=10.0)) for t in range(3)]
-    off = [RunOfArm("off", t, view(f"off{t}", {1: 10 + t, 8: 60 + t, 64: 300 + t},
-                                   tpot_ms=40.0, graphs=False)) for t in range(3)]
+    on = [
+        RunOfArm("on", t, view(f"on{t}", {1: 30 + t, 8: 200 + t, 64: 900 + t}, tpot_ms=10.0))
+        for t in range(3)
+    ]
+    off = [
+        RunOfArm(
+            "off",
+            t,
+            view(f"off{t}", {1: 10 + t, 8: 60 + t, 64: 300 + t}, tpot_ms=40.0, graphs=False),
+        )
+        for t in range(3)
+    ]
     table = arm_stats(on + off, "off")
     points = frontier(table, gpus_per_run=2)
     row = points[(points.arm == "on") & (points.concurrency == 64)].iloc[0]
@@ -153,8 +186,11 @@ def test_engine_version_difference_is_a_confounder() -> None:
 def test_run_cancelled_before_start_is_no_environment_confounder() -> None:
     # The H200 experiment cancelled queued runs (device budget): they have no facts at all,
     # which is not a different engine or GPU.
-    runs = [RunOfArm(arm, t, view(f"{arm}{t}", {1: 30 if arm == "on" else 10},
-                                  graphs=arm == "on")) for arm in ("on", "off") for t in range(3)]
+    runs = [
+        RunOfArm(arm, t, view(f"{arm}{t}", {1: 30 if arm == "on" else 10}, graphs=arm == "on"))
+        for arm in ("on", "off")
+        for t in range(3)
+    ]
     for r in runs:
         r.view.facts.update(engine_version="0.5.17", gpu="NVIDIA H200")
     cancelled = view("off3", {}, graphs=False)
@@ -167,10 +203,12 @@ def test_run_cancelled_before_start_is_no_environment_confounder() -> None:
 def test_each_arm_names_its_own_kv_pool_change() -> None:
     """With several arms the verdict gives each arm's KV-pool change; the last arm's must
     not stand for all (a 2x2 read "KV pool +0%" although two arms had +35%)."""
-    base = [RunOfArm("off 0.85", t, view(f"a{t}", {1: 10}, graphs=False, kv=370_000))
-            for t in range(3)]
-    big = [RunOfArm("off 0.92", t, view(f"b{t}", {1: 10}, graphs=False, kv=498_000))
-           for t in range(3)]
+    base = [
+        RunOfArm("off 0.85", t, view(f"a{t}", {1: 10}, graphs=False, kv=370_000)) for t in range(3)
+    ]
+    big = [
+        RunOfArm("off 0.92", t, view(f"b{t}", {1: 10}, graphs=False, kv=498_000)) for t in range(3)
+    ]
     on = [RunOfArm("on 0.85", t, view(f"c{t}", {1: 30}, kv=370_000)) for t in range(3)]
     runs = base + big + on
     sentence = verdict("2x2", arm_stats(runs, "off 0.85"), runs, "off 0.85")

@@ -8,23 +8,34 @@ import sys
 from pathlib import Path
 
 from core.config import RunSpec
-from core.pipeline import prepare_run
+from core.run.pipeline import prepare_run
 from core.run_folder import RunFolder
 from core.settings import Settings
 from core.store import Catalog
 
 
 def _finished_run(settings: Settings, engine: str = "sglang", tput: float = 100.0) -> RunFolder:
-    spec = RunSpec.model_validate({"server": {"engine": engine, "mem_fraction_static": 0.85}
-                                   if engine == "sglang" else {"engine": engine}})
+    spec = RunSpec.model_validate(
+        {
+            "server": {"engine": engine, "mem_fraction_static": 0.85}
+            if engine == "sglang"
+            else {"engine": engine}
+        }
+    )
     folder = prepare_run(spec, settings)
     folder.write("facts.json", {"kv_cache_tokens": 370000, "engine_version": "0.5.23"})
-    folder.write("result.json",
-                 {"headline": {"output_throughput": tput, "median_ttft_ms": 12.5}})
+    folder.write("result.json", {"headline": {"output_throughput": tput, "median_ttft_ms": 12.5}})
     d = folder.point_dir(0)
-    (d / "summary.json").write_text(json.dumps(
-        {"index": 0, "label": "c=1", "metrics": {"output_throughput": tput},
-         "point": {"concurrency": 1, "request_rate": "inf", "input_len": 8, "output_len": 8}}))
+    (d / "summary.json").write_text(
+        json.dumps(
+            {
+                "index": 0,
+                "label": "c=1",
+                "metrics": {"output_throughput": tput},
+                "point": {"concurrency": 1, "request_rate": "inf", "input_len": 8, "output_len": 8},
+            }
+        )
+    )
     folder.update_status(state="succeeded", duration_s=3.5)
     return folder
 
@@ -59,9 +70,12 @@ def test_second_process_waits_for_the_lock_instead_of_failing(settings: Settings
     )
     with cat.connect():
         # While this process holds the catalog, a second one must queue, not crash.
-        proc = subprocess.Popen([sys.executable, "-c", code, str(settings.catalog_path),
-                                 str(settings.runs_dir)], stdout=subprocess.PIPE, text=True,
-                                cwd=Path(__file__).resolve().parent.parent)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, str(settings.catalog_path), str(settings.runs_dir)],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
         try:
             proc.wait(timeout=1.0)
             finished_early = True

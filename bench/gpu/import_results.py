@@ -1,5 +1,5 @@
 """Bring the run folders and experiment that bench/gpu/device.sh returned (gpu-data.tar.gz)
-into data/demo/, so the portal installs them on first start (core/demo.py).
+into data/demo/, so the portal installs them on first start (core/portal/demo.py).
 
     python -m bench.gpu.import_results GPU_DATA_TAR_GZ [DEST=data/demo]
 
@@ -45,8 +45,10 @@ def import_run(src: Path, dest: Path) -> None:
             fresh = facts_from(facts.get("server_info_raw"), log.read_text(errors="replace"))
             changed = sorted(k for k, v in fresh.items() if facts.get(k) != v)
             facts.update(fresh)
-            note.append("SGLang facts re-read from the stored /server_info body and "
-                        f"server.log by bench/gpu/import_results.py; changed: {changed}")
+            note.append(
+                "SGLang facts re-read from the stored /server_info body and "
+                f"server.log by bench/gpu/import_results.py; changed: {changed}"
+            )
         dropped = _slim_log(log)
         note.append(f"{dropped} uvicorn access lines dropped from server.log")
         facts["demo_import"] = "; ".join(note)

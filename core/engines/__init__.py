@@ -9,8 +9,15 @@ from core.engines.base import EngineAdapter, EngineInfo, LaunchPlan
 from core.errors import ConfigError, EngineUnavailable
 from core.settings import Settings
 
-__all__ = ["ENGINES", "EngineAdapter", "EngineInfo", "LaunchPlan", "detect_cache_dir",
-           "get_adapter", "launch_problems"]
+__all__ = [
+    "ENGINES",
+    "EngineAdapter",
+    "EngineInfo",
+    "LaunchPlan",
+    "detect_cache_dir",
+    "get_adapter",
+    "launch_problems",
+]
 
 ENGINES: tuple[EngineName, ...] = ("transformers", "sglang", "endpoint")
 # A port number for checks that build an argv without starting anything.
@@ -27,8 +34,9 @@ def get_adapter(name: EngineName, settings: Settings) -> EngineAdapter:
     if name == "transformers":
         from core.engines.transformers_serve import TransformersServeAdapter
 
-        return TransformersServeAdapter(settings.transformers_python, settings.models_dir,
-                                        detect_cache_dir(settings))
+        return TransformersServeAdapter(
+            settings.transformers_python, settings.models_dir, detect_cache_dir(settings)
+        )
     if name == "sglang":
         from core.engines.sglang import SGLangAdapter
 
@@ -50,8 +58,7 @@ def _refusal(exc: ConfigError | EngineUnavailable) -> tuple[str, str]:
     return "server.engine", text
 
 
-def launch_problems(config: ServerConfig, info: EngineInfo,
-                    settings: Settings) -> dict[str, str]:
+def launch_problems(config: ServerConfig, info: EngineInfo, settings: Settings) -> dict[str, str]:
     """{field: why} for what this engine's preflight (``plan_launch``, the same code) would
     refuse in ``config``, found before anything is queued and without starting anything.
     The knobs and the extra flags are checked apart, so a bad flag is reported together
@@ -61,16 +68,23 @@ def launch_problems(config: ServerConfig, info: EngineInfo,
     problems: dict[str, str] = {}
     stand_in = "/checking/model"
     try:
-        adapter.plan_launch(config.model_copy(update={"model": stand_in, "extra_args": ()}),
-                            _CHECK_PORT, info)
+        adapter.plan_launch(
+            config.model_copy(update={"model": stand_in, "extra_args": ()}), _CHECK_PORT, info
+        )
     except (ConfigError, EngineUnavailable) as exc:
         field, message = _refusal(exc)
         problems[field] = message
     if config.extra_args:
         flags_only = ServerConfig.model_construct(
-            **{**ServerConfig().model_dump(), "engine": config.engine, "model": stand_in,
-               "endpoint_url": config.endpoint_url, "device": config.device,
-               "extra_args": config.extra_args})
+            **{
+                **ServerConfig().model_dump(),
+                "engine": config.engine,
+                "model": stand_in,
+                "endpoint_url": config.endpoint_url,
+                "device": config.device,
+                "extra_args": config.extra_args,
+            }
+        )
         try:
             adapter.plan_launch(flags_only, _CHECK_PORT, info)
         except (ConfigError, EngineUnavailable) as exc:

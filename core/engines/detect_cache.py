@@ -33,8 +33,9 @@ def interpreter(python: str) -> str:
 
 
 def _path(cache_dir: Path, engine: str, key: Mapping[str, Any]) -> Path:
-    digest = hashlib.sha256(json.dumps({"format": CACHE_FORMAT, **key}, sort_keys=True,
-                                       default=str).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(
+        json.dumps({"format": CACHE_FORMAT, **key}, sort_keys=True, default=str).encode()
+    ).hexdigest()[:16]
     return cache_dir / f"engine-{engine}-{digest}.json"
 
 
@@ -46,15 +47,19 @@ def load(cache_dir: Path | None, engine: str, key: Mapping[str, Any]) -> dict[st
         data = json.loads(_path(cache_dir, engine, key).read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or data.get("key") != json.loads(json.dumps(
-            dict(key), default=str)) or not isinstance(data.get("value"), dict):
+    if (
+        not isinstance(data, dict)
+        or data.get("key") != json.loads(json.dumps(dict(key), default=str))
+        or not isinstance(data.get("value"), dict)
+    ):
         return None  # a hash collision or a hand-edited file: detect again
     value: dict[str, Any] = data["value"]
     return value
 
 
-def store(cache_dir: Path | None, engine: str, key: Mapping[str, Any],
-          value: Mapping[str, Any]) -> None:
+def store(
+    cache_dir: Path | None, engine: str, key: Mapping[str, Any], value: Mapping[str, Any]
+) -> None:
     """Keep ``value`` under ``key`` (atomically: a concurrent reader sees the old file or
     the new one). Errors are ignored: the next run detects again."""
     if cache_dir is None:
@@ -63,8 +68,13 @@ def store(cache_dir: Path | None, engine: str, key: Mapping[str, Any],
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({"format": CACHE_FORMAT, "engine": engine, "key": dict(key),
-                                   "value": dict(value)}, indent=1, default=str))
+        tmp.write_text(
+            json.dumps(
+                {"format": CACHE_FORMAT, "engine": engine, "key": dict(key), "value": dict(value)},
+                indent=1,
+                default=str,
+            )
+        )
         tmp.replace(path)
     except (OSError, TypeError, ValueError):
         with contextlib.suppress(OSError):

@@ -16,8 +16,7 @@ import httpx
 from core.config import ServerConfig
 from core.engines.base import EngineInfo, LaunchPlan
 
-__all__ = ["EXACT_LENGTH_MECHANISMS", "EndpointAdapter", "choose_exact_length",
-           "mechanism_name"]
+__all__ = ["EXACT_LENGTH_MECHANISMS", "EndpointAdapter", "choose_exact_length", "mechanism_name"]
 
 # Request fields that ask for exactly max_tokens tokens, tried in this order.
 EXACT_LENGTH_MECHANISMS: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -38,11 +37,18 @@ def mechanism_name(body: dict[str, Any]) -> str:
     return "none" if not body else "custom"
 
 
-def _trial(client: httpx.Client, base_url: str, model: str, fields: dict[str, Any]
-           ) -> tuple[bool, str]:
+def _trial(
+    client: httpx.Client, base_url: str, model: str, fields: dict[str, Any]
+) -> tuple[bool, str]:
     """(honoured, why) for one mechanism: accepted and the reply ran to the full length."""
-    body = {"model": model, "messages": [{"role": "user", "content": _TRIAL_PROMPT}],
-            "max_tokens": _TRIAL_TOKENS, "temperature": 0.0, "stream": False, **fields}
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": _TRIAL_PROMPT}],
+        "max_tokens": _TRIAL_TOKENS,
+        "temperature": 0.0,
+        "stream": False,
+        **fields,
+    }
     try:
         resp = client.post(f"{base_url}/v1/chat/completions", json=body)
     except httpx.HTTPError as exc:
@@ -64,8 +70,9 @@ def _trial(client: httpx.Client, base_url: str, model: str, fields: dict[str, An
     return False, f"accepted, but the reply ended with {finish!r} before max_tokens"
 
 
-def choose_exact_length(base_url: str, model: str, headers: dict[str, str] | None = None,
-                        timeout_s: float = 120.0) -> tuple[str, dict[str, Any], str]:
+def choose_exact_length(
+    base_url: str, model: str, headers: dict[str, str] | None = None, timeout_s: float = 120.0
+) -> tuple[str, dict[str, Any], str]:
     """(mechanism, request fields, why in words): the first of EXACT_LENGTH_MECHANISMS the
     server accepts and honours, found with one short request each; ("none", {}, why) when
     none is, so output lengths are whatever the model produces and the run says so."""
@@ -76,28 +83,47 @@ def choose_exact_length(base_url: str, model: str, headers: dict[str, str] | Non
             if honoured:
                 return name, dict(fields), "; ".join([*tried, f"{name}: {why}"])
             tried.append(f"{name}: {why}")
-    return "none", {}, ("; ".join(tried) + ". Output lengths are not exact: each reply ends "
-                        "where the model stops")
+    return (
+        "none",
+        {},
+        (
+            "; ".join(tried) + ". Output lengths are not exact: each reply ends "
+            "where the model stops"
+        ),
+    )
 
 
 class EndpointAdapter:
     name = "endpoint"
 
     def detect(self) -> EngineInfo:
-        return EngineInfo(name=self.name, installed=True, version=None,
-                          notes=("nothing is launched; facts are what the server exposes",))
+        return EngineInfo(
+            name=self.name,
+            installed=True,
+            version=None,
+            notes=("nothing is launched; facts are what the server exposes",),
+        )
 
     def plan_launch(self, config: ServerConfig, port: int, info: EngineInfo) -> LaunchPlan:
         url = (config.endpoint_url or "").rstrip("/")
         model_name = None if config.model == "smollm2-135m-instruct" else config.model
-        return LaunchPlan(argv=None, base_url=url, health_path="/v1/models",
-                          model_name=model_name, tokenizer_path=config.tokenizer,
-                          supports_ignore_eos=True, supports_flush_cache=False,
-                          notes=("exact output lengths: the mechanism is chosen by asking "
-                                 "the server before the warm-up",))
+        return LaunchPlan(
+            argv=None,
+            base_url=url,
+            health_path="/v1/models",
+            model_name=model_name,
+            tokenizer_path=config.tokenizer,
+            supports_ignore_eos=True,
+            supports_flush_cache=False,
+            notes=(
+                "exact output lengths: the mechanism is chosen by asking "
+                "the server before the warm-up",
+            ),
+        )
 
-    def choose_exact_length(self, base_url: str, model: str, headers: dict[str, str] | None,
-                            timeout_s: float) -> tuple[str, dict[str, Any], str]:
+    def choose_exact_length(
+        self, base_url: str, model: str, headers: dict[str, str] | None, timeout_s: float
+    ) -> tuple[str, dict[str, Any], str]:
         return choose_exact_length(base_url, model, headers, timeout_s)
 
     def collect_facts(self, base_url: str, log_text: str) -> dict[str, Any]:

@@ -22,8 +22,8 @@ import httpx
 from core.config import ServerConfig
 from core.engines import detect_cache
 from core.engines.base import EngineInfo, LaunchPlan
+from core.engines.sglang_log import FAILURE_REASONS, LOG_FACT_KEYS, parse_sglang_log
 from core.errors import ConfigError, EngineUnavailable
-from core.sglang_log import FAILURE_REASONS, LOG_FACT_KEYS, parse_sglang_log
 
 __all__ = ["SERVER_INFO_FACT_KEYS", "SGLangAdapter", "build_sglang_argv", "facts_from"]
 
@@ -43,12 +43,19 @@ _NUMBER_RE = re.compile(r"-\d+(\.\d*)?([eE][-+]?\d+)?|-\.\d+|-inf|-nan", re.IGNO
 # Flags ServeLab sets from ServerConfig fields; extra_args may not override them, or the
 # stored spec would disagree with the server actually run (argparse keeps the last value).
 _MANAGED_FLAGS: dict[str, str] = {
-    "--model-path": "server.model", "--model": "server.model",
-    "--tokenizer-path": "server.tokenizer", "--host": "server.host", "--port": "server.port",
-    "--tp-size": "server.tp_size", "--tensor-parallel-size": "server.tp_size",
-    "--tp": "server.tp_size", "--mem-fraction-static": "server.mem_fraction_static",
-    "--attention-backend": "server.attention_backend", "--dtype": "server.dtype",
-    "--device": "server.device", "--base-gpu-id": "server.device",
+    "--model-path": "server.model",
+    "--model": "server.model",
+    "--tokenizer-path": "server.tokenizer",
+    "--host": "server.host",
+    "--port": "server.port",
+    "--tp-size": "server.tp_size",
+    "--tensor-parallel-size": "server.tp_size",
+    "--tp": "server.tp_size",
+    "--mem-fraction-static": "server.mem_fraction_static",
+    "--attention-backend": "server.attention_backend",
+    "--dtype": "server.dtype",
+    "--device": "server.device",
+    "--base-gpu-id": "server.device",
     "--disable-cuda-graph": "server.cuda_graphs",
     "--cuda-graph-backend-decode": "server.cuda_graphs",
     "--cuda-graph-backend-prefill": "server.cuda_graphs",
@@ -58,10 +65,23 @@ _MANAGED_FLAGS: dict[str, str] = {
 
 # Keys collect_facts reads from /server_info (the log fills whichever stay None).
 SERVER_INFO_FACT_KEYS: tuple[str, ...] = (
-    "engine_version", "kv_cache_tokens", "weight_mem_gb", "kv_cache_gb", "graph_mem_gb",
-    "available_gpu_mem_gb", "cuda_graph_batch_sizes", "cuda_graph_enabled",
-    "mem_fraction_static", "attention_backend", "tp_size", "startup_s", "launch_command",
-    "max_total_num_tokens", "load_weight_s", "kv_cache_allocation_s", "cuda_graph_capture_s",
+    "engine_version",
+    "kv_cache_tokens",
+    "weight_mem_gb",
+    "kv_cache_gb",
+    "graph_mem_gb",
+    "available_gpu_mem_gb",
+    "cuda_graph_batch_sizes",
+    "cuda_graph_enabled",
+    "mem_fraction_static",
+    "attention_backend",
+    "tp_size",
+    "startup_s",
+    "launch_command",
+    "max_total_num_tokens",
+    "load_weight_s",
+    "kv_cache_allocation_s",
+    "cuda_graph_capture_s",
     "last_gen_throughput",
 )
 # A log key that means the same as a /server_info key under another name.
@@ -93,12 +113,16 @@ def _per_phase_graph_flags(version: str | None, options: frozenset[str], flag: s
 
 def _check_known(flag: str, field: str, version: str | None, options: frozenset[str]) -> None:
     if options and flag not in options:
-        raise ConfigError(field, f"{flag} is unknown to SGLang {version or '(unknown version)'}; "
-                                 "see `python -m sglang.launch_server --help`")
+        raise ConfigError(
+            field,
+            f"{flag} is unknown to SGLang {version or '(unknown version)'}; "
+            "see `python -m sglang.launch_server --help`",
+        )
 
 
-def _check_extra_args(extra_args: tuple[str, ...], version: str | None,
-                      options: frozenset[str]) -> None:
+def _check_extra_args(
+    extra_args: tuple[str, ...], version: str | None, options: frozenset[str]
+) -> None:
     for item in extra_args:
         if not item.startswith("-") or _NUMBER_RE.fullmatch(item):
             continue  # a value, e.g. the `8` of `--max-running-requests 8`, or `-1`
@@ -106,22 +130,38 @@ def _check_extra_args(extra_args: tuple[str, ...], version: str | None,
         if not item.startswith("--"):
             # `-h` and other short options are not in the option list: refused, so that
             # nothing the list does not know reaches the server.
-            raise ConfigError("server.extra_args",
-                              f"{flag} is a short option; give the long --flag form that "
-                              "`python -m sglang.launch_server --help` lists")
+            raise ConfigError(
+                "server.extra_args",
+                f"{flag} is a short option; give the long --flag form that "
+                "`python -m sglang.launch_server --help` lists",
+            )
         if flag in _MANAGED_FLAGS:
-            raise ConfigError("server.extra_args",
-                              f"{flag} is set by ServeLab; use {_MANAGED_FLAGS[flag]} instead")
+            raise ConfigError(
+                "server.extra_args",
+                f"{flag} is set by ServeLab; use {_MANAGED_FLAGS[flag]} instead",
+            )
         # Exact names only: SGLang's argparse also takes unique prefixes, but an ambiguous
         # one (0.5.23's --cuda-graph-max-bs) makes the server exit with code 2.
         _check_known(flag, "server.extra_args", version, options)
 
 
-def build_sglang_argv(config: ServerConfig, port: int, python: str, version: str | None,
-                      options: frozenset[str]) -> list[str]:
+def build_sglang_argv(
+    config: ServerConfig, port: int, python: str, version: str | None, options: frozenset[str]
+) -> list[str]:
     """The launch argv for one SGLang version; ``options`` empty means "not known"."""
-    argv = [python, "-m", "sglang.launch_server", "--model-path", config.model,
-            "--host", config.host, "--port", str(port), "--tp-size", str(config.tp_size)]
+    argv = [
+        python,
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        config.model,
+        "--host",
+        config.host,
+        "--port",
+        str(port),
+        "--tp-size",
+        str(config.tp_size),
+    ]
     if config.tokenizer:
         argv += ["--tokenizer-path", config.tokenizer]
     if config.mem_fraction_static is not None:
@@ -139,8 +179,12 @@ def build_sglang_argv(config: ServerConfig, port: int, python: str, version: str
     argv.append("--enable-metrics")  # so /metrics exists for the sampler
     if config.cuda_graphs is False:
         if _per_phase_graph_flags(version, options, "--cuda-graph-backend-decode"):
-            argv += ["--cuda-graph-backend-decode", "disabled",
-                     "--cuda-graph-backend-prefill", "disabled"]
+            argv += [
+                "--cuda-graph-backend-decode",
+                "disabled",
+                "--cuda-graph-backend-prefill",
+                "disabled",
+            ]
         else:
             _check_known("--disable-cuda-graph", "server.cuda_graphs", version, options)
             argv.append("--disable-cuda-graph")
@@ -162,9 +206,14 @@ def _read_options(python: str, version: str) -> tuple[frozenset[str], str]:
         if key in _options_cache:
             return _options_cache[key], ""
     try:
-        proc = subprocess.run([python, "-m", "sglang.launch_server", "--help"],
-                              capture_output=True, text=True, errors="replace",
-                              timeout=HELP_TIMEOUT_S, check=False)
+        proc = subprocess.run(
+            [python, "-m", "sglang.launch_server", "--help"],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=HELP_TIMEOUT_S,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return frozenset(), f"could not run `sglang.launch_server --help`: {exc}"
     options = frozenset(f.rstrip("-") for f in _FLAG_RE.findall(proc.stdout))
@@ -246,8 +295,9 @@ def _server_info_facts(info: dict[str, Any]) -> dict[str, Any]:
         "available_gpu_mem_gb": _num(usage.get("startup_available")),
         "cuda_graph_batch_sizes": _decode_batch_sizes(info, state),
         "cuda_graph_enabled": _graph_enabled(info, state),
-        "mem_fraction_static": _num(info.get("mem_fraction_static",
-                                             state.get("mem_fraction_static"))),
+        "mem_fraction_static": _num(
+            info.get("mem_fraction_static", state.get("mem_fraction_static"))
+        ),
         "attention_backend": backend if isinstance(backend, str) else None,
         "tp_size": _int(info.get("tp_size", state.get("tp_size"))),
         # /server_info has per-phase times only; the whole start-up comes from the log.
@@ -302,33 +352,46 @@ class SGLangAdapter:
 
     def detect(self) -> EngineInfo:
         try:
-            proc = subprocess.run([self.python, "-c", _VERSION_CODE], capture_output=True,
-                                  text=True, errors="replace", timeout=VERSION_TIMEOUT_S,
-                                  check=False)
+            proc = subprocess.run(
+                [self.python, "-c", _VERSION_CODE],
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=VERSION_TIMEOUT_S,
+                check=False,
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            return EngineInfo(self.name, installed=False,
-                              reason=f"could not run {self.python}: {exc}")
+            return EngineInfo(
+                self.name, installed=False, reason=f"could not run {self.python}: {exc}"
+            )
         lines = proc.stdout.strip().splitlines()
         if proc.returncode != 0 or not lines:
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            return EngineInfo(self.name, installed=False,
-                              reason=f"SGLang is not installed for {self.python} ({last})")
+            return EngineInfo(
+                self.name,
+                installed=False,
+                reason=f"SGLang is not installed for {self.python} ({last})",
+            )
         version = lines[-1].strip()
         options, problem = self._options(version)
-        notes = (f"{problem}; flags are chosen by version and extra_args are not checked",
-                 ) if problem else ()
-        return EngineInfo(self.name, installed=True, version=version, options=options,
-                          notes=notes)
+        notes = (
+            (f"{problem}; flags are chosen by version and extra_args are not checked",)
+            if problem
+            else ()
+        )
+        return EngineInfo(self.name, installed=True, version=version, options=options, notes=notes)
 
     def plan_launch(self, config: ServerConfig, port: int, info: EngineInfo) -> LaunchPlan:
         if not info.installed:
             raise EngineUnavailable(
                 f"{info.reason or 'SGLang is not installed'}. To add SGLang, run "
                 "`pip install -r requirements-sglang.txt` on a GPU host, or set "
-                "SERVELAB_SGLANG_PYTHON to the python of a virtual environment that has SGLang.")
+                "SERVELAB_SGLANG_PYTHON to the python of a virtual environment that has SGLang."
+            )
         if config.device == "mps":
-            raise ConfigError("server.device", "SGLang does not run on mps; use auto, cuda, "
-                                               "cuda:N or cpu")
+            raise ConfigError(
+                "server.device", "SGLang does not run on mps; use auto, cuda, cuda:N or cpu"
+            )
         argv = build_sglang_argv(config, port, self.python, info.version, info.options)
         notes: list[str] = []
         if config.cuda_graphs is False and config.cuda_graph_max_bs is not None:
@@ -336,15 +399,21 @@ class SGLangAdapter:
         if config.device == "cpu" and config.cuda_graphs:
             notes.append("CUDA graphs do not apply on CPU")
         if not config.continuous_batching or config.compile:
-            notes.append("continuous_batching/compile apply to transformers only; SGLang "
-                         "always batches continuously")
+            notes.append(
+                "continuous_batching/compile apply to transformers only; SGLang "
+                "always batches continuously"
+            )
         host = f"[{config.host}]" if ":" in config.host else config.host
-        return LaunchPlan(argv=argv, base_url=f"http://{host}:{port}",
-                          # 503 until SGLang's own warm-up request succeeds, then 200.
-                          health_path="/health",
-                          tokenizer_path=config.tokenizer or config.model,
-                          supports_ignore_eos=True, supports_flush_cache=True,
-                          notes=tuple(notes))
+        return LaunchPlan(
+            argv=argv,
+            base_url=f"http://{host}:{port}",
+            # 503 until SGLang's own warm-up request succeeds, then 200.
+            health_path="/health",
+            tokenizer_path=config.tokenizer or config.model,
+            supports_ignore_eos=True,
+            supports_flush_cache=True,
+            notes=tuple(notes),
+        )
 
     def failure_in_log(self, log_text: str) -> str | None:
         """Why start-up failed, in words, when the log shows a known failure."""
@@ -357,8 +426,9 @@ class SGLangAdapter:
         return facts_from(_fetch_server_info(base_url), log_text)
 
 
-def merge_facts(from_info: dict[str, Any], from_log: dict[str, Any]
-                ) -> tuple[dict[str, Any], dict[str, str]]:
+def merge_facts(
+    from_info: dict[str, Any], from_log: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, str]]:
     """/server_info's facts first, each key it does not state filled from the log's (under
     the log's own name for it); also the source of each key ("server_info" or "log").
     Launched and imported runs both merge through here, so they name every fact the same."""
@@ -381,11 +451,9 @@ def merge_facts(from_info: dict[str, Any], from_log: dict[str, Any]
 def facts_from(raw: dict[str, Any] | None, log_text: str) -> dict[str, Any]:
     """The facts of a /server_info body (None: none answered) and a start-up log; what
     ``collect_facts`` stores, also for re-reading a stored run (bench/gpu/import_results.py)."""
-    from_info = _server_info_facts(raw) if raw is not None else dict.fromkeys(
-        SERVER_INFO_FACT_KEYS)
+    from_info = _server_info_facts(raw) if raw is not None else dict.fromkeys(SERVER_INFO_FACT_KEYS)
     # A blank log states nothing, not even "not ready" or "0 decode lines".
-    from_log = (parse_sglang_log(log_text) if log_text.strip()
-                else dict.fromkeys(LOG_FACT_KEYS))
+    from_log = parse_sglang_log(log_text) if log_text.strip() else dict.fromkeys(LOG_FACT_KEYS)
     facts, by_key = merge_facts(from_info, from_log)
     sources = sorted(set(by_key.values()), reverse=True)
     facts["facts_source"] = "+".join(sources) if sources else "none"

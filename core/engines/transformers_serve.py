@@ -33,8 +33,8 @@ import httpx
 from core.config import ServerConfig
 from core.engines import detect_cache
 from core.engines.base import EngineInfo, LaunchPlan
+from core.engines.model_setup import resolve_model
 from core.errors import ConfigError, EngineUnavailable
-from core.model_setup import resolve_model
 
 __all__ = [
     "CLI_MODULE",
@@ -59,20 +59,26 @@ NOTE_CUDA_ABSENT = "torch sees no CUDA device"
 _NOTE_CONSOLE_SCRIPT = "serve is run through the console script "  # + path
 NOTE_CUDA_GRAPHS_CPU = "CUDA graphs do not apply on CPU"
 # Measured on 5.24 (docs/BENCHMARKS.md §6): 13.6 GB resident on a 24 GiB host, OOM-killed there.
-NOTE_CB_HOST_MEMORY = ("continuous batching on a CPU sizes its KV cache from free host memory "
-                       "(0.9 of it unless server.cb_max_memory_percent is set), built on the "
-                       "first request")
+NOTE_CB_HOST_MEMORY = (
+    "continuous batching on a CPU sizes its KV cache from free host memory "
+    "(0.9 of it unless server.cb_max_memory_percent is set), built on the "
+    "first request"
+)
 # What ServeLab does instead when nothing sizes that cache: a laptop's default run must not
 # take most of its memory (and the build of that cache most of a CPU run's time: a CLI run
 # on this repository's CPU host went from 90 s to 15 s with a bounded cache).
 CPU_CB_MEMORY_FRACTION = 0.1
-NOTE_CB_CPU_BOUNDED = ("continuous batching on a CPU: ServeLab bounds the KV cache to "
-                       f"{CPU_CB_MEMORY_FRACTION:g} of free host memory (the engine's default "
-                       "0.9 built ~14 GB on a 24 GB host); set server.cb_max_memory_percent "
-                       "or --cb-num-blocks to choose")
+NOTE_CB_CPU_BOUNDED = (
+    "continuous batching on a CPU: ServeLab bounds the KV cache to "
+    f"{CPU_CB_MEMORY_FRACTION:g} of free host memory (the engine's default "
+    "0.9 built ~14 GB on a 24 GB host); set server.cb_max_memory_percent "
+    "or --cb-num-blocks to choose"
+)
 _CB_SIZING_FLAGS = ("--cb-num-blocks", "--cb-max-memory-percent", "--cb-max-batch-tokens")
-NOTE_IGNORE_EOS = ("transformers serve rejects ignore_eos (HTTP 422); exact output lengths need "
-                   "generation_config={\"eos_token_id\": -1} in the request")
+NOTE_IGNORE_EOS = (
+    "transformers serve rejects ignore_eos (HTTP 422); exact output lengths need "
+    'generation_config={"eos_token_id": -1} in the request'
+)
 
 _DETECT_TIMEOUT_S = 120.0
 _FACTS_TIMEOUT_S = 5.0
@@ -169,8 +175,14 @@ def _child_env() -> dict[str, str]:
 def _run(argv: list[str]) -> tuple[int | None, str]:
     """Run a short command; return (exit code or None if it could not run, output)."""
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=_DETECT_TIMEOUT_S,
-                              env=_child_env(), check=False)
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=_DETECT_TIMEOUT_S,
+            env=_child_env(),
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, str(exc)
     return done.returncode, done.stdout + done.stderr
@@ -220,15 +232,22 @@ class TransformersServeAdapter:
             versions = {}
         version = versions.get("transformers") if isinstance(versions, dict) else None
         if not isinstance(version, str):
-            return EngineInfo(self.name, False,
-                              reason=f"transformers is not installed for {self.python} "
-                                     "(pip install 'transformers[serving]')")
+            return EngineInfo(
+                self.name,
+                False,
+                reason=f"transformers is not installed for {self.python} "
+                "(pip install 'transformers[serving]')",
+            )
         self._version = version
         script = Path(self.python).parent / "transformers"
-        key = {"python": detect_cache.interpreter(self.python), "transformers": version,
-               "torch": versions.get("torch"), "console_script": script.is_file(),
-               # what torch reports about CUDA depends on which devices it may see
-               "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+        key = {
+            "python": detect_cache.interpreter(self.python),
+            "transformers": version,
+            "torch": versions.get("torch"),
+            "console_script": script.is_file(),
+            # what torch reports about CUDA depends on which devices it may see
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        }
         cached = detect_cache.load(self.cache_dir, self.name, key)
         if cached is not None:
             options = frozenset(cached.get("options") or ())
@@ -238,17 +257,25 @@ class TransformersServeAdapter:
             if isinstance(found, EngineInfo):
                 return found
             options, notes = found
-            detect_cache.store(self.cache_dir, self.name, key,
-                               {"options": sorted(options), "notes": list(notes)})
+            detect_cache.store(
+                self.cache_dir, self.name, key, {"options": sorted(options), "notes": list(notes)}
+            )
         missing = versions.get("serve_deps_missing") or []
         if missing:
-            return EngineInfo(self.name, False, version=version, options=options, notes=notes,
-                              reason=f"`transformers serve` needs {', '.join(missing)}: "
-                                     "pip install 'transformers[serving]'")
+            return EngineInfo(
+                self.name,
+                False,
+                version=version,
+                options=options,
+                notes=notes,
+                reason=f"`transformers serve` needs {', '.join(missing)}: "
+                "pip install 'transformers[serving]'",
+            )
         return EngineInfo(self.name, True, version=version, options=options, notes=notes)
 
-    def _read_cli(self, version: str, script: Path
-                  ) -> tuple[frozenset[str], tuple[str, ...]] | EngineInfo:
+    def _read_cli(
+        self, version: str, script: Path
+    ) -> tuple[frozenset[str], tuple[str, ...]] | EngineInfo:
         """(options, notes) from ``serve --help`` and torch; an uninstalled EngineInfo
         saying why when there is no working ``serve``."""
         launchers = [[self.python, "-m", CLI_MODULE]]
@@ -267,9 +294,12 @@ class TransformersServeAdapter:
                     notes.append(_NOTE_CONSOLE_SCRIPT + launcher[0])
                 break
         else:
-            return EngineInfo(self.name, False, version=version,
-                              reason=f"transformers {version} has no working `serve` command: "
-                                     f"{_tail(help_out)}")
+            return EngineInfo(
+                self.name,
+                False,
+                version=version,
+                reason=f"transformers {version} has no working `serve` command: {_tail(help_out)}",
+            )
         if positional:
             notes.append(NOTE_MODEL_POSITIONAL)
         elif "--force-model" in options:
@@ -294,8 +324,9 @@ class TransformersServeAdapter:
 
     def plan_launch(self, config: ServerConfig, port: int, info: EngineInfo) -> LaunchPlan:
         if not info.installed:
-            raise EngineUnavailable(f"transformers serve is not available with {self.python}: "
-                                    f"{info.reason}")
+            raise EngineUnavailable(
+                f"transformers serve is not available with {self.python}: {info.reason}"
+            )
         self._version = info.version or self._version
         opts = info.options
         version = f"transformers {info.version or '(unknown version)'}"
@@ -303,26 +334,32 @@ class TransformersServeAdapter:
 
         def need(flag: str, field: str) -> str:
             if flag not in opts:
-                raise EngineUnavailable(f"{field}: {version} `serve` has no {flag} option; "
-                                        f"leave {field} at its default or use a transformers "
-                                        "version that has it")
+                raise EngineUnavailable(
+                    f"{field}: {version} `serve` has no {flag} option; "
+                    f"leave {field} at its default or use a transformers "
+                    "version that has it"
+                )
             return flag
 
         for flag in ("--host", "--port"):
             need(flag, "server.engine")
         if config.cuda_graph_max_bs is not None:
-            raise ConfigError("server.cuda_graph_max_bs",
-                              "transformers serve has no such setting (sglang only); "
-                              "leave it unset")
+            raise ConfigError(
+                "server.cuda_graph_max_bs",
+                "transformers serve has no such setting (sglang only); leave it unset",
+            )
         if config.cb_max_memory_percent is not None and not config.continuous_batching:
-            raise ConfigError("server.cb_max_memory_percent",
-                              "sizes the continuous-batching KV cache; set "
-                              "server.continuous_batching=true or leave it unset")
+            raise ConfigError(
+                "server.cb_max_memory_percent",
+                "sizes the continuous-batching KV cache; set "
+                "server.continuous_batching=true or leave it unset",
+            )
 
         model = resolve_model(config.model, self.models_dir)
         argv = [*self._launcher(info), "serve"]
-        if NOTE_MODEL_POSITIONAL in info.notes or (NOTE_MODEL_FLAG not in info.notes
-                                                   and "--force-model" not in opts):
+        if NOTE_MODEL_POSITIONAL in info.notes or (
+            NOTE_MODEL_FLAG not in info.notes and "--force-model" not in opts
+        ):
             argv.append(model)
         else:
             argv += [need("--force-model", "server.model"), model]
@@ -341,26 +378,39 @@ class TransformersServeAdapter:
         elif config.dtype != "auto":
             need("--dtype", "server.dtype")
         if config.cb_max_memory_percent is not None:
-            argv += [need("--cb-max-memory-percent", "server.cb_max_memory_percent"),
-                     f"{config.cb_max_memory_percent:g}"]
+            argv += [
+                need("--cb-max-memory-percent", "server.cb_max_memory_percent"),
+                f"{config.cb_max_memory_percent:g}",
+            ]
         if config.compile:
             argv.append(need("--compile", "server.compile"))
         elif "--no-compile" in opts:
             argv.append("--no-compile")
 
-        cuda_seen = (True if NOTE_CUDA_AVAILABLE in info.notes
-                     else False if NOTE_CUDA_ABSENT in info.notes else None)
+        cuda_seen = (
+            True
+            if NOTE_CUDA_AVAILABLE in info.notes
+            else False
+            if NOTE_CUDA_ABSENT in info.notes
+            else None
+        )
         on_cpu = config.device == "cpu" or (config.device == "auto" and cuda_seen is False)
         if on_cpu:
             if config.cuda_graphs is True:
-                where = "server.device is cpu" if config.device == "cpu" else \
-                    f"torch for {self.python} sees no CUDA device"
-                raise ConfigError("server.cuda_graphs",
-                                  f"CUDA graphs need a CUDA device; this host has none ({where}). "
-                                  "Leave server.cuda_graphs unset on CPU.")
+                where = (
+                    "server.device is cpu"
+                    if config.device == "cpu"
+                    else f"torch for {self.python} sees no CUDA device"
+                )
+                raise ConfigError(
+                    "server.cuda_graphs",
+                    f"CUDA graphs need a CUDA device; this host has none ({where}). "
+                    "Leave server.cuda_graphs unset on CPU.",
+                )
             notes.append(NOTE_CUDA_GRAPHS_CPU)
             sized = config.cb_max_memory_percent is not None or any(
-                a.split("=", 1)[0] in _CB_SIZING_FLAGS for a in config.extra_args)
+                a.split("=", 1)[0] in _CB_SIZING_FLAGS for a in config.extra_args
+            )
             if config.continuous_batching and not sized:
                 if "--cb-max-memory-percent" in opts:
                     argv += ["--cb-max-memory-percent", f"{CPU_CB_MEMORY_FRACTION:g}"]
@@ -369,10 +419,12 @@ class TransformersServeAdapter:
                     notes.append(NOTE_CB_HOST_MEMORY)
         elif config.cuda_graphs is not None:
             if not config.continuous_batching:
-                raise ConfigError("server.cuda_graphs",
-                                  "transformers serve uses CUDA graphs only with continuous "
-                                  "batching; set server.continuous_batching=true or leave "
-                                  "server.cuda_graphs unset")
+                raise ConfigError(
+                    "server.cuda_graphs",
+                    "transformers serve uses CUDA graphs only with continuous "
+                    "batching; set server.continuous_batching=true or leave "
+                    "server.cuda_graphs unset",
+                )
             flag = "--cb-use-cuda-graph" if config.cuda_graphs else "--no-cb-use-cuda-graph"
             argv.append(need(flag, "server.cuda_graphs"))
         else:
@@ -394,22 +446,27 @@ class TransformersServeAdapter:
         )
 
     @staticmethod
-    def _checked_extra_args(extra: tuple[str, ...], opts: frozenset[str],
-                            version: str) -> list[str]:
+    def _checked_extra_args(
+        extra: tuple[str, ...], opts: frozenset[str], version: str
+    ) -> list[str]:
         for item in extra:
             if not item.startswith("-") or _NEGATIVE_NUMBER.fullmatch(item):
                 continue  # a value
             flag = item.split("=", 1)[0]
             if flag in _RESERVED_FLAGS:
-                raise ConfigError("server.extra_args",
-                                  f"{flag} is set by ServeLab; use {_RESERVED_FLAGS[flag]} instead")
+                raise ConfigError(
+                    "server.extra_args",
+                    f"{flag} is set by ServeLab; use {_RESERVED_FLAGS[flag]} instead",
+                )
             if flag not in opts:
                 near = difflib.get_close_matches(flag, sorted(opts), n=2, cutoff=0.75)
                 hint = f"did you mean {' or '.join(near)}? " if near else ""
-                raise ConfigError("server.extra_args",
-                                  f"{flag} is not an option of {version} `serve`: {hint}"
-                                  "remove it, or pick one that `transformers serve --help` "
-                                  "lists")
+                raise ConfigError(
+                    "server.extra_args",
+                    f"{flag} is not an option of {version} `serve`: {hint}"
+                    "remove it, or pick one that `transformers serve --help` "
+                    "lists",
+                )
         return list(extra)
 
     # -- collect_facts -----------------------------------------------------------------------

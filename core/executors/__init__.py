@@ -9,7 +9,7 @@
   on its node, reports status.json snapshots while it runs, and returns the finished folder
   as a tar that is unpacked into ``data/runs/<run_id>/`` here and indexed like any other.
 
-``base.py`` holds what they share (the ``Executor`` protocol the worker in ``core.jobs``
+``base.py`` holds what they share (the ``Executor`` protocol the worker in ``core.executors.worker``
 drives, the run process's argv and ``SERVELAB_*`` environment, how a run that stopped
 without recording its end is closed); ``registry.py`` maps a name to its class. Which one
 runs a run: its ``spec.placement.executor`` when set (the Launch form, ``--executor``),
@@ -32,7 +32,7 @@ from core.run_folder import read_json, utc_now, write_json_atomic
 from core.settings import Settings
 
 if TYPE_CHECKING:
-    from core.host import HostInfo
+    from core.launch.host import HostInfo
 
 __all__ = [
     "EXECUTORS",
@@ -60,7 +60,7 @@ def executor_for(spec: RunSpec, settings: Settings) -> str:
 
 
 def ray_available() -> str:
-    """"" when ``import ray`` works here, else why not (for the portal and the CLI)."""
+    """ "" when ``import ray`` works here, else why not (for the portal and the CLI)."""
     import importlib.util
 
     if importlib.util.find_spec("ray") is None:
@@ -84,8 +84,9 @@ def with_executor(spec: RunSpec, executor: str | None) -> RunSpec:
     """``spec`` placed on ``executor`` (None leaves the choice to SERVELAB_EXECUTOR)."""
     if executor not in (None, *EXECUTORS):
         raise ValueError(f"unknown executor {executor!r}; use {' or '.join(EXECUTORS)}")
-    return spec.model_copy(update={"placement": spec.placement.model_copy(
-        update={"executor": executor})})
+    return spec.model_copy(
+        update={"placement": spec.placement.model_copy(update={"executor": executor})}
+    )
 
 
 def executor_summary(settings: Settings) -> str:
@@ -109,11 +110,12 @@ def launch_host(settings: Settings, host: HostInfo, executor: str) -> HostInfo:
         return host
     from core.engines import ENGINES
     from core.engines.base import EngineInfo
-    from core.host import HostInfo
+    from core.launch.host import HostInfo
 
-    return HostInfo(gpus=(f"Ray cluster {ray_address(settings) or '?'}",),
-                    engines={n: EngineInfo(n, True, reason="checked on the Ray node")
-                             for n in ENGINES})
+    return HostInfo(
+        gpus=(f"Ray cluster {ray_address(settings) or '?'}",),
+        engines={n: EngineInfo(n, True, reason="checked on the Ray node") for n in ENGINES},
+    )
 
 
 def node_line(status: dict[str, Any]) -> str:
@@ -123,11 +125,12 @@ def node_line(status: dict[str, Any]) -> str:
     if not status.get("node_ip"):
         return "Ray: waiting for a node with free GPUs"
     gpus = ",".join(map(str, status.get("gpu_ids") or [])) or "none"
-    return (f"Ray node {status['node_ip']} ({status.get('node_name') or '?'}) · GPU ids {gpus}")
+    return f"Ray node {status['node_ip']} ({status.get('node_name') or '?'}) · GPU ids {gpus}"
 
 
-def run_nodes(runs_dir: Path, run_ids: Iterable[str],
-              running: Sequence[dict[str, Any]] = ()) -> dict[str, str]:
+def run_nodes(
+    runs_dir: Path, run_ids: Iterable[str], running: Sequence[dict[str, Any]] = ()
+) -> dict[str, str]:
     """run id -> "node_ip (GPU ids)" for the Ray runs among ``run_ids``: finished ones from
     their placement.json (one stat per local run), running ones from the worker's snapshot."""
     out: dict[str, str] = {}
@@ -139,8 +142,9 @@ def run_nodes(runs_dir: Path, run_ids: Iterable[str],
             except Exception:
                 continue
             if isinstance(p, dict):
-                out[rid] = (f"{p.get('node_ip')} (GPU "
-                            f"{','.join(map(str, p.get('gpu_ids') or [])) or '-'})")
+                out[rid] = (
+                    f"{p.get('node_ip')} (GPU {','.join(map(str, p.get('gpu_ids') or [])) or '-'})"
+                )
     for job in running:
         if job.get("executor") == "ray" and job.get("node"):
             gpus = ",".join(map(str, job.get("gpus") or [])) or "-"
@@ -171,9 +175,12 @@ def save_ray_address(settings: Settings, address: str) -> str | None:
 
     address = address.strip()
     if address and not re.fullmatch(_ADDRESS_RE, address):
-        raise ConfigError("ray_address", "give the head's HOST:PORT, e.g. 10.0.0.5:6379 "
-                          "(or ray://HOST:10001, or auto)")
+        raise ConfigError(
+            "ray_address",
+            "give the head's HOST:PORT, e.g. 10.0.0.5:6379 (or ray://HOST:10001, or auto)",
+        )
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(settings.data_dir / RAY_CLUSTER_FILE,
-                      {"address": address or None, "saved_at": utc_now()})
+    write_json_atomic(
+        settings.data_dir / RAY_CLUSTER_FILE, {"address": address or None, "saved_at": utc_now()}
+    )
     return ray_address(settings)

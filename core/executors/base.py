@@ -38,23 +38,32 @@ def run_argv(run_id: str) -> list[str]:
 def run_env(settings: Settings) -> dict[str, str]:
     """The ``SERVELAB_*`` settings a run process gets from whoever starts it (the data
     folder is the starter's: a Ray node sets its scratch folder instead)."""
-    return {"SERVELAB_DATA_DIR": str(settings.data_dir),
-            "SERVELAB_MODEL_ROOTS": os.pathsep.join(map(str, settings.model_roots)),
-            "SERVELAB_SGLANG_PYTHON": settings.sglang_python,
-            "SERVELAB_TRANSFORMERS_PYTHON": settings.transformers_python}
+    return {
+        "SERVELAB_DATA_DIR": str(settings.data_dir),
+        "SERVELAB_MODEL_ROOTS": os.pathsep.join(map(str, settings.model_roots)),
+        "SERVELAB_SGLANG_PYTHON": settings.sglang_python,
+        "SERVELAB_TRANSFORMERS_PYTHON": settings.transformers_python,
+    }
 
 
-def end_unfinished(folder: RunFolder, why: str, *, step_why: str | None = None,
-                   note: str = "", tail: str = "", **extra: Any) -> RunStatus:
+def end_unfinished(
+    folder: RunFolder,
+    why: str,
+    *,
+    step_why: str | None = None,
+    note: str = "",
+    tail: str = "",
+    **extra: Any,
+) -> RunStatus:
     """End a run whose process stopped without recording its end: ``cancelled`` when a
     cancel had been asked for, else ``interrupted`` (``note`` added to that reason only;
     ``tail`` to both). Steps still running are marked failed with
     ``interrupted: <step_why or why>``."""
     if folder.cancel_requested:
-        return folder.end("cancelled", f"cancelled on request; {why}{tail}",
-                          interrupted=step_why or why, **extra)
-    return folder.end("interrupted", f"{why}{note}{tail}", interrupted=step_why or why,
-                      **extra)
+        return folder.end(
+            "cancelled", f"cancelled on request; {why}{tail}", interrupted=step_why or why, **extra
+        )
+    return folder.end("interrupted", f"{why}{note}{tail}", interrupted=step_why or why, **extra)
 
 
 class Executor(Protocol):

@@ -28,8 +28,8 @@ import psutil
 from core.config import RunSpec
 from core.errors import StoreError
 from core.executors.base import end_unfinished, run_argv, run_env
-from core.gpu import nvml_available
-from core.launcher import run_processes
+from core.run.gpu import nvml_available
+from core.run.launcher import run_processes
 from core.run_folder import RunFolder, RunStatus, utc_now
 from core.settings import REPO_ROOT, Settings
 
@@ -61,8 +61,11 @@ def gpu_set(spec: RunSpec, has_gpu: bool | None = None) -> GpuSet:
     return frozenset(range(base, base + server.tp_size))
 
 
-def plan_launches(queue: Sequence[tuple[str, GpuSet]], busy: Collection[int | str],
-                  not_ready: Collection[str] = ()) -> list[str]:
+def plan_launches(
+    queue: Sequence[tuple[str, GpuSet]],
+    busy: Collection[int | str],
+    not_ready: Collection[str] = (),
+) -> list[str]:
     """Which queued runs may start now, in queue order.
 
     A run starts when its set is disjoint from ``busy`` and from the set of every run
@@ -79,6 +82,7 @@ def plan_launches(queue: Sequence[tuple[str, GpuSet]], busy: Collection[int | st
 
 
 # --- processes --------------------------------------------------------------------------
+
 
 def _parse_time(text: Any) -> float | None:
     if not isinstance(text, str):
@@ -200,8 +204,13 @@ def _close_dead_run(folder: RunFolder, status: RunStatus, how: str) -> str:
     """Record the end of a run whose process is gone without a final state; kill its
     server group if it is still alive. Returns the new state."""
     killed = kill_server_group(status)
-    ended = end_unfinished(folder, f"run process {status.pid} {how}", step_why=how,
-                           note="; server log kept", tail=f"; {killed}" if killed else "")
+    ended = end_unfinished(
+        folder,
+        f"run process {status.pid} {how}",
+        step_why=how,
+        note="; server log kept",
+        tail=f"; {killed}" if killed else "",
+    )
     log.warning("run %s: %s", folder.run_id, ended.reason)
     return str(ended.state)
 
@@ -232,8 +241,12 @@ class _Job:
         return not _live(self.attached), None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "gpus": sorted(self.gpus, key=str), "pid": self.pid,
-                "attached": self.proc is None}
+        return {
+            "run_id": self.run_id,
+            "gpus": sorted(self.gpus, key=str),
+            "pid": self.pid,
+            "attached": self.proc is None,
+        }
 
 
 class LocalExecutor:
@@ -242,8 +255,9 @@ class LocalExecutor:
     name: ClassVar[str] = "local"
     runs_here: ClassVar[bool] = True
 
-    def __init__(self, settings: Settings, *, settle_s: float = 0.5,
-                 has_gpu: bool | None = None) -> None:
+    def __init__(
+        self, settings: Settings, *, settle_s: float = 0.5, has_gpu: bool | None = None
+    ) -> None:
         """``settle_s``: a queued folder starts only once its status is that old, so a
         CLI run (which prepares its folder queued, then marks it running a few ms later
         in the same process) is never taken as a job."""
@@ -277,10 +291,10 @@ class LocalExecutor:
         with self._lock:  # forget the GPU sets of folders that left the queue unlaunched
             keep = {*gpus_of, *self._jobs}
         self._gpus = {rid: g for rid, g in self._gpus.items() if rid in keep}
-        launched = [rid for rid in plan_launches(queue, busy, not_ready)
-                    if self._launch(rid, gpus_of[rid])]
-        waiting = [f.run_id for f in queued if f.run_id not in launched
-                   and f.run_id not in ended]
+        launched = [
+            rid for rid in plan_launches(queue, busy, not_ready) if self._launch(rid, gpus_of[rid])
+        ]
+        waiting = [f.run_id for f in queued if f.run_id not in launched and f.run_id not in ended]
         return waiting, bool(launched or ended)
 
     def adopt(self, folder: RunFolder, status: RunStatus) -> bool:
@@ -331,8 +345,12 @@ class LocalExecutor:
             return [j.as_dict() for j in self._jobs.values()]
 
     def describe(self, folder: RunFolder, status: RunStatus) -> dict[str, Any]:
-        return {"run_id": folder.run_id, "gpus": sorted(self._gpu_set(folder) or (), key=str),
-                "pid": status.pid, "attached": True}
+        return {
+            "run_id": folder.run_id,
+            "gpus": sorted(self._gpu_set(folder) or (), key=str),
+            "pid": status.pid,
+            "attached": True,
+        }
 
     def close(self) -> None:
         """Nothing to give back: the run processes live in their own sessions."""
@@ -346,8 +364,10 @@ class LocalExecutor:
         if proc is not None:
             with contextlib.suppress(psutil.Error):
                 proc.send_signal(signal.SIGTERM)
-            return (f"cancel requested for {rid}: its run process {pid} stops the server "
-                    "and records the result")
+            return (
+                f"cancel requested for {rid}: its run process {pid} stops the server "
+                "and records the result"
+            )
         status = _status(folder)
         if status.state != "running":
             return f"{rid} already ended ({status.state})"
@@ -416,17 +436,24 @@ class LocalExecutor:
                 with (folder.path / RUNNER_LOG).open("ab") as out:
                     out.write(f"# servelab worker {utc_now()}: {shlex.join(argv)}\n".encode())
                     out.flush()
-                    proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env,
-                                            stdin=subprocess.DEVNULL, stdout=out,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
+                    proc = subprocess.Popen(
+                        argv,
+                        cwd=REPO_ROOT,
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
             except OSError as exc:
                 folder.end("failed", f"could not start the run process: {exc}")
                 return False
             with self._lock:
                 self._jobs[rid] = _Job(rid, gpus, proc.pid, proc=proc)
             try:
-                folder.update_status(state="running", phase="starting", pid=proc.pid,
-                                     started_at=utc_now())
+                folder.update_status(
+                    state="running", phase="starting", pid=proc.pid, started_at=utc_now()
+                )
             except StoreError as exc:  # the run process writes its own status anyway
                 log.error("run %s: cannot mark it running: %s", rid, exc)
         log.info("run %s started (pid %d, %s)", rid, proc.pid, sorted(gpus, key=str))

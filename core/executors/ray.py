@@ -1,6 +1,7 @@
 """The Ray executor: queued runs go to an existing Ray cluster, one Ray actor per run.
 
-``RayExecutor`` lives in the portal's worker thread (``core.jobs.Worker`` drives it); the
+``RayExecutor`` lives in the portal's worker thread (``core.executors.worker.Worker`` drives
+it); the
 actor and what else runs on a node are in ``core.executors.ray_node``:
 
 1. **submit**: a queued run whose executor is ``ray`` becomes a detached, named actor
@@ -22,7 +23,8 @@ actor and what else runs on a node are in ``core.executors.ray_node``:
 4. **end**: when the run process has exited, the actor returns the whole folder as a gzip
    tar; it is unpacked into ``data/runs/<run_id>/``, status.json and facts.json get the
    placement, the catalog indexes it, and the actor is killed (its GPUs are free again).
-5. **cancel**: ``core.jobs.cancel`` writes the ``CANCEL`` file; the next tick asks the actor
+5. **cancel**: ``core.executors.worker.cancel`` writes the ``CANCEL`` file; the next tick asks
+   the actor
    to cancel (``CANCEL`` in the scratch folder plus SIGTERM to the run process, which stops
    its server and records ``cancelled``); after ``CANCEL_GRACE_S`` the actor is killed.
 6. **death**: when the actor dies (its worker process or node died), a small task pinned to
@@ -184,8 +186,12 @@ class RayExecutor:
         import ray
 
         address = ray_address(self.settings)
-        if (self._connected and self._we_connected and address != self._address
-                and not self._remotes):  # the address was changed in the portal
+        if (
+            self._connected
+            and self._we_connected
+            and address != self._address
+            and not self._remotes
+        ):  # the address was changed in the portal
             with contextlib.suppress(Exception):
                 ray.shutdown()
             self._connected = self._we_connected = False
@@ -195,14 +201,20 @@ class RayExecutor:
             self._connected = True
             return ray
         if not address:
-            raise ConfigError("SERVELAB_RAY_ADDRESS", "the ray executor needs the address of "
-                              "a Ray cluster, e.g. 10.0.0.5:6379")
+            raise ConfigError(
+                "SERVELAB_RAY_ADDRESS",
+                "the ray executor needs the address of a Ray cluster, e.g. 10.0.0.5:6379",
+            )
         busy = self._connector is not None and self._connector.is_alive()
         if not busy and address != self._address:
             self._retry_at = 0.0  # a new address is tried at once
         if not busy and time.monotonic() >= self._retry_at:
-            self._connector = threading.Thread(target=self._connect_now, args=(ray, address),
-                                               name="servelab-ray-connect", daemon=True)
+            self._connector = threading.Thread(
+                target=self._connect_now,
+                args=(ray, address),
+                name="servelab-ray-connect",
+                daemon=True,
+            )
             self._connector.start()
             self._connector.join(2.0)  # a reachable cluster answers within this
             if self._connected:
@@ -219,9 +231,13 @@ class RayExecutor:
             pythonpath = [str(self.settings.ray_repo)]
             if os.environ.get("PYTHONPATH"):
                 pythonpath.append(os.environ["PYTHONPATH"])
-            ray.init(address=address, namespace=NAMESPACE, log_to_driver=False,
-                     configure_logging=False,
-                     runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(pythonpath)}})
+            ray.init(
+                address=address,
+                namespace=NAMESPACE,
+                log_to_driver=False,
+                configure_logging=False,
+                runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(pythonpath)}},
+            )
         except Exception as exc:
             self._connect_error = f"cannot connect: {_short(exc)}"
             self._retry_at = time.monotonic() + RECONNECT_S
@@ -247,9 +263,16 @@ class RayExecutor:
             for r in self._remotes.values():
                 if r.placement is None:
                     continue  # still waiting for Ray resources: the worker lists it as queued
-                out.append({"run_id": r.run_id, "gpus": r.placement.get("gpu_ids") or [],
-                            "pid": None, "attached": False, "executor": "ray",
-                            "node": r.placement.get("node_ip")})
+                out.append(
+                    {
+                        "run_id": r.run_id,
+                        "gpus": r.placement.get("gpu_ids") or [],
+                        "pid": None,
+                        "attached": False,
+                        "executor": "ray",
+                        "node": r.placement.get("node_ip"),
+                    }
+                )
             return out
 
     def tracks(self, run_id: str) -> bool:
@@ -271,14 +294,22 @@ class RayExecutor:
         return self.tick()
 
     def describe(self, folder: RunFolder, status: RunStatus) -> dict[str, Any]:
-        return {"run_id": folder.run_id, "gpus": status.gpu_ids or [], "pid": None,
-                "attached": True, "executor": self.name, "node": status.node_ip}
+        return {
+            "run_id": folder.run_id,
+            "gpus": status.gpu_ids or [],
+            "pid": None,
+            "attached": True,
+            "executor": self.name,
+            "node": status.node_ip,
+        }
 
     @classmethod
     def cancel_running(cls, settings: Settings, folder: RunFolder, status: RunStatus) -> str:
         """The worker's next poll passes the CANCEL file on to the actor."""
-        return (f"cancel requested for {folder.run_id}: its Ray run on "
-                f"{status.node_ip or 'a Ray node'} stops the server and records the result")
+        return (
+            f"cancel requested for {folder.run_id}: its Ray run on "
+            f"{status.node_ip or 'a Ray node'} stops the server and records the result"
+        )
 
     @classmethod
     def recover(cls, settings: Settings, folders: Sequence[RunFolder]) -> list[str]:
@@ -361,9 +392,15 @@ class RayExecutor:
         if problem:
             self._end(folder, "failed", problem, executor=self.name)
             return True
-        options: dict[str, Any] = {"name": actor_name(rid), "namespace": NAMESPACE,
-                                   "lifetime": "detached", "num_gpus": gpus, "num_cpus": 1,
-                                   "max_restarts": 0, "max_concurrency": 4}
+        options: dict[str, Any] = {
+            "name": actor_name(rid),
+            "namespace": NAMESPACE,
+            "lifetime": "detached",
+            "num_gpus": gpus,
+            "num_cpus": 1,
+            "max_restarts": 0,
+            "max_concurrency": 4,
+        }
         if spec.placement.accelerator_type:
             options["accelerator_type"] = spec.placement.accelerator_type
         with folder.transition():
@@ -372,18 +409,25 @@ class RayExecutor:
             if folder.cancel_requested:
                 folder.end("cancelled", "cancelled before it started")
                 return True
-            files = {name: (folder.path / name).read_bytes()
-                     for name in ("spec.json", "status.json", ".secrets.json")
-                     if (folder.path / name).is_file()}
+            files = {
+                name: (folder.path / name).read_bytes()
+                for name in ("spec.json", "status.json", ".secrets.json")
+                if (folder.path / name).is_file()
+            }
             try:
-                actor = ray.remote(RunHost).options(**options).remote(
-                    rid, files, self._forwarded_env(), str(self.settings.ray_repo))
+                actor = (
+                    ray.remote(RunHost)
+                    .options(**options)
+                    .remote(rid, files, self._forwarded_env(), str(self.settings.ray_repo))
+                )
             except ValueError:  # its name is taken: a portal that died right after making it
                 actor = ray.get_actor(actor_name(rid), namespace=NAMESPACE)
-            folder.update_status(executor=self.name, ray_actor=actor_name(rid),
-                                 phase="waiting for Ray resources",
-                                 ray_request={"num_gpus": gpus, "accelerator_type":
-                                              spec.placement.accelerator_type})
+            folder.update_status(
+                executor=self.name,
+                ray_actor=actor_name(rid),
+                phase="waiting for Ray resources",
+                ray_request={"num_gpus": gpus, "accelerator_type": spec.placement.accelerator_type},
+            )
         with self._lock:
             self._remotes[rid] = _Remote(rid, actor, info_ref=actor.info.remote())
         log.info("run %s submitted to Ray (%d GPU(s))", rid, gpus)
@@ -391,32 +435,44 @@ class RayExecutor:
 
     def _unplaceable(self, ray: Any, spec: RunSpec, gpus: int) -> str:
         if spec.server.device.startswith("cuda:"):
-            return ("server.device names a GPU index; on Ray, Ray chooses the GPUs "
-                    "(it sets CUDA_VISIBLE_DEVICES): use auto or cuda")
+            return (
+                "server.device names a GPU index; on Ray, Ray chooses the GPUs "
+                "(it sets CUDA_VISIBLE_DEVICES): use auto or cuda"
+            )
         nodes = [n.get("Resources") or {} for n in ray.nodes() if n.get("Alive")]
         accel = spec.placement.accelerator_type
-        fits = [r for r in nodes if r.get("GPU", 0) >= gpus
-                and (not accel or f"accelerator_type:{accel}" in r)]
+        fits = [
+            r
+            for r in nodes
+            if r.get("GPU", 0) >= gpus and (not accel or f"accelerator_type:{accel}" in r)
+        ]
         if not fits:
             most = max((int(r.get("GPU", 0)) for r in nodes), default=0)
             what = f"{gpus} GPU(s)" + (f" of type {accel}" if accel else "")
-            return (f"no node of the Ray cluster has {what} (the largest has {most}); "
-                    "lower tp_size or add a node")
+            return (
+                f"no node of the Ray cluster has {what} (the largest has {most}); "
+                "lower tp_size or add a node"
+            )
         return ""
 
     def _reattach(self, ray: Any, folder: RunFolder, status: RunStatus) -> bool:
         rid = folder.run_id
         # Where it ran, as this folder last heard: enough to fetch the folder from its node
         # if the actor is gone.
-        hint = {k: getattr(status, k) for k in ("node_ip", "node_id", "node_name", "gpu_ids")
-                if getattr(status, k) is not None}
+        hint = {
+            k: getattr(status, k)
+            for k in ("node_ip", "node_id", "node_name", "gpu_ids")
+            if getattr(status, k) is not None
+        }
         if status.extra("ray_scratch"):
             hint.update(executor=self.name, scratch=status.extra("ray_scratch"))
         try:
             actor = ray.get_actor(status.extra("ray_actor"), namespace=NAMESPACE)
         except Exception:
-            why = ("its Ray actor is gone (the cluster restarted, its node died, or nobody "
-                   f"collected the run for {UNCOLLECTED_TTL_S / 3600:.0f} h)")
+            why = (
+                "its Ray actor is gone (the cluster restarted, its node died, or nobody "
+                f"collected the run for {UNCOLLECTED_TTL_S / 3600:.0f} h)"
+            )
             if not hint.get("scratch"):
                 return self._finish_dead(folder, why)
             r = _Remote(rid, None, hint=hint)
@@ -444,36 +500,60 @@ class RayExecutor:
         if r.salvage_ref is not None:
             return self._advance_salvage(ray, r, folder)
         if folder.read_status().final and r.collect_ref is None:
-            # Cancelled while waiting for resources (core.jobs.cancel), or deleted.
+            # Cancelled while waiting for resources (core.executors.worker.cancel), or deleted.
             self._drop(ray, r)
             return False
         if folder.cancel_requested and r.cancel_sent is None:
             r.cancel_sent = time.monotonic()
             if r.placement is None and not self._ready(ray, r.info_ref):
                 self._drop(ray, r)
-                self._end(folder, "cancelled", "cancelled before it started (it was waiting "
-                                               "for Ray resources)")
+                self._end(
+                    folder,
+                    "cancelled",
+                    "cancelled before it started (it was waiting for Ray resources)",
+                )
                 return True
             r.actor.cancel.remote()
-        elif (r.cancel_sent is not None and r.collect_ref is None
-              and time.monotonic() - r.cancel_sent > CANCEL_GRACE_S):
+        elif (
+            r.cancel_sent is not None
+            and r.collect_ref is None
+            and time.monotonic() - r.cancel_sent > CANCEL_GRACE_S
+        ):
             ray.kill(r.actor, no_restart=True)
-            return self._died(ray, r, folder, f"killed {CANCEL_GRACE_S:.0f} s after the "
-                                              "cancel was sent")
+            return self._died(
+                ray, r, folder, f"killed {CANCEL_GRACE_S:.0f} s after the cancel was sent"
+            )
         try:
             if r.placement is None:
                 if not self._ready(ray, r.info_ref):
                     return False
                 r.placement = p = ray.get(r.info_ref)
                 # The address the node joined the cluster with (a node may have several).
-                p["node_ip"] = next((n.get("NodeManagerAddress") for n in ray.nodes()
-                                     if n.get("NodeID") == p["node_id"]), None) or p["node_ip"]
-                self._write(folder, state="running", phase="starting", executor=self.name,
-                            started_at=folder.read_status().started_at or utc_now(),
-                            node_ip=p["node_ip"], node_id=p["node_id"],
-                            node_name=p["node_name"], gpu_ids=p["gpu_ids"],
-                            ray_worker_pid=p["ray_worker_pid"], remote_pid=p.get("run_pid"),
-                            ray_scratch=p["scratch"])
+                p["node_ip"] = (
+                    next(
+                        (
+                            n.get("NodeManagerAddress")
+                            for n in ray.nodes()
+                            if n.get("NodeID") == p["node_id"]
+                        ),
+                        None,
+                    )
+                    or p["node_ip"]
+                )
+                self._write(
+                    folder,
+                    state="running",
+                    phase="starting",
+                    executor=self.name,
+                    started_at=folder.read_status().started_at or utc_now(),
+                    node_ip=p["node_ip"],
+                    node_id=p["node_id"],
+                    node_name=p["node_name"],
+                    gpu_ids=p["gpu_ids"],
+                    ray_worker_pid=p["ray_worker_pid"],
+                    remote_pid=p.get("run_pid"),
+                    ray_scratch=p["scratch"],
+                )
                 log.info("run %s started on %s, GPUs %s", r.run_id, p["node_ip"], p["gpu_ids"])
                 return True
             if r.collect_ref is not None:
@@ -488,8 +568,9 @@ class RayExecutor:
             if not self._ready(ray, r.poll_ref):
                 if time.monotonic() - r.poll_sent > POLL_TIMEOUT_S:
                     ray.kill(r.actor, no_restart=True)
-                    return self._died(ray, r, folder, f"its actor did not answer for "
-                                                      f"{POLL_TIMEOUT_S:.0f} s")
+                    return self._died(
+                        ray, r, folder, f"its actor did not answer for {POLL_TIMEOUT_S:.0f} s"
+                    )
                 return False
             snap = ray.get(r.poll_ref)
             r.poll_ref = None
@@ -525,9 +606,11 @@ class RayExecutor:
             r.log_tail = tail
             with contextlib.suppress(OSError):
                 tmp = folder.log_path.with_name(".server.log.tail")
-                tmp.write_text(f"[servelab: the last {LOG_TAIL_BYTES // 1024} KB of the "
-                               f"server log on Ray node {(r.placement or {}).get('node_ip')}; "
-                               "the whole log comes back when the run ends]\n" + tail)
+                tmp.write_text(
+                    f"[servelab: the last {LOG_TAIL_BYTES // 1024} KB of the "
+                    f"server log on Ray node {(r.placement or {}).get('node_ip')}; "
+                    "the whole log comes back when the run ends]\n" + tail
+                )
                 tmp.replace(folder.log_path)
         if snap.get("exit_code") is not None:
             r.start_error = str(snap.get("error") or "")
@@ -552,12 +635,16 @@ class RayExecutor:
         self._drop(ray, r)  # its GPUs are free again
         self._record_final(folder, r, remote)
 
-    def _record_final(self, folder: RunFolder, r: _Remote, remote: dict[str, Any],
-                      death: str = "") -> None:
+    def _record_final(
+        self, folder: RunFolder, r: _Remote, remote: dict[str, Any], death: str = ""
+    ) -> None:
         where = r.placement or r.hint
-        p = {k: v for k, v in where.items()
-             if k in ("executor", "node_ip", "node_id", "node_name", "gpu_ids",
-                      "cuda_visible_devices")}
+        p = {
+            k: v
+            for k, v in where.items()
+            if k
+            in ("executor", "node_ip", "node_id", "node_name", "gpu_ids", "cuda_visible_devices")
+        }
         with contextlib.suppress(StoreError):
             facts = folder.read("facts.json")
             if isinstance(facts, dict):
@@ -572,15 +659,24 @@ class RayExecutor:
         if death or status.get("state") not in FINAL_STATES:
             # It stopped without recording its end (or its actor died first): end it here,
             # with what it recorded so far.
-            why = death or r.start_error or ("its run process ended without recording a "
-                                             "final state (see runner.log)")
+            why = (
+                death
+                or r.start_error
+                or ("its run process ended without recording a final state (see runner.log)")
+            )
             for key in ("state", "reason", "phase", "progress"):
                 record.pop(key, None)
             with folder.transition():
                 if not folder.read_status().final:
-                    end_unfinished(folder, f"Ray worker died: {why}" if death else why,
-                                   step_why=why, tail="; server log and results so far kept"
-                                   if folder.log_path.exists() else "", **record)
+                    end_unfinished(
+                        folder,
+                        f"Ray worker died: {why}" if death else why,
+                        step_why=why,
+                        tail="; server log and results so far kept"
+                        if folder.log_path.exists()
+                        else "",
+                        **record,
+                    )
         else:  # the run's own end, as it recorded it on the node
             self._write(folder, **record)
         from core.store import Catalog
@@ -600,8 +696,10 @@ class RayExecutor:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
             task = ray.remote(salvage_folder).options(
-                num_cpus=0, max_retries=0,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False))
+                num_cpus=0,
+                max_retries=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+            )
             r.salvage_ref = task.remote(scratch)
             r.salvage_deadline = time.monotonic() + SALVAGE_TIMEOUT_S
             self._write(folder, phase="fetching what the dead Ray worker left")

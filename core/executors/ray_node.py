@@ -36,18 +36,25 @@ from typing import Any
 
 from core.errors import StoreError
 from core.executors.base import run_argv
-from core.launcher import run_processes
+from core.run.launcher import run_processes
 from core.run_folder import FINAL_STATES, read_json, utc_now, write_json_atomic
 
-__all__ = ["GUARD_GRACE_S", "LOG_TAIL_BYTES", "RunHost", "guard", "guard_argv", "pack_folder",
-           "salvage_folder"]
+__all__ = [
+    "GUARD_GRACE_S",
+    "LOG_TAIL_BYTES",
+    "RunHost",
+    "guard",
+    "guard_argv",
+    "pack_folder",
+    "salvage_folder",
+]
 
 LOG_TAIL_BYTES = 8192  # of the server log, sent with each progress snapshot
 UNCOLLECTED_TTL_S = 6 * 3600.0  # a finished run's actor waits this long to be collected
 _SKIP = (".secrets.json", ".jobs.lock", "servelab.duckdb", "servelab.duckdb.lock")
 # After the run process is told to stop (its actor died, or a cancel), how long it has to
 # stop its server and record its end before the guard kills it and its server: the
-# server's own stop grace (core/launcher.py, 10 s) plus room for a loaded host.
+# server's own stop grace (core/run/launcher.py, 10 s) plus room for a loaded host.
 GUARD_GRACE_S = 45.0
 _GUARD_POLL_S = 0.2
 
@@ -63,8 +70,14 @@ def _pdeathsig_term() -> None:
 
 def guard_argv(run_id: str, parent_pid: int, grace_s: float = GUARD_GRACE_S) -> list[str]:
     """The guard of ``run_id``'s run process, for a parent (the actor) with this pid."""
-    return [sys.executable, "-m", "core.executors.ray_node", str(parent_pid), run_id,
-            f"{grace_s:g}"]
+    return [
+        sys.executable,
+        "-m",
+        "core.executors.ray_node",
+        str(parent_pid),
+        run_id,
+        f"{grace_s:g}",
+    ]
 
 
 def _kill_run(proc: subprocess.Popen[bytes], run_id: str) -> None:
@@ -86,20 +99,31 @@ def guard(parent_pid: int, run_id: str, grace_s: float = GUARD_GRACE_S) -> int:
     asked: list[bool] = []  # SIGTERM came (before or after the run process started)
     signal.signal(signal.SIGTERM, lambda _signum, _frame: asked.append(True))
     # The run process gets SIGTERM if the guard itself is killed.
-    proc = subprocess.Popen(run_argv(run_id), stdin=subprocess.DEVNULL,
-                            start_new_session=True, preexec_fn=_pdeathsig_term)
+    proc = subprocess.Popen(
+        run_argv(run_id),
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=_pdeathsig_term,
+    )
     stop_at = 0.0  # when the run process was told to stop
     while proc.poll() is None:
         if not stop_at and (asked or os.getppid() != parent_pid):
             stop_at = time.monotonic()  # a cancel, or the actor is gone (whichever way)
             why = "SIGTERM" if asked else f"its actor (pid {parent_pid}) is gone"
-            print(f"# servelab guard {utc_now()}: {why}: SIGTERM to run process {proc.pid}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"# servelab guard {utc_now()}: {why}: SIGTERM to run process {proc.pid}",
+                file=sys.stderr,
+                flush=True,
+            )
             with contextlib.suppress(OSError):
                 proc.send_signal(signal.SIGTERM)
         if stop_at and time.monotonic() - stop_at > grace_s:
-            print(f"# servelab guard {utc_now()}: run process {proc.pid} still there "
-                  f"{grace_s:g} s later: killed with its server", file=sys.stderr, flush=True)
+            print(
+                f"# servelab guard {utc_now()}: run process {proc.pid} still there "
+                f"{grace_s:g} s later: killed with its server",
+                file=sys.stderr,
+                flush=True,
+            )
             _kill_run(proc, run_id)
             break
         time.sleep(_GUARD_POLL_S)
@@ -139,8 +163,9 @@ def salvage_folder(scratch: str, wait_s: float = 15.0) -> bytes | None:
 class RunHost:
     """A Ray actor: one run on one node. Created with the GPUs the run needs."""
 
-    def __init__(self, run_id: str, files: dict[str, bytes], env: dict[str, str],
-                 repo: str) -> None:
+    def __init__(
+        self, run_id: str, files: dict[str, bytes], env: dict[str, str], repo: str
+    ) -> None:
         import ray
 
         self.run_id = run_id
@@ -156,10 +181,15 @@ class RunHost:
         ctx = ray.get_runtime_context()
         gpu_ids = [str(g) for g in (ctx.get_accelerator_ids().get("GPU") or [])]
         self.placement: dict[str, Any] = {
-            "executor": "ray", "node_ip": ray.util.get_node_ip_address(),  # type: ignore[no-untyped-call]
-            "node_id": ctx.get_node_id(), "node_name": platform.node(), "gpu_ids": gpu_ids,
+            "executor": "ray",
+            "node_ip": ray.util.get_node_ip_address(),  # type: ignore[no-untyped-call]
+            "node_id": ctx.get_node_id(),
+            "node_name": platform.node(),
+            "gpu_ids": gpu_ids,
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-            "ray_worker_pid": os.getpid(), "scratch": str(self.folder)}
+            "ray_worker_pid": os.getpid(),
+            "scratch": str(self.folder),
+        }
         write_json_atomic(self.folder / "placement.json", self.placement)
         self.env = {**os.environ, **env, "SERVELAB_DATA_DIR": str(self.data_dir)}
         self.repo = repo
@@ -178,14 +208,22 @@ class RunHost:
         argv = guard_argv(self.run_id, os.getpid())
         try:
             with (self.folder / "runner.log").open("ab") as out:
-                out.write(f"# servelab ray actor on {self.placement['node_ip']} "
-                          f"gpus {self.placement['gpu_ids']} {utc_now()}: "
-                          f"{shlex.join(argv)}\n".encode())
+                out.write(
+                    f"# servelab ray actor on {self.placement['node_ip']} "
+                    f"gpus {self.placement['gpu_ids']} {utc_now()}: "
+                    f"{shlex.join(argv)}\n".encode()
+                )
                 out.flush()
-                self.proc = subprocess.Popen(argv, cwd=self.repo, env=self.env,
-                                             stdin=subprocess.DEVNULL, stdout=out,
-                                             stderr=subprocess.STDOUT, start_new_session=True,
-                                             preexec_fn=_pdeathsig_term)
+                self.proc = subprocess.Popen(
+                    argv,
+                    cwd=self.repo,
+                    env=self.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=_pdeathsig_term,
+                )
         except OSError as exc:
             self.error = f"could not start the run process on {platform.node()}: {exc}"
             self.exit_code = -1
@@ -215,8 +253,12 @@ class RunHost:
         with contextlib.suppress(OSError), (self.folder / "server.log").open("rb") as f:
             f.seek(max(0, f.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
             log_tail = f.read().decode(errors="replace")
-        return {"status": status, "exit_code": self.exit_code, "error": self.error,
-                "log_tail": log_tail}
+        return {
+            "status": status,
+            "exit_code": self.exit_code,
+            "error": self.error,
+            "log_tail": log_tail,
+        }
 
     def cancel(self) -> str:
         with contextlib.suppress(OSError):

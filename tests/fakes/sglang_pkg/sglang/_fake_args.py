@@ -140,8 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["flashinfer", "pytorch", "ascend", "intel_xpu"],
     )
     # The real server takes it (0.5.17 and 0.5.23); ServeLab's H200 runs pass "none".
-    a("--grammar-backend", type=str, default=None,
-      choices=["xgrammar", "outlines", "llguidance", "none"])
+    a(
+        "--grammar-backend",
+        type=str,
+        default=None,
+        choices=["xgrammar", "outlines", "llguidance", "none"],
+    )
     a(
         "--cuda-graph-max-bs-decode",
         type=int,

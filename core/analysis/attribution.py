@@ -1,0 +1,618 @@
+"""Attribution: which knob did it, and by how much.
+
+For an experiment whose arms set a few knobs (a factorial grid, a one-at-a-time grid, or a
+plain A/B), each metric at each point is fitted by ordinary least squares (statsmodels) on
+its logarithm: one indicator per non-baseline knob value (main effects), one per pair of
+changed knobs (two-knob interactions) and, in a factorial with 3 or 4 knobs, the higher-order
+products too, so the model has one mean per arm; plus one indicator per trial (trials are
+blocks: the arms of one trial ran back to back). Coefficients are log-ratios, so
+``exp(coef) - 1`` is the relative effect, and its 95% interval is the t interval of the
+coefficient over the residual degrees of freedom (unknown when there are none).
+
+The difference between the baseline arm and the "after" arm (every knob at its after value)
+is then the sum of the terms active in the after arm: main effects + interactions (+ the
+higher-order rest). On the log scale the parts add up to the total exactly (shown beside
+the verdict), and in a balanced design the total equals the ratio of the arms' geometric
+means, which is what ``core.analysis.stats`` reports for a one-knob A/B.
+
+A run that failed, or a metric it lacks, is listed in ``failed``/``notes``, never dropped
+silently; if an arm has no usable run at a point, the interactions are not estimable and
+the main effects come from an additive model (the notes say so).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import statsmodels.api as sm
+
+from core.analysis.compare import METRIC_DIRECTIONS, memory_headroom, point_key
+from core.analysis.stats import RunOfArm, baseline_arm
+from core.config import knob_text
+
+__all__ = [
+    "ATTRIBUTION_METRICS",
+    "RUN_LEVEL_METRICS",
+    "Attribution",
+    "Design",
+    "Part",
+    "attribute",
+    "decompose",
+    "design_of",
+    "effects_table",
+    "experiment_attribution",
+    "experiment_effects",
+    "format_attribution",
+    "higher_is_better",
+    "verdict_sentence",
+]
+
+# Per point (from each point's summary) and per run (server facts, memory).
+ATTRIBUTION_METRICS = (
+    "output_throughput",
+    "median_ttft_ms",
+    "median_itl_ms",
+    "median_tpot_ms",
+    "kv_cache_tokens",
+    "memory_headroom_gb",
+)
+RUN_LEVEL_METRICS = frozenset({"kv_cache_tokens", "memory_headroom_gb"})
+_DIRECTIONS = {**METRIC_DIRECTIONS, "kv_cache_tokens": "higher", "memory_headroom_gb": "higher"}
+_WORDS = {
+    "output_throughput": "output throughput",
+    "median_ttft_ms": "median TTFT",
+    "median_itl_ms": "median ITL",
+    "median_tpot_ms": "median TPOT",
+    "kv_cache_tokens": "KV pool",
+    "memory_headroom_gb": "memory headroom",
+}
+HIGHER_ORDER = "higher-order interactions"
+
+
+@dataclass(frozen=True)
+class Design:
+    """Which arm sets which knob value; each knob's levels start with the baseline's."""
+
+    knobs: tuple[str, ...]
+    levels: dict[str, tuple[Any, ...]]
+    arm_levels: dict[str, dict[str, Any]]
+    baseline_arm: str
+    after_arm: str | None
+    factorial: bool
+
+    @property
+    def changed(self) -> tuple[str, ...]:
+        """The knobs whose after value differs from the baseline's."""
+        if self.after_arm is None:
+            return ()
+        base, after = self.arm_levels[self.baseline_arm], self.arm_levels[self.after_arm]
+        return tuple(k for k in self.knobs if not _same(base[k], after[k]))
+
+
+def _same(a: Any, b: Any) -> bool:
+    return isinstance(a, bool) == isinstance(b, bool) and bool(a == b)
+
+
+def _index(values: Sequence[Any], value: Any) -> int:
+    return next(i for i, v in enumerate(values) if _same(v, value))
+
+
+def _base_value(base: dict[str, Any], knob: str) -> Any:
+    group, _, name = knob.partition(".")
+    return (base.get(group) or {}).get(name)
+
+
+def design_of(spec: dict[str, Any]) -> Design | None:
+    """The design of an experiment as stored in experiment.json (``spec``): from its grid,
+    or from its arms' changes (a plain A/B is a one-knob design). None without knobs."""
+    arms = spec.get("arms") or []
+    labels = [str(a["label"]) for a in arms]
+    knobs: list[str] = []
+    for a in arms:
+        knobs += [k for k in a.get("changes") or {} if k not in knobs]
+    if not knobs or len(arms) < 2:
+        return None
+    base = spec.get("base") or {}
+    arm_levels = {
+        str(a["label"]): {k: (a.get("changes") or {}).get(k, _base_value(base, k)) for k in knobs}
+        for a in arms
+    }
+    baseline = baseline_arm(spec)  # the one rule for an experiment's baseline
+    grid = spec.get("grid") or {}
+    levels: dict[str, tuple[Any, ...]] = {}
+    for k in knobs:
+        seen: list[Any] = [arm_levels[baseline][k]]
+        for lab in labels:
+            if not any(_same(arm_levels[lab][k], v) for v in seen):
+                seen.append(arm_levels[lab][k])
+        levels[k] = tuple(seen)
+    wanted = (
+        {
+            k: (grid.get("after") or {}).get(k, (grid.get("knobs") or {}).get(k, [None])[-1])
+            for k in knobs
+        }
+        if grid
+        else None
+    )
+    after = None
+    for lab in labels:
+        lv = arm_levels[lab]
+        if wanted is not None and all(_same(lv[k], wanted[k]) for k in knobs):
+            after = lab
+    if after is None:  # no grid: the arm that changes the most knobs from the baseline
+        changes = {
+            lab: sum(not _same(arm_levels[lab][k], arm_levels[baseline][k]) for k in knobs)
+            for lab in labels
+            if lab != baseline
+        }
+        after = max(changes, key=lambda lab: changes[lab])
+    cells = {tuple(_index(levels[k], arm_levels[lab][k]) for k in knobs) for lab in labels}
+    factorial = len(cells) == math.prod(len(v) for v in levels.values())
+    return Design(tuple(knobs), levels, arm_levels, baseline, after, factorial)
+
+
+# --- the model --------------------------------------------------------------------------------
+
+
+def _level_name(knob: str, design: Design, i: int) -> str:
+    return (
+        f"{knob.split('.', 1)[-1]} {knob_text(design.levels[knob][0])}→"
+        f"{knob_text(design.levels[knob][i])}"
+    )
+
+
+@dataclass(frozen=True)
+class _Term:
+    name: str
+    kind: str  # main, interaction, higher
+    members: tuple[tuple[str, int], ...]  # (knob, level index) that must all hold
+
+
+def _terms(design: Design, interactions: bool) -> list[_Term]:
+    mains = [(k, i) for k in design.knobs for i in range(1, len(design.levels[k]))]
+    out = [_Term(_level_name(k, design, i), "main", ((k, i),)) for k, i in mains]
+    if not interactions:
+        return out
+    for order in range(2, len(design.knobs) + 1):
+        for combo in itertools.combinations(mains, order):
+            if len({k for k, _ in combo}) < order:
+                continue  # two levels of one knob never hold at once
+            names = " × ".join(_level_name(k, design, i) for k, i in combo)
+            out.append(_Term(names, "interaction" if order == 2 else "higher", combo))
+    return out
+
+
+@dataclass
+class _Fit:
+    terms: list[_Term]
+    params: dict[str, float]
+    result: Any  # statsmodels RegressionResults, or None when nothing could be fitted
+    names: list[str]
+    df_resid: float
+    additive: bool
+
+
+def _design_matrix(
+    obs: pd.DataFrame, design: Design, terms: list[_Term]
+) -> tuple[np.ndarray, list[str]]:
+    cols = [np.ones(len(obs))]
+    names = ["const"]
+    for t in terms:
+        col = np.ones(len(obs))
+        for knob, i in t.members:
+            col = col * (obs[knob].to_numpy() == i)
+        cols.append(col)
+        names.append(t.name)
+    trials = sorted(obs["trial"].unique())
+    for tr in trials[1:]:
+        cols.append((obs["trial"].to_numpy() == tr).astype(float))
+        names.append(f"trial {tr}")
+    return np.column_stack(cols), names
+
+
+def _fit(obs: pd.DataFrame, design: Design) -> _Fit | None:
+    for interactions in (True, False) if design.factorial else (False,):
+        terms = _terms(design, interactions)
+        x, names = _design_matrix(obs, design, terms)
+        if np.linalg.matrix_rank(x) < x.shape[1]:
+            continue
+        result = sm.OLS(obs["y"].to_numpy(), x).fit()
+        params = dict(zip(names, (float(p) for p in result.params), strict=True))
+        return _Fit(
+            terms,
+            params,
+            result,
+            names,
+            float(result.df_resid),
+            additive=design.factorial and not interactions,
+        )
+    return None
+
+
+def _interval(fit: _Fit, weights: dict[str, float]) -> tuple[float, float | None, float | None]:
+    vec = np.array([weights.get(n, 0.0) for n in fit.names])
+    est = float(vec @ np.array([fit.params[n] for n in fit.names]))
+    if fit.df_resid < 1:
+        return est, None, None
+    low, high = (float(v) for v in np.asarray(fit.result.t_test(vec).conf_int(0.05))[0])
+    return est, low, high
+
+
+# --- results ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Part:
+    """One piece of the difference: a log-ratio with its interval (None: unknown)."""
+
+    name: str
+    kind: str  # main, interaction, higher, total
+    log: float
+    log_low: float | None
+    log_high: float | None
+
+    @property
+    def rel(self) -> float:
+        return math.expm1(self.log)
+
+    @property
+    def within_noise(self) -> bool | None:
+        if self.log_low is None or self.log_high is None:
+            return None
+        return self.log_low <= 0 <= self.log_high
+
+
+@dataclass
+class Attribution:
+    design: Design
+    effects: pd.DataFrame  # one row per (point, metric, term); see effects_table
+    decompositions: dict[tuple[Any, str], list[Part]]  # (concurrency, metric) → parts + total
+    measured: dict[tuple[Any, str], float]  # raw geometric-mean log-ratio after vs baseline
+    failed: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _observations(
+    runs: Sequence[RunOfArm], metric: str
+) -> dict[tuple[Any, str], list[tuple[str, int, float]]]:
+    """(point key, label) → (arm, trial, value) of every succeeded run with a positive value."""
+    out: dict[tuple[Any, str], list[tuple[str, int, float]]] = {}
+    for r in runs:
+        if r.view.status.get("state") != "succeeded":
+            continue
+        if metric in RUN_LEVEL_METRICS:
+            value = _run_value(r, metric)
+            if value is not None:
+                out.setdefault((None, "all points"), []).append((r.arm, r.trial, value))
+            continue
+        for s in r.view.points:
+            v = (s.get("metrics") or {}).get(metric)
+            if isinstance(v, int | float) and not isinstance(v, bool) and v > 0:
+                key = (point_key(s), str(s.get("label", point_key(s))))
+                out.setdefault(key, []).append((r.arm, r.trial, float(v)))
+    return out
+
+
+def _run_value(r: RunOfArm, metric: str) -> float | None:
+    if metric == "kv_cache_tokens":
+        v = r.view.facts.get("kv_cache_tokens")
+    else:  # memory headroom as the summary card reads it (docs/METRICS.md): the server's
+        # free GPU memory after start-up, else the GPU's total less the peak used under load
+        row = memory_headroom([r.view]).iloc[0]
+        total, peak = row["gpu_total_gb"], row["peak_gpu_used_mib"]
+        v = row["available_gpu_mem_gb"]
+        if v is None:
+            v = None if total is None or peak is None else total - peak / 1024
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and v > 0 else None
+
+
+def attribute(
+    runs: Sequence[RunOfArm], design: Design, metrics: Sequence[str] = ATTRIBUTION_METRICS
+) -> Attribution:
+    """Effects per point and metric, and the split of the baseline→after difference."""
+    rows: list[dict[str, Any]] = []
+    parts: dict[tuple[Any, str], list[Part]] = {}
+    measured: dict[tuple[Any, str], float] = {}
+    failed = [
+        {
+            "arm": r.arm,
+            "trial": r.trial,
+            "run_id": r.view.run_id,
+            "state": r.view.status.get("state"),
+            "reason": r.view.status.get("reason"),
+        }
+        for r in runs
+        if r.view.status.get("state") != "succeeded"
+    ]
+    notes = [
+        f"run {f['run_id']} ({f['arm']}, trial {f['trial']}) {f['state']}"
+        + (f": {f['reason']}" if f["reason"] else "")
+        + " — left out of the fit"
+        for f in failed
+    ]
+    for metric in metrics:
+        for (key, label), vals in _observations(runs, metric).items():
+            conc = None if key is None else key[0]
+            obs = pd.DataFrame(vals, columns=["arm", "trial", "value"])
+            obs = obs[obs["arm"].isin(list(design.arm_levels))]
+            obs["y"] = np.log(obs["value"])
+            for k in design.knobs:
+                obs[k] = [_index(design.levels[k], design.arm_levels[a][k]) for a in obs["arm"]]
+            missing = [a for a in design.arm_levels if a not in set(obs["arm"])]
+            where = f"{_WORDS.get(metric, metric)} at {label}"
+            if missing:
+                notes.append(f"{where}: no value from arm(s) {', '.join(missing)}")
+            fit = _fit(obs, design)
+            if fit is None:
+                notes.append(f"{where}: effects not estimable from the runs that succeeded")
+                continue
+            if fit.additive:
+                notes.append(
+                    f"{where}: interactions not estimable (an arm has no value); "
+                    "main effects assume none"
+                )
+            for t in fit.terms:
+                est, low, high = _interval(fit, {t.name: 1.0})
+                rows.append(
+                    _row(label, conc, metric, t.name, t.kind, est, low, high, fit, len(obs))
+                )
+            split = _decompose_fit(fit, design)
+            if split is not None:
+                parts[(conc, metric)] = split
+                total = split[-1]
+                rows.append(
+                    _row(
+                        label,
+                        conc,
+                        metric,
+                        total.name,
+                        "total",
+                        total.log,
+                        total.log_low,
+                        total.log_high,
+                        fit,
+                        len(obs),
+                    )
+                )
+                raw = _measured(obs, design)
+                if raw is not None:
+                    measured[(conc, metric)] = raw
+    return Attribution(design, pd.DataFrame(rows, columns=_COLUMNS), parts, measured, failed, notes)
+
+
+_COLUMNS = [
+    "point",
+    "concurrency",
+    "metric",
+    "term",
+    "kind",
+    "log_effect",
+    "log_low",
+    "log_high",
+    "rel",
+    "rel_low",
+    "rel_high",
+    "label",
+    "n_runs",
+    "df_resid",
+]
+
+
+def _row(
+    point: str,
+    conc: Any,
+    metric: str,
+    term: str,
+    kind: str,
+    est: float,
+    low: float | None,
+    high: float | None,
+    fit: _Fit,
+    n: int,
+) -> dict[str, Any]:
+    return {
+        "point": point,
+        "concurrency": conc,
+        "metric": metric,
+        "term": term,
+        "kind": kind,
+        "log_effect": est,
+        "log_low": low,
+        "log_high": high,
+        "rel": math.expm1(est),
+        "rel_low": None if low is None else math.expm1(low),
+        "rel_high": None if high is None else math.expm1(high),
+        "label": _label(metric, est, low, high),
+        "n_runs": n,
+        "df_resid": fit.df_resid,
+    }
+
+
+def higher_is_better(metric: str) -> bool:
+    return _DIRECTIONS.get(metric, "higher") == "higher"
+
+
+def _label(metric: str, est: float, low: float | None, high: float | None) -> str:
+    if low is None or high is None:
+        return "interval unknown"
+    if low <= 0 <= high:
+        return "within noise"
+    return "better" if (est > 0) == higher_is_better(metric) else "worse"
+
+
+def _decompose_fit(fit: _Fit, design: Design) -> list[Part] | None:
+    """Main effects and interactions active in the after arm, then the higher-order rest
+    (one part), then the total (their sum, with its own interval)."""
+    if design.after_arm is None:
+        return None
+    after = design.arm_levels[design.after_arm]
+    held = {(k, _index(design.levels[k], after[k])) for k in design.knobs}
+    active = [t for t in fit.terms if all(m in held for m in t.members)]
+    out = []
+    for t in active:
+        if t.kind != "higher":
+            est, low, high = _interval(fit, {t.name: 1.0})
+            out.append(Part(t.name, t.kind, est, low, high))
+    higher = {t.name: 1.0 for t in active if t.kind == "higher"}
+    if higher:
+        est, low, high = _interval(fit, higher)
+        out.append(Part(HIGHER_ORDER, "higher", est, low, high))
+    est, low, high = _interval(fit, {t.name: 1.0 for t in active})
+    out.append(Part("total", "total", est, low, high))
+    return out
+
+
+def _measured(obs: pd.DataFrame, design: Design) -> float | None:
+    """log(geometric mean of the after arm / geometric mean of the baseline arm)."""
+    a = obs[obs["arm"] == design.after_arm]["y"]
+    b = obs[obs["arm"] == design.baseline_arm]["y"]
+    return None if a.empty or b.empty else float(a.mean() - b.mean())
+
+
+def decompose(attr: Attribution, metric: str, concurrency: Any = "highest") -> list[Part]:
+    """The parts (and the total, last) at one concurrency; "highest" picks the largest."""
+    keys = [k for k in attr.decompositions if k[1] == metric]
+    if not keys:
+        return []
+    if concurrency == "highest":
+        concs = [k[0] for k in keys]
+        known = [c for c in concs if c is not None]
+        concurrency = max(known) if known else None
+    return attr.decompositions.get((concurrency, metric), [])
+
+
+def effects_table(attr: Attribution) -> pd.DataFrame:
+    """Every effect with its interval (the export's table)."""
+    return attr.effects.copy()
+
+
+# --- the sentence -----------------------------------------------------------------------------
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:+.1f}%"
+
+
+def _ci(p: Part) -> str:
+    if p.log_low is None or p.log_high is None:
+        return "interval unknown"
+    return f"95% CI {_pct(math.expm1(p.log_low))}…{_pct(math.expm1(p.log_high))}"
+
+
+def _arm_text(design: Design, arm: str) -> str:
+    levels = design.arm_levels[arm]
+    return " + ".join(f"{k.split('.', 1)[-1]} {knob_text(levels[k])}" for k in design.changed)
+
+
+def verdict_sentence(
+    attr: Attribution,
+    metric: str = "output_throughput",
+    concurrency: Any = "highest",
+    noise_floor: dict[str, Any] | None = None,
+) -> str:
+    """ "Of the −14% output throughput at concurrency 64 (after vs before): knob +9% (95% CI
+    …), …; A/A noise floor ±3%." followed by the log-scale sum of the parts."""
+    parts = decompose(attr, metric, concurrency)
+    words = _WORDS.get(metric, metric)
+    if not parts:
+        why = "; ".join(attr.notes[-3:]) or "no comparable results yet"
+        return f"No attribution of {words}: {why}."
+    *pieces, total = parts
+    design = attr.design
+    assert design.after_arm is not None
+    conc = next(k[0] for k, v in attr.decompositions.items() if v is parts)
+    where = "over all points" if conc is None else f"at concurrency {conc}"
+    texts = []
+    for p in pieces:
+        noise = p.within_noise
+        tail = ", within noise" if noise else ""
+        if (
+            noise_floor
+            and isinstance(noise_floor.get(metric), int | float)
+            and abs(p.rel) < float(noise_floor[metric])
+            and not noise
+        ):
+            tail = ", below the A/A noise floor"
+        name = (
+            p.name
+            if p.kind == "main"
+            else f"interaction {p.name}"
+            if p.kind == "interaction"
+            else p.name
+        )
+        texts.append(f"{name} {_pct(p.rel)} ({_ci(p)}{tail})")
+    floor = ""
+    if noise_floor and isinstance(noise_floor.get(metric), int | float):
+        floor = f"; A/A noise floor ±{float(noise_floor[metric]) * 100:.0f}%"
+    additive = (
+        " (additive model: interactions not estimable)"
+        if not any(p.kind == "interaction" for p in pieces) and len(design.changed) > 1
+        else ""
+    )
+    head = (
+        f"Of the {_pct(total.rel)} {words} {where} "
+        f"({_arm_text(design, design.after_arm)} vs "
+        f"{_arm_text(design, design.baseline_arm)}; {_ci(total)}): "
+    )
+    logs = " ".join(f"{p.log:+.3f}" for p in pieces)
+    check = (
+        f"On the log scale the parts add up: {logs} = {total.log:+.3f} = "
+        f"ln(1 {'+' if total.rel >= 0 else '-'} {abs(total.rel) * 100:.1f}%)"
+    )
+    raw = attr.measured.get((conc, metric))
+    if raw is not None and abs(raw - total.log) > 5e-4:
+        check += f"; the arms' raw geometric means differ by {raw:+.3f} (unbalanced runs)"
+    return head + ", ".join(texts) + additive + floor + ". " + check + "."
+
+
+def experiment_attribution(settings: Any, record: dict[str, Any]) -> Attribution | None:
+    """The attribution of a grid experiment (experiment.json ``record``); None for an
+    experiment without a grid (its A/B verdict says it all) or before any run finished."""
+    from core.experiments.design import experiment_runs
+
+    spec = record.get("spec") or {}
+    design = design_of(spec) if spec.get("grid") else None
+    if design is None:
+        return None
+    runs = experiment_runs(settings, record)
+    if not any(r.view.status.get("state") == "succeeded" for r in runs):
+        return None
+    return attribute(runs, design)
+
+
+def format_attribution(
+    settings: Any, record: dict[str, Any], noise_floor: dict[str, Any] | None = None
+) -> list[str]:
+    """Text lines for the CLI: the verdict per metric at the highest concurrency, then the
+    runs left out and why."""
+    attr = experiment_attribution(settings, record)
+    if attr is None:
+        return []
+    out = ["", "Attribution (log-ratio effects, OLS with trial blocks):"]
+    for metric in ("output_throughput", "median_ttft_ms", "median_itl_ms"):
+        if decompose(attr, metric):
+            out.append("  " + verdict_sentence(attr, metric, noise_floor=noise_floor))
+    out += [f"  note: {n}" for n in attr.notes]
+    return out
+
+
+def experiment_effects(
+    settings: Any, record: dict[str, Any]
+) -> tuple[list[str], pd.DataFrame] | None:
+    """For exports: the verdict sentences (output throughput, then TTFT) and every effect;
+    None for an experiment without a grid or results."""
+    attr = experiment_attribution(settings, record)
+    if attr is None:
+        return None
+    sentences = [
+        verdict_sentence(attr, m)
+        for m in ("output_throughput", "median_ttft_ms")
+        if decompose(attr, m)
+    ]
+    return sentences + [f"note: {n}" for n in attr.notes], effects_table(attr)

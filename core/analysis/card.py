@@ -1,0 +1,635 @@
+"""The answer at a glance: the summary card at the top of the Compare and Experiment pages
+and of the HTML report.
+
+For each arm against the baseline, at each concurrency: output throughput, TTFT (median,
+p99), ITL and TPOT (median), the peak GPU memory and the memory headroom, plus the KV pool
+(a start-up fact, one value per run). Each cell holds the change, its 95% interval
+(``core.analysis.stats.relative_diff``: log scale, never below -100%) and better / worse / within
+noise. Regressions come first, in words (``regressions``), and the verdicts quote them.
+Points whose numbers are suspect (cut short by a cancel, the load generator saturated or
+its timestamps late, not steady state: ``core.metrics.point_caveats``) are named too
+(``caveats``), in the card and the verdict alike.
+
+An arm is a list of runs: the trials of an experiment arm, or one run of a comparison.
+With fewer than 3 runs per arm there is no interval; a change then counts as noise when
+the A/A noise floor measured on the same host covers it, and as unconfirmed otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from core.analysis.compare import (
+    METRIC_DIRECTIONS,
+    SAME_THRESHOLD,
+    RunView,
+    first_points,
+    memory_headroom,
+    peak_gpu_mib_by_point,
+)
+from core.analysis.stats import MIN_TRIALS_FOR_CI, relative_diff
+from core.metrics import CAVEAT_KINDS, CAVEAT_MEANING, Caveat, point_caveats
+
+__all__ = [
+    "CARD_METRICS",
+    "CardRow",
+    "PointCaveat",
+    "Story",
+    "card_frame",
+    "card_grid",
+    "caveat_line",
+    "caveats",
+    "comparison_story",
+    "experiment_story",
+    "noise_note",
+    "regression_lines",
+    "regressions",
+    "runs_host",
+    "summary_card",
+]
+
+CardVerdict = Literal["better", "worse", "within noise", "unknown"]
+
+# metric -> (name in words, unit, higher is better)
+CARD_METRICS: dict[str, tuple[str, str, bool]] = {
+    "output_throughput": ("output throughput", "tok/s", True),
+    "median_ttft_ms": ("median TTFT", "ms", False),
+    "p99_ttft_ms": ("p99 TTFT", "ms", False),
+    "median_itl_ms": ("median ITL", "ms", False),
+    "median_tpot_ms": ("median TPOT", "ms", False),
+    "peak_gpu_mib": ("peak GPU memory", "MiB", False),
+    "headroom_gb": ("memory headroom", "GB", True),
+    "kv_cache_tokens": ("KV pool", "tokens", True),
+}
+_MEMORY = ("peak_gpu_mib", "headroom_gb", "kv_cache_tokens")
+
+
+@dataclass(frozen=True)
+class CardRow:
+    """One metric at one concurrency (None: a whole-run fact such as the KV pool) for one
+    arm against the baseline."""
+
+    metric: str
+    concurrency: int | None
+    point: str
+    arm: str
+    baseline: str
+    base_mean: float | None
+    mean: float | None
+    change: float | None  # relative: mean / base_mean - 1
+    low: float | None
+    high: float | None
+    n: int
+    n_base: int
+    verdict: CardVerdict
+    confirmed: bool  # an interval (or the A/A floor) backs the verdict
+
+    @property
+    def name(self) -> str:
+        return CARD_METRICS[self.metric][0]
+
+    @property
+    def unit(self) -> str:
+        return CARD_METRICS[self.metric][1]
+
+    @property
+    def where(self) -> str:
+        return "at start-up" if self.concurrency is None else f"at c={self.concurrency}"
+
+    def change_text(self) -> str:
+        """``+44% (95% CI +3…+84%)``; memory also in its own unit (``+306 MiB``)."""
+        if self.change is None:
+            return "n/a"
+        text = f"{self.change * 100:+.1f}%"
+        if self.metric in _MEMORY and self.mean is not None and self.base_mean is not None:
+            diff = self.mean - self.base_mean
+            text = (
+                f"{diff:+,.0f} {self.unit} ({text})"
+                if abs(diff) >= 10
+                else f"{diff:+.2f} {self.unit} ({text})"
+            )
+        if self.low is not None and self.high is not None:
+            text += f" (95% CI {self.low * 100:+.1f}…{self.high * 100:+.1f}%)"
+        elif self.n < MIN_TRIALS_FOR_CI or self.n_base < MIN_TRIALS_FOR_CI:
+            text += f" (no interval: {min(self.n, self.n_base)} run(s) per arm)"
+        return text
+
+    def cell_text(self) -> str:
+        """The change for a grid cell, short: ``+44% [+1, +105] ▼``."""
+        if self.change is None:
+            return "n/a"
+
+        def pct(x: float) -> str:
+            return f"{x * 100:+.0f}" if abs(x) >= 0.095 else f"{x * 100:+.1f}"
+
+        text = pct(self.change) + "%"
+        if self.metric in _MEMORY and self.mean is not None and self.base_mean is not None:
+            diff = self.mean - self.base_mean
+            text = (
+                f"{diff:+,.0f}" if abs(diff) >= 10 else f"{diff:+.2f}"
+            ) + f" {self.unit} ({text})"
+        if self.low is not None and self.high is not None:
+            text += f" [{pct(self.low)}, {pct(self.high)}]"
+        return f"{text} {_MARK[self.verdict]}" + (
+            "" if self.confirmed or self.verdict in ("unknown", "within noise") else "?"
+        )
+
+    def sentence(self) -> str:
+        """A regression or gain in words, e.g. ``median TTFT at c=64 is 44% worse with
+        graphs on than graphs off (95% CI +3.5…+84%)``."""
+        if self.change is None:
+            return f"{self.name} {self.where}: unknown"
+        return (
+            f"{self.name} {self.where}: {self.change_text()} with {self.arm} vs "
+            f"{self.baseline}, {self.verdict}"
+            + (
+                ""
+                if self.confirmed or self.verdict in ("within noise", "unknown")
+                else " (unconfirmed)"
+            )
+        )
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return None if math.isnan(value) else float(value)
+
+
+def _verdict(
+    metric: str,
+    change: float | None,
+    low: float | None,
+    high: float | None,
+    floor: Mapping[str, Any] | None,
+) -> tuple[CardVerdict, bool]:
+    if change is None:
+        return "unknown", False
+    higher = (
+        CARD_METRICS[metric][2]
+        if metric in CARD_METRICS
+        else (METRIC_DIRECTIONS.get(metric, "higher") == "higher")
+    )
+    direction: CardVerdict = "better" if (change > 0) == higher else "worse"
+    noise = _num((floor or {}).get(metric))
+    if low is not None and high is not None:
+        if low <= 0 <= high or (noise is not None and abs(change) <= noise):
+            return "within noise", True
+        return direction, True
+    if noise is not None:
+        return ("within noise", True) if abs(change) <= noise else (direction, True)
+    if abs(change) < SAME_THRESHOLD:
+        return "within noise", False
+    return direction, False
+
+
+def _point_values(views: Sequence[RunView]) -> dict[tuple[Any, ...], dict[str, list[float]]]:
+    """Per point key: per card metric, one value per run (its first point at that key)."""
+    out: dict[tuple[Any, ...], dict[str, list[float]]] = {}
+    for v in views:
+        peaks = peak_gpu_mib_by_point(v.path)
+        total = [_num(g.get("total_mib")) for g in v.facts.get("gpus") or [] if isinstance(g, dict)]
+        total_mib = max((t for t in total if t is not None), default=None)
+        free_gb = _num(v.facts.get("available_gpu_mem_gb"))
+        for key, s in first_points(v):
+            cell = out.setdefault(key, {})
+            metrics = s.get("metrics") or {}
+            for m in CARD_METRICS:
+                value = _num(metrics.get(m)) if m not in _MEMORY else None
+                if m == "peak_gpu_mib":
+                    value = peaks.get(int(s.get("index", -1)))
+                elif m == "headroom_gb" and free_gb is None:
+                    # no memory facts from the server: the GPU's total minus the NVML peak
+                    peak = peaks.get(int(s.get("index", -1)))
+                    value = (total_mib - peak) / 1024 if total_mib and peak else None
+                if value is not None:
+                    cell.setdefault(m, []).append(value)
+    return out
+
+
+def summary_card(
+    arms: Mapping[str, Sequence[RunView]], baseline: str, floor: Mapping[str, Any] | None = None
+) -> list[CardRow]:
+    """The card's rows for every arm other than ``baseline`` (arms in order; the views of
+    an arm are its succeeded runs). ``floor``: the A/A noise floor of the host the runs ran
+    on (``core.experiments.design.noise_floor``), or None."""
+    if baseline not in arms:
+        return []
+    per_arm = {arm: _point_values(views) for arm, views in arms.items()}
+    keys = _sorted_keys({k for values in per_arm.values() for k in values})
+    shapes = {k[1:] for k in keys}
+    rows: list[CardRow] = []
+    for arm, views in arms.items():
+        if arm == baseline:
+            continue
+        for metric in CARD_METRICS:
+            if metric == "kv_cache_tokens":
+                rows.append(
+                    _row(
+                        metric,
+                        None,
+                        "start-up",
+                        arm,
+                        baseline,
+                        _facts(views, metric),
+                        _facts(arms[baseline], metric),
+                        floor,
+                    )
+                )
+                continue
+            for key in keys:
+                a = per_arm[arm].get(key, {}).get(metric, [])
+                b = per_arm[baseline].get(key, {}).get(metric, [])
+                if not a and not b:
+                    continue
+                rows.append(
+                    _row(metric, key[0], _point_label(key, shapes), arm, baseline, a, b, floor)
+                )
+    # the KV pool and the headroom from server facts are whole-run: drop empty ones
+    return [r for r in rows if r.mean is not None or r.base_mean is not None]
+
+
+def _sorted_keys(keys: set[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    return sorted(keys, key=lambda k: tuple(math.inf if x is None else float(x) for x in k))
+
+
+def _point_label(key: tuple[Any, ...], shapes: set[tuple[Any, ...]]) -> str:
+    """``c=64``, plus the rest of the load where the points differ in more than that."""
+    return f"c={key[0]}" if len(shapes) == 1 else f"c={key[0]} {key[1:]}"
+
+
+@dataclass(frozen=True)
+class PointCaveat:
+    """A point whose numbers are suspect in some runs: where, why (the worst run's figures)
+    and in how many of each arm's runs."""
+
+    point: str
+    kind: str
+    detail: str
+    runs: tuple[tuple[str, int, int], ...]  # (arm, runs flagged, runs that measured the point)
+
+    def sentence(self, care: bool = True) -> str:
+        """``c=64: load generator saturated (worst: client CPU 97% of a core >= 90%) in 2 of
+        3 runs of graphs on — the client, not the server, may have limited these numbers``
+        (``care``: with that last part, what the caveat means: core.metrics.CAVEAT_MEANING)."""
+        worst = "worst: " if sum(k for _, k, _ in self.runs) > 1 else ""
+        where = ", ".join(
+            f"the run of {arm}"
+            if n == 1
+            else f"all {n} runs of {arm}"
+            if k == n
+            else f"{k} of {n} runs of {arm}"
+            for arm, k, n in self.runs
+        )
+        meaning = CAVEAT_MEANING.get(self.kind, "read with care")
+        return f"{self.point}: {self.kind} ({worst}{self.detail}) in {where}" + (
+            f" — {meaning}" if care else ""
+        )
+
+
+def caveats(arms: Mapping[str, Sequence[RunView]]) -> list[PointCaveat]:
+    """Every point whose numbers are suspect in any run of any arm (baseline included), by
+    point and then by kind (``core.metrics.CAVEAT_KINDS``), naming the worst run's figures."""
+    flagged: dict[tuple[tuple[Any, ...], str], dict[str, list[Caveat]]] = {}
+    measured: dict[tuple[tuple[Any, ...], str], int] = {}
+    for arm, views in arms.items():
+        for v in views:
+            for key, s in first_points(v):
+                measured[(key, arm)] = measured.get((key, arm), 0) + 1
+                for c in point_caveats(s, v.status):
+                    flagged.setdefault((key, c.kind), {}).setdefault(arm, []).append(c)
+    keys = _sorted_keys({k for k, _ in measured})
+    shapes = {k[1:] for k in keys}
+    out = []
+    for key in keys:
+        for kind in CAVEAT_KINDS:
+            by_arm = flagged.get((key, kind))
+            if not by_arm:
+                continue
+            worst = max((c for cs in by_arm.values() for c in cs), key=lambda c: c.severity)
+            out.append(
+                PointCaveat(
+                    _point_label(key, shapes),
+                    kind,
+                    worst.detail,
+                    tuple((arm, len(cs), measured[(key, arm)]) for arm, cs in by_arm.items()),
+                )
+            )
+    return out
+
+
+def caveat_line(found: Sequence[PointCaveat]) -> str | None:
+    """The caveats as one line of the verdict; None when there are none."""
+    if not found:
+        return None
+    return "Read with care: " + "; ".join(c.sentence(care=False) for c in found) + "."
+
+
+def _facts(views: Sequence[RunView], metric: str) -> list[float]:
+    if metric == "kv_cache_tokens":
+        return [x for v in views if (x := _num(v.facts.get(metric))) is not None]
+    head = memory_headroom(list(views))
+    return [x for x in (_num(v) for v in head[metric]) if x is not None]
+
+
+def _row(
+    metric: str,
+    conc: int | None,
+    point: str,
+    arm: str,
+    baseline: str,
+    a: list[float],
+    b: list[float],
+    floor: Mapping[str, Any] | None,
+) -> CardRow:
+    change, low, high = relative_diff(a, b)
+    verdict, confirmed = _verdict(metric, change, low, high, floor)
+    return CardRow(
+        metric=metric,
+        concurrency=conc,
+        point=point,
+        arm=arm,
+        baseline=baseline,
+        base_mean=float(np.mean(b)) if b else None,
+        mean=float(np.mean(a)) if a else None,
+        change=change,
+        low=low,
+        high=high,
+        n=len(a),
+        n_base=len(b),
+        verdict=verdict,
+        confirmed=confirmed,
+    )
+
+
+def regressions(rows: Sequence[CardRow], confirmed_only: bool = False) -> list[CardRow]:
+    """The rows that read worse, confirmed ones first, then by the size of the change."""
+    worse = [r for r in rows if r.verdict == "worse" and (r.confirmed or not confirmed_only)]
+    return sorted(
+        worse,
+        key=lambda r: (not r.confirmed, list(CARD_METRICS).index(r.metric), -abs(r.change or 0.0)),
+    )
+
+
+def card_frame(rows: Sequence[CardRow]) -> pd.DataFrame:
+    """The card as a long table (exports): one row per metric, concurrency and arm."""
+    return pd.DataFrame(
+        [
+            {
+                "arm": r.arm,
+                "baseline": r.baseline,
+                "metric": r.metric,
+                "name": r.name,
+                "unit": r.unit,
+                "concurrency": r.concurrency,
+                "baseline_mean": r.base_mean,
+                "mean": r.mean,
+                "change": r.change,
+                "change_low": r.low,
+                "change_high": r.high,
+                "n": r.n,
+                "n_baseline": r.n_base,
+                "verdict": r.verdict,
+                "confirmed": r.confirmed,
+            }
+            for r in rows
+        ],
+        columns=[
+            "arm",
+            "baseline",
+            "metric",
+            "name",
+            "unit",
+            "concurrency",
+            "baseline_mean",
+            "mean",
+            "change",
+            "change_low",
+            "change_high",
+            "n",
+            "n_baseline",
+            "verdict",
+            "confirmed",
+        ],
+    )
+
+
+_MARK = {"better": "▲", "worse": "▼", "within noise": "≈", "unknown": "?"}
+
+
+def card_grid(rows: Sequence[CardRow], arm: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One arm's card as a grid: a row per metric, a column per concurrency, each cell
+    ``change (interval) mark``; and the same grid of verdicts (for colouring)."""
+    mine = [r for r in rows if r.arm == arm]
+    columns = list(
+        dict.fromkeys(
+            r.point for r in sorted(mine, key=lambda r: (r.concurrency is None, r.concurrency or 0))
+        )
+    )
+    text: dict[str, dict[str, str]] = {}
+    verdicts: dict[str, dict[str, str]] = {}
+    for r in mine:
+        label = f"{r.name} ({r.unit})"
+        text.setdefault(label, {})[r.point] = r.cell_text()
+        verdicts.setdefault(label, {})[r.point] = r.verdict
+    index = list(text)
+    # A per-point metric has no start-up cell and a start-up fact no per-point one: "—",
+    # not "None" (which reads like a missing measurement).
+    return (
+        pd.DataFrame.from_dict(text, orient="index")
+        .reindex(index=index, columns=columns)
+        .fillna("—"),
+        pd.DataFrame.from_dict(verdicts, orient="index")
+        .reindex(index=index, columns=columns)
+        .fillna(""),
+    )
+
+
+def noise_note(floor: Mapping[str, Any] | None, host: str | None) -> str:
+    """Where the A/A noise floor comes from, or that it was not measured on that host."""
+    where = host or "the host these runs ran on (not recorded)"
+    if not floor:
+        return f"A/A noise floor: not measured on {where} (run the 'A/A noise check' preset there)."
+    parts = ", ".join(
+        f"{CARD_METRICS[k][0] if k in CARD_METRICS else k} ±{v:.1%}"
+        for k, v in floor.items()
+        if k != "experiment_id" and _num(v) is not None
+    )
+    return f"A/A noise floor on {where} (from {floor.get('experiment_id')}): {parts}."
+
+
+def regression_lines(rows: Sequence[CardRow]) -> list[str]:
+    """The regressions in words, confirmed first; one line per arm and metric (a metric
+    worse at several concurrencies is one line naming them)."""
+    groups: dict[tuple[str, str], list[CardRow]] = {}
+    for r in regressions(rows):
+        groups.setdefault((r.arm, r.metric), []).append(r)
+    lines = []
+    for (_, _), group in groups.items():
+        if len(group) == 1:
+            lines.append(group[0].sentence())
+            continue
+        first = group[0]
+        group = sorted(group, key=lambda r: (r.concurrency is None, r.concurrency or 0))
+        changes = sorted(r.change or 0.0 for r in group)
+        span = (
+            f"{changes[0] * 100:+.1f}%"
+            if f"{changes[0]:.3f}" == f"{changes[-1]:.3f}"
+            else f"{changes[0] * 100:+.1f}% to {changes[-1] * 100:+.1f}%"
+        )
+        if first.metric in _MEMORY:
+            diffs = sorted((r.mean or 0.0) - (r.base_mean or 0.0) for r in group)
+            digits = 0 if max(abs(d) for d in diffs) >= 10 else 2
+            span = f"{diffs[0]:+,.{digits}f} to {diffs[-1]:+,.{digits}f} {first.unit} ({span})"
+        where = ", ".join(str(r.concurrency) for r in group)
+        lines.append(
+            f"{first.name} at c={where}: {span} with {first.arm} vs "
+            f"{first.baseline}, worse" + ("" if first.confirmed else " (unconfirmed)")
+        )
+    return lines
+
+
+@dataclass(frozen=True)
+class Story:
+    """Everything a page or an export says about one comparison or experiment: who is the
+    baseline, what each arm is called, the card and the verdict, so they never disagree."""
+
+    baseline: str
+    arms: list[str]
+    card: list[CardRow]
+    verdict: list[str]
+    floor: dict[str, Any] | None
+    host: str | None
+    caveats: list[PointCaveat] = field(default_factory=list)  # suspect points, in words
+
+    @property
+    def noise(self) -> str:
+        return noise_note(self.floor, self.host)
+
+
+def experiment_story(
+    settings: Any, record: Mapping[str, Any], runs: Sequence[Any] | None = None
+) -> Story:
+    """The story of an experiment (``experiment.json`` as loaded): its baseline
+    (``core.analysis.stats.baseline_arm``), the card over its succeeded runs, and the verdict with
+    the regressions first. ``runs``: ``experiment_runs`` already read, if at hand."""
+    from core.analysis.stats import arm_stats, baseline_arm, verdict
+    from core.experiments.design import experiment_runs, noise_floor
+
+    spec = record.get("spec") or {}
+    runs = list(runs) if runs is not None else experiment_runs(settings, dict(record))
+    base = baseline_arm(dict(spec))
+    arms = [str(a.get("label")) for a in spec.get("arms") or []]
+    host = record.get("host")
+    floor = noise_floor(settings, str(host)) if spec.get("kind") != "aa" and host else None
+    by_arm: dict[str, list[RunView]] = {a: [] for a in arms}
+    for r in runs:
+        if r.view.status.get("state") == "succeeded":
+            by_arm.setdefault(r.arm, []).append(r.view)
+    card = summary_card(by_arm, base, floor) if base else []
+    table = arm_stats(list(runs), base)
+    text = verdict(str(spec.get("name")), table, list(runs), base, floor)
+    lines = regression_lines(card)
+    if lines:
+        text = "Regressions: " + "; ".join(lines) + ". " + text
+    found = caveats(by_arm)
+    care = caveat_line(found)
+    return Story(
+        baseline=base,
+        arms=arms,
+        card=card,
+        verdict=[text, *([care] if care else [])],
+        floor=floor,
+        host=str(host) if host else None,
+        caveats=found,
+    )
+
+
+def comparison_story(
+    views: Sequence[RunView],
+    baseline: int,
+    names: Sequence[str],
+    floor: Mapping[str, Any] | None = None,
+    host: str | None = None,
+) -> Story:
+    """The story of plain runs side by side (each run its own arm, named by ``names``)."""
+    from core.analysis.compare import confounders, headline_point, metric_deltas
+
+    arms = list(names)
+    by_arm = {n: [v] for n, v in zip(arms, views, strict=True)}
+    card = summary_card(by_arm, arms[baseline], floor)
+    lines: list[str] = []
+    head = headline_point(views)
+    if head is None:
+        lines.append(
+            "No load point is common to all runs, so no point-by-point verdict: the "
+            "runs were measured at different loads (an imported run may not state "
+            "its load; give it at import with --concurrency/--input-len/"
+            "--output-len)."
+        )
+    else:
+        deltas = metric_deltas(views, baseline=baseline, metrics=_VERDICT_METRICS, names=arms)
+        rows = deltas[deltas["point"] == head.label]
+        conf = confounders(views)
+        for i, name in enumerate(arms):
+            if i == baseline:
+                continue
+            parts = []
+            for _, r in rows.iterrows():
+                rel, word = r[f"rel_{name}"], r[f"verdict_{name}"]
+                if word is None or pd.isna(r[name]):
+                    parts.append(f"{r['metric']} unknown")
+                elif pd.isna(rel):
+                    parts.append(f"{r['metric']} {r[name]:,.4g} ({word})")
+                else:
+                    parts.append(f"{r['metric']} {rel:+.1%} ({word})")
+            line = f"{name} vs {arms[baseline]} at {head.label}: " + ", ".join(parts) + "."
+            if conf:
+                line = (
+                    "Inconclusive: more than the intended knob differs ("
+                    + ", ".join(conf[:6])
+                    + ("…" if len(conf) > 6 else "")
+                    + "). "
+                    + line
+                )
+            lines.append(line)
+    regs = regression_lines(card)
+    if regs:
+        lines.insert(0, "Regressions: " + "; ".join(regs) + ".")
+    found = caveats(by_arm)
+    if care := caveat_line(found):
+        lines.append(care)
+    return Story(
+        baseline=arms[baseline],
+        arms=arms,
+        card=card,
+        verdict=lines,
+        floor=dict(floor) if floor else None,
+        host=host,
+        caveats=found,
+    )
+
+
+_VERDICT_METRICS = ("output_throughput", "median_ttft_ms", "median_itl_ms")
+
+
+def runs_host(settings: Any, views: Sequence[RunView]) -> str | None:
+    """The host the runs ran on, where it is recorded: the experiment (tag ``exp:<id>``)
+    they all belong to. None otherwise (a run folder does not name its host)."""
+    ids = set()
+    for v in views:
+        tags = [t for t in v.spec.get("tags") or [] if isinstance(t, str) and t.startswith("exp:")]
+        ids.add(tags[0][4:] if tags else None)
+    if settings is None or len(ids) != 1 or None in ids:
+        return None
+    from core.experiments.design import load_experiment
+
+    record = load_experiment(settings, str(ids.pop()))
+    host = (record or {}).get("host")
+    return str(host) if host else None

@@ -1,0 +1,379 @@
+"""Experiment statistics: per-arm means with 95% intervals over trials, the relative
+difference to the baseline arm with its interval, a label, SLO views, and a verdict
+sentence generated from the numbers.
+
+Intervals are Student-t over trials (each trial is one fresh server, so trials, not
+requests, are the independent samples). With fewer than 3 trials an interval would be
+mostly guesswork, so it is reported as unknown. A mean's interval never goes below 0 when
+every value is non-negative (a latency or a throughput cannot). The relative difference is
+the ratio of the means minus 1; its interval is built on the log scale (delta method,
+Welch degrees of freedom) and mapped back, so it can never cross -100% and a ratio of 2
+and of 1/2 are equally far from "no change" (docs/METRICS.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from core.analysis.compare import (
+    METRIC_DIRECTIONS,
+    RunView,
+    confounders,
+    control_of,
+    derived_differences,
+    point_key,
+)
+from core.metrics import latency_values
+from core.records import records_from_table
+
+__all__ = [
+    "ARM_STATS_COLUMNS",
+    "EXPERIMENT_METRICS",
+    "MIN_TRIALS_FOR_CI",
+    "arm_stats",
+    "baseline_arm",
+    "first_per_arm",
+    "frontier",
+    "mean_ci",
+    "relative_diff",
+    "slo_table",
+    "verdict",
+]
+
+MIN_TRIALS_FOR_CI = 3
+ARM_STATS_COLUMNS = (
+    "point",
+    "concurrency",
+    "metric",
+    "arm",
+    "n",
+    "mean",
+    "ci_low",
+    "ci_high",
+    "rel",
+    "rel_low",
+    "rel_high",
+    "label",
+)
+# Effective-configuration facts that no knob can explain: a difference is a confounder.
+ENVIRONMENT_FIELDS = ("facts.engine_version", "facts.gpu")
+EXPERIMENT_METRICS = (
+    "output_throughput",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "median_itl_ms",
+    "median_tpot_ms",
+    "median_e2e_ms",
+    "error_rate",
+)
+
+
+def mean_ci(values: list[float]) -> tuple[float | None, float | None, float | None]:
+    """(mean, low, high); low/high None with fewer than 3 values."""
+    vals = [v for v in values if v is not None and not math.isnan(v)]
+    if not vals:
+        return None, None, None
+    mean = float(np.mean(vals))
+    if len(vals) < MIN_TRIALS_FOR_CI:
+        return mean, None, None
+    sem = float(np.std(vals, ddof=1)) / math.sqrt(len(vals))
+    if sem == 0:
+        return mean, mean, mean
+    half = _t975(float(len(vals) - 1)) * sem
+    low, high = mean - half, mean + half
+    if min(vals) >= 0:  # a latency or a rate is never negative; nor is its interval
+        low = max(low, 0.0)
+    return mean, low, high
+
+
+@lru_cache(maxsize=1024)
+def _t975(df: float) -> float:
+    """Student-t 97.5% quantile (scipy's ppf costs ~1 ms a call; a page asks hundreds)."""
+    return float(sps.t.ppf(0.975, df))
+
+
+def relative_diff(
+    arm: list[float], base: list[float]
+) -> tuple[float | None, float | None, float | None]:
+    """(relative difference of means, low, high) of arm vs base; interval None when
+    either side has fewer than 3 trials."""
+    a = [v for v in arm if v is not None and not math.isnan(v)]
+    b = [v for v in base if v is not None and not math.isnan(v)]
+    if not a or not b:
+        return None, None, None
+    if np.mean(b) == 0:
+        if np.mean(a) != 0:
+            return None, None, None  # no relative change from zero
+        enough = len(a) >= MIN_TRIALS_FOR_CI and len(b) >= MIN_TRIALS_FOR_CI
+        return (0.0, 0.0, 0.0) if enough else (0.0, None, None)
+    ma, mb = float(np.mean(a)), float(np.mean(b))
+    rel = ma / mb - 1
+    if len(a) < MIN_TRIALS_FOR_CI or len(b) < MIN_TRIALS_FOR_CI:
+        return rel, None, None
+    if ma <= 0 or mb < 0:
+        return rel, None, None  # no log-scale interval for a zero or negative mean
+    # log(ma / mb) with the delta-method variance of each log mean, Welch's df.
+    va = float(np.var(a, ddof=1)) / len(a) / ma**2
+    vb = float(np.var(b, ddof=1)) / len(b) / mb**2
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return rel, rel, rel
+    df = (va + vb) ** 2 / ((va**2) / (len(a) - 1) + (vb**2) / (len(b) - 1))
+    t = _t975(round(df, 6))
+    log_ratio = math.log(ma / mb)
+    return rel, math.exp(log_ratio - t * se) - 1, math.exp(log_ratio + t * se) - 1
+
+
+def _label(metric: str, low: float | None, high: float | None, rel: float | None) -> str:
+    if rel is None:
+        return "unknown"
+    if low is None or high is None:
+        return f"unknown (fewer than {MIN_TRIALS_FOR_CI} trials)"
+    if low <= 0 <= high:
+        return "within noise"
+    up = low > 0
+    higher_is_better = METRIC_DIRECTIONS.get(metric, "higher") == "higher"
+    return "better" if up == higher_is_better else "worse"
+
+
+@dataclass(frozen=True)
+class RunOfArm:
+    arm: str
+    trial: int
+    view: RunView
+
+
+def arm_stats(
+    runs: list[RunOfArm], baseline_arm: str, metrics: tuple[str, ...] = EXPERIMENT_METRICS
+) -> pd.DataFrame:
+    """One row per (point, metric, arm): n, mean, CI, relative diff to the baseline arm
+    with its CI, and the label. Only succeeded runs count."""
+    values: dict[tuple[Any, str, str], list[float]] = {}
+    labels: dict[Any, str] = {}
+    for r in runs:
+        if r.view.status.get("state") != "succeeded":
+            continue
+        for s in r.view.points:
+            key = point_key(s)
+            labels.setdefault(key, s.get("label", str(key)))
+            for m in metrics:
+                v = (s.get("metrics") or {}).get(m)
+                if isinstance(v, int | float):
+                    values.setdefault((key, m, r.arm), []).append(float(v))
+    arms = list(dict.fromkeys(r.arm for r in runs))
+    rows: list[dict[str, Any]] = []
+    for key, label in labels.items():
+        for m in metrics:
+            if not any(values.get((key, m, arm)) for arm in arms):
+                continue  # a metric no run reported (e.g. an import without it)
+            base_vals = values.get((key, m, baseline_arm), [])
+            for arm in arms:
+                vals = values.get((key, m, arm), [])
+                mean, low, high = mean_ci(vals)
+                row: dict[str, Any] = {
+                    "point": label,
+                    "concurrency": key[0],
+                    "metric": m,
+                    "arm": arm,
+                    "n": len(vals),
+                    "mean": mean,
+                    "ci_low": low,
+                    "ci_high": high,
+                }
+                if arm != baseline_arm:
+                    rel, rlow, rhigh = relative_diff(vals, base_vals)
+                    row.update(
+                        rel=rel, rel_low=rlow, rel_high=rhigh, label=_label(m, rlow, rhigh, rel)
+                    )
+                rows.append(row)
+    # The columns exist with no row too: a queued or all-failed experiment has no results.
+    return pd.DataFrame(rows, columns=list(ARM_STATS_COLUMNS))
+
+
+def baseline_arm(spec: dict[str, Any]) -> str:
+    """THE baseline of an experiment: its declared ``baseline`` arm, else the control
+    (``core.analysis.compare.control_of``) on the first knob the arms vary, the base's value where
+    an arm leaves it alone. Pages, exports and the CLI all ask here."""
+    arms = [a for a in spec.get("arms") or [] if isinstance(a, dict)]
+    labels = [str(a.get("label")) for a in arms]
+    if not labels:
+        return ""
+    declared = spec.get("baseline")
+    if declared in labels:
+        return str(declared)
+    knobs = list(dict.fromkeys(k for a in arms for k in (a.get("changes") or {})))
+    if not knobs:
+        return labels[0]
+    group, _, name = knobs[0].partition(".")
+    default = ((spec.get("base") or {}).get(group) or {}).get(name)
+    return labels[control_of([(a.get("changes") or {}).get(knobs[0], default) for a in arms])]
+
+
+def first_per_arm(runs: list[RunOfArm]) -> dict[str, RunView]:
+    """Per arm (in order), its first succeeded run, else its first run: the one shown
+    where a figure or table has room for one run per arm."""
+    out: dict[str, RunView] = {}
+    for r in runs:
+        if r.arm not in out or (
+            out[r.arm].status.get("state") != "succeeded"
+            and r.view.status.get("state") == "succeeded"
+        ):
+            out[r.arm] = r.view
+    return out
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:+.0f}%"
+
+
+def verdict(
+    name: str,
+    table: pd.DataFrame,
+    runs: list[RunOfArm],
+    baseline_arm: str,
+    noise_floor: dict[str, float] | None = None,
+) -> str:
+    """One sentence from the numbers: output throughput at the lowest and highest
+    concurrency, the KV pool difference, and the confounders."""
+    parts: list[str] = []
+    tput = table[(table["metric"] == "output_throughput") & (table["arm"] != baseline_arm)]
+    tput = tput.dropna(subset=["rel"]) if "rel" in tput else tput.iloc[0:0]
+    if tput.empty:
+        return f"{name}: no comparable results yet."
+    concs = sorted(c for c in tput["concurrency"].unique() if c is not None)
+    picks = [concs[0], concs[-1]] if len(concs) > 1 else concs
+    for arm in tput["arm"].unique():
+        for c in dict.fromkeys(picks):
+            row = tput[(tput["arm"] == arm) & (tput["concurrency"] == c)].iloc[0]
+            if row["rel_low"] is not None and not pd.isna(row["rel_low"]):
+                ci = f" (95% CI {_pct(row['rel_low'])}…{_pct(row['rel_high'])})"
+            else:
+                ci = f" (interval unknown: fewer than {MIN_TRIALS_FOR_CI} trials)"
+            note = (
+                ""
+                if row["label"] in ("better", "worse") or "unknown" in row["label"]
+                else f", {row['label']}"
+            )
+            who = f"{arm} vs {baseline_arm}: " if len(tput["arm"].unique()) > 1 else ""
+            parts.append(f"{who}{_pct(row['rel'])} output throughput at concurrency {c}{ci}{note}")
+    if noise_floor and "output_throughput" in noise_floor:
+        parts[-1] += f" [A/A noise floor ±{noise_floor['output_throughput'] * 100:.0f}%]"
+    kv = {
+        a: [r.view.facts.get("kv_cache_tokens") for r in runs if r.arm == a]
+        for a in dict.fromkeys(r.arm for r in runs)
+    }
+    base_kv = [v for v in kv.get(baseline_arm, []) if isinstance(v, int | float)]
+    # One change per arm: with several arms, each is named (the last one must not stand
+    # for all of them).
+    kv_parts = []
+    for arm, vals in kv.items():
+        nums = [v for v in vals if isinstance(v, int | float)]
+        if arm != baseline_arm and nums and base_kv:
+            change = _pct(float(np.mean(nums)) / float(np.mean(base_kv)) - 1)
+            kv_parts.append(f"{arm} {change}" if len(kv) > 2 else change)
+    kv_text = "KV pool " + ", ".join(kv_parts) if kv_parts else "KV pool unknown"
+    views = [r.view for r in runs]
+    conf = confounders(views) if len(views) > 1 else []
+    # The host and engine must be the same for every arm: a knob never explains those.
+    # A run cancelled before its server started states no facts: it differs in nothing.
+    stated = [v for v in views if v.facts]
+    conf += [
+        f
+        for f in (derived_differences(stated) if len(stated) > 1 else [])
+        if f in ENVIRONMENT_FIELDS
+    ]
+    short = sum(
+        1
+        for r in runs
+        for s in r.view.points
+        if ((s.get("metrics") or {}).get("output_len_ratio") or 1.0) < 0.99
+    )
+    tail = f"; output shorter than requested in {short} point(s)" if short else ""
+    return (
+        f"{name}: "
+        + ", ".join(parts)
+        + f"; {kv_text}; confounders: "
+        + (", ".join(conf) if conf else "none")
+        + tail
+        + "."
+    )
+
+
+def slo_table(runs: list[RunOfArm], ttft_p99_ms: float, tpot_median_ms: float) -> pd.DataFrame:
+    """Per arm and point, from the raw records: does the point meet p99 TTFT and median
+    TPOT targets, and goodput (requests/s whose own TTFT and TPOT meet the targets)."""
+    rows = []
+    for r in runs:
+        folder = r.view.folder
+        if folder is None or r.view.status.get("state") != "succeeded":
+            continue
+        for s in r.view.points:
+            table = folder.read_table(f"points/{s['index']:03d}/records.parquet")
+            if table is None:
+                continue
+            recs = records_from_table(table)
+            lat = latency_values(recs)
+            ok = [x for x in recs if x.ok and x.ttft_s is not None and x.latency_s is not None]
+            good = 0
+            for x in ok:
+                n = x.output_tokens("server")
+                tpot_ms = ((x.latency_s or 0) - (x.ttft_s or 0)) / (n - 1) * 1e3 if n > 1 else 0
+                if (x.ttft_s or 0) * 1e3 <= ttft_p99_ms and tpot_ms <= tpot_median_ms:
+                    good += 1
+            dur = (s.get("metrics") or {}).get("duration_s") or 0
+            p99_ttft = float(np.percentile(lat["ttft"], 99)) * 1e3 if lat["ttft"] else None
+            med_tpot = float(np.median(lat["tpot"])) * 1e3 if lat["tpot"] else None
+            rows.append(
+                {
+                    "arm": r.arm,
+                    "trial": r.trial,
+                    "point": s.get("label"),
+                    "concurrency": (s.get("point") or {}).get("concurrency"),
+                    "p99_ttft_ms": p99_ttft,
+                    "median_tpot_ms": med_tpot,
+                    "meets_slo": (
+                        p99_ttft is not None
+                        and med_tpot is not None
+                        and p99_ttft <= ttft_p99_ms
+                        and med_tpot <= tpot_median_ms
+                    ),
+                    "goodput_req_s": good / dur if dur else None,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def frontier(table: pd.DataFrame, gpus_per_run: int) -> pd.DataFrame:
+    """Per arm and point: per-user speed = 1000 / median TPOT (tok/s per user) and
+    throughput per GPU = output throughput / GPUs, plus whether the point is on the arm's
+    Pareto frontier (no other point of the arm is better on both axes)."""
+    if table.empty:
+        return pd.DataFrame()
+    means = table.pivot_table(
+        index=["arm", "point", "concurrency"], columns="metric", values="mean"
+    ).reset_index()
+    if "median_tpot_ms" not in means or "output_throughput" not in means:
+        return pd.DataFrame()
+    means["user_tok_s"] = 1000.0 / means["median_tpot_ms"]
+    means["tok_s_per_gpu"] = means["output_throughput"] / max(gpus_per_run, 1)
+    on = []
+    for _, row in means.iterrows():
+        same = means[means["arm"] == row["arm"]]
+        dominated = (
+            (same["user_tok_s"] >= row["user_tok_s"])
+            & (same["tok_s_per_gpu"] >= row["tok_s_per_gpu"])
+            & (
+                (same["user_tok_s"] > row["user_tok_s"])
+                | (same["tok_s_per_gpu"] > row["tok_s_per_gpu"])
+            )
+        ).any()
+        on.append(not dominated)
+    means["on_frontier"] = on
+    return means[["arm", "point", "concurrency", "user_tok_s", "tok_s_per_gpu", "on_frontier"]]

@@ -1,0 +1,509 @@
+"""Experiments: arms × trials of fresh servers, interleaved, on the same seeded prompts.
+
+An experiment is a base RunSpec, arms (each names the knobs it changes from the base)
+and a number of trials. Expansion gives one run per arm per trial; within each trial
+the arm order is shuffled with a recorded seed (A B / B A ...), so drift over time
+(thermal, other tenants) cannot masquerade as an arm effect. Every run gets the same
+plan, hence the same prompts. The experiment itself is a small JSON file under
+``data/experiments/<id>/``; its runs are ordinary run folders.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import platform
+import random
+import re
+import secrets
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from core.config import BenchmarkPlan, RunSpec, ServerConfig, knob_text, plain_error
+from core.errors import ConfigError, StoreError
+from core.run_folder import read_json, write_json_atomic
+from core.safety import redact_spec
+from core.settings import Settings
+
+__all__ = [
+    "GRID_KNOB_FIELDS",
+    "MAX_ARMS",
+    "MAX_GRID_KNOBS",
+    "Arm",
+    "ExperimentSpec",
+    "KnobGrid",
+    "expand",
+    "experiment_from_preset",
+    "experiment_runs",
+    "grid_arms",
+    "grid_experiment",
+    "list_experiments",
+    "load_experiment",
+    "noise_floor",
+    "parse_experiment",
+    "save_experiment",
+    "submit_experiment",
+]
+
+
+class Arm(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    label: str = Field(min_length=1, max_length=40)
+    # dotted RunSpec field → value, e.g. {"server.cuda_graphs": true}
+    changes: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("label")
+    @classmethod
+    def _label(cls, v: str) -> str:
+        if not re.fullmatch(r"[\w .:+=\-/]{1,40}", v):
+            raise ValueError("use letters, digits, spaces and . : + = - /")
+        return v
+
+
+MAX_GRID_KNOBS = 4
+MAX_ARMS = 16  # a 2x2x2x2 factorial
+MAX_KNOB_VALUES = 8
+_KNOB_FIELDS = frozenset(
+    {f"server.{n}" for n in ServerConfig.model_fields}
+    | {f"plan.{n}" for n in BenchmarkPlan.model_fields}
+)
+# Fields a grid cannot vary: what is measured (the load points) or not a setting at all.
+_NOT_KNOBS = frozenset(
+    {
+        "plan.points",
+        "plan.probe",
+        "server.extra_args",
+        "server.port",
+        "server.host",
+        "server.engine",
+        "server.endpoint_url",
+    }
+)
+# What a grid (and the launch form's grid mode) may vary: server knobs first.
+GRID_KNOB_FIELDS = tuple(sorted(_KNOB_FIELDS - _NOT_KNOBS, key=lambda f: (f[0] != "s", f)))
+
+
+class KnobGrid(BaseModel):
+    """Knobs and their values; each knob's first value is the baseline's."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # dotted RunSpec field → values, e.g. {"server.cuda_graphs": [false, true]}
+    knobs: dict[str, tuple[Any, ...]] = Field(min_length=1, max_length=MAX_GRID_KNOBS)
+    design: Literal["auto", "factorial", "one-at-a-time"] = Field(
+        "auto", description="auto: factorial up to 16 arms, else one-at-a-time"
+    )
+    # The configuration whose difference to the baseline is explained; default: every
+    # knob's last value.
+    after: dict[str, Any] | None = None
+
+    @field_validator("knobs")
+    @classmethod
+    def _knobs(cls, knobs: dict[str, tuple[Any, ...]]) -> dict[str, tuple[Any, ...]]:
+        for name, values in knobs.items():
+            if name not in GRID_KNOB_FIELDS:
+                raise ValueError(
+                    f"{name!r} is not a knob a grid can vary; name a field "
+                    "like server.cuda_graphs or server.mem_fraction_static"
+                )
+            if not 2 <= len(values) <= MAX_KNOB_VALUES:
+                raise ValueError(f"{name}: give 2 to {MAX_KNOB_VALUES} values (not {len(values)})")
+            keys = [json.dumps(v, sort_keys=True) for v in values]
+            if len(set(keys)) != len(keys):
+                raise ValueError(f"{name}: the values must be distinct")
+        return knobs
+
+    @model_validator(mode="after")
+    def _after(self) -> KnobGrid:
+        for name, value in (self.after or {}).items():
+            if name not in self.knobs:
+                raise ValueError(f"after names {name!r}, which is not one of the knobs")
+            if not any(_same_value(value, v) for v in self.knobs[name]):
+                raise ValueError(f"after: {name}={value!r} is not one of its grid values")
+        return self
+
+    @property
+    def baseline(self) -> dict[str, Any]:
+        return {k: v[0] for k, v in self.knobs.items()}
+
+    @property
+    def after_config(self) -> dict[str, Any]:
+        return {k: (self.after or {}).get(k, v[-1]) for k, v in self.knobs.items()}
+
+    @property
+    def factorial_size(self) -> int:
+        return math.prod(len(v) for v in self.knobs.values())
+
+    @property
+    def resolved_design(self) -> Literal["factorial", "one-at-a-time"]:
+        if self.design == "auto":
+            return "factorial" if self.factorial_size <= MAX_ARMS else "one-at-a-time"
+        return self.design
+
+    def cells(self) -> list[dict[str, Any]]:
+        """Every arm's knob values, the baseline first."""
+        if self.resolved_design == "factorial":
+            names = list(self.knobs)
+            return [
+                dict(zip(names, combo, strict=True))
+                for combo in itertools.product(*self.knobs.values())
+            ]
+        base = self.baseline
+        out = [base]
+        for name, values in self.knobs.items():
+            out += [{**base, name: v} for v in values[1:]]
+        after = self.after_config
+        if after not in out:  # the explained configuration is always measured
+            out.append(after)
+        return out
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    return isinstance(a, bool) == isinstance(b, bool) and bool(a == b)
+
+
+# Names a team says for the knobs that meet most often in a grid, so an arm's label reads
+# "graphs=on mem=0.92" in legends and verdicts (a label is at most 40 characters).
+KNOB_ALIASES = {
+    "cuda_graphs": "graphs",
+    "mem_fraction_static": "mem",
+    "continuous_batching": "batching",
+    "tp_size": "tp",
+    "attention_backend": "attn",
+    "cuda_graph_max_bs": "graph_bs",
+    "cb_max_memory_percent": "cb_mem",
+}
+
+
+def _short(name: str) -> str:
+    """server.mem_fraction_static → mfs (labels are at most 40 characters)."""
+    return "".join(part[:1] for part in name.split(".", 1)[-1].split("_"))
+
+
+_LABEL_UNSAFE = re.compile(r"[^\w.:+=/-]")
+
+
+def _cell_label(cell: dict[str, Any], index: int, names: str) -> str:
+    """``names``: "alias" (graphs=on: KNOB_ALIASES, else the field, dtype=bfloat16) or
+    "initials" (cg=on)."""
+
+    def name(knob: str) -> str:
+        field = knob.split(".", 1)[-1]
+        if names == "initials":
+            return _short(knob)
+        return KNOB_ALIASES.get(field, field)
+
+    text = " ".join(f"{name(k)}={_LABEL_UNSAFE.sub('_', knob_text(v))}" for k, v in cell.items())
+    return text if len(text) <= 40 else f"arm {index + 1}"
+
+
+def grid_arms(grid: KnobGrid) -> tuple[tuple[Arm, ...], str]:
+    """The grid's arms (every arm sets every knob) and the baseline arm's label."""
+    cells = grid.cells()
+    if len(cells) > MAX_ARMS:
+        fix = (
+            "use design one-at-a-time or fewer values"
+            if grid.resolved_design == "factorial"
+            else "use fewer knobs or values"
+        )
+        raise ConfigError(
+            "grid.design",
+            f"{grid.resolved_design} gives {len(cells)} arms, at most {MAX_ARMS}: {fix}",
+        )
+    for names in ("alias", "initials"):  # the first that fits every label
+        labels = [_cell_label(c, i, names) for i, c in enumerate(cells)]
+        if len(set(labels)) == len(labels) and not any(x.startswith("arm ") for x in labels):
+            break
+    if len(set(labels)) != len(labels):
+        labels = [f"arm {i + 1}" for i in range(len(cells))]
+    arms = tuple(Arm(label=lab, changes=c) for lab, c in zip(labels, cells, strict=True))
+    return arms, labels[0]
+
+
+def grid_experiment(
+    name: str, base: RunSpec, grid: KnobGrid, trials: int = 3, **extra: Any
+) -> ExperimentSpec:
+    """An experiment over the grid's arms; each knob value is checked against the base
+    (ConfigError naming ``grid.knobs.<field>[i]``)."""
+    base = base.model_copy(update={"intended_diff": ()})
+    data = base.model_dump(mode="json")
+    for knob, values in grid.knobs.items():
+        for i, value in enumerate(values):
+            try:
+                RunSpec.model_validate(_apply(data, {knob: value}))
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                where = ".".join(str(p) for p in err["loc"])
+                hint = "" if where == knob else f" ({where})"
+                raise ConfigError(
+                    f"grid.knobs.{knob}[{i}]", f"{knob_text(value)}: {plain_error(err)}{hint}"
+                ) from exc
+    arms, baseline = grid_arms(grid)
+    try:
+        return ExperimentSpec(
+            name=name, base=base, arms=arms, trials=trials, grid=grid, baseline=baseline, **extra
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ConfigError(
+            ".".join(str(p) for p in err["loc"]) or "experiment", plain_error(err)
+        ) from exc
+
+
+class ExperimentSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1, max_length=120)
+    base: RunSpec = RunSpec()
+    arms: tuple[Arm, ...] = Field(min_length=1, max_length=MAX_ARMS)
+    trials: int = Field(3, ge=1, le=50)
+    order_seed: int = Field(default_factory=lambda: secrets.randbelow(2**31))
+    kind: str = Field("ab", description="ab, or aa for a noise-floor check")
+    baseline: str | None = Field(
+        None, description="the arm others are compared with; default: the last arm"
+    )
+    grid: KnobGrid | None = Field(None, description="the knob grid the arms came from")
+
+    @field_validator("arms")
+    @classmethod
+    def _arms(cls, arms: tuple[Arm, ...]) -> tuple[Arm, ...]:
+        labels = [a.label for a in arms]
+        if len(set(labels)) != len(labels):
+            raise ValueError("arm labels must be distinct")
+        return arms
+
+    @model_validator(mode="after")
+    def _baseline(self) -> ExperimentSpec:
+        if self.baseline is not None and self.baseline not in {a.label for a in self.arms}:
+            raise ValueError(f"baseline {self.baseline!r} is not one of the arm labels")
+        return self
+
+    @property
+    def baseline_arm(self) -> str:
+        return self.baseline or self.arms[-1].label
+
+    @property
+    def knobs(self) -> tuple[str, ...]:
+        """The fields the arms vary, in first-seen order."""
+        seen: dict[str, None] = {}
+        for arm in self.arms:
+            seen.update(dict.fromkeys(arm.changes))
+        return tuple(seen)
+
+
+def _apply(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in base.items()}
+    for path, value in changes.items():
+        group, _, name = path.partition(".")
+        if group not in ("server", "plan") or not name or "." in name:
+            raise ConfigError("arms.changes", f"{path!r}: name a field like server.cuda_graphs")
+        out[group][name] = value
+    return out
+
+
+def expand(exp: ExperimentSpec, exp_id: str) -> list[tuple[str, int, RunSpec]]:
+    """(arm label, trial, spec) in execution order: arms shuffled within each trial."""
+    base = exp.base.model_dump(mode="json")
+    rng = random.Random(exp.order_seed)
+    runs = []
+    for trial in range(exp.trials):
+        arms = list(exp.arms)
+        rng.shuffle(arms)
+        for arm in arms:
+            data = _apply(base, arm.changes)
+            data["tags"] = [
+                *base.get("tags", []),
+                f"exp:{exp_id}",
+                "arm:" + arm.label.replace(" ", "-"),
+                f"trial:{trial}",
+            ]
+            data["intended_diff"] = list(exp.knobs)
+            try:
+                spec = RunSpec.model_validate(data)
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                where = ".".join(str(p) for p in err["loc"])
+                raise ConfigError(f"arms[{arm.label}]", f"{where}: {err['msg']}") from exc
+            runs.append((arm.label, trial, spec))
+    return runs
+
+
+def parse_experiment(data: dict[str, Any]) -> ExperimentSpec:
+    """A plan file's experiment: arms, or a ``grid`` (knobs → values, ``design``) whose
+    arms are generated (then ``arms`` must be left out)."""
+    if isinstance(data, dict) and data.get("grid") is not None and not data.get("arms"):
+        return _parse_grid_experiment(data)
+    try:
+        return ExperimentSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "experiment"
+        raise ConfigError(field, err["msg"].removeprefix("Value error, ")) from exc
+
+
+def _parse_grid_experiment(data: dict[str, Any]) -> ExperimentSpec:
+    for model, key in ((KnobGrid, "grid"), (RunSpec, "base")):
+        try:
+            model.model_validate(data.get(key) or {})
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join([key, *(str(p) for p in err["loc"])])
+            raise ConfigError(field, plain_error(err)) from exc
+    grid = KnobGrid.model_validate(data["grid"])
+    rest = {k: v for k, v in data.items() if k not in ("grid", "base", "arms")}
+    if "baseline" in rest:
+        raise ConfigError(
+            "baseline", "a grid's baseline is every knob's first value; leave baseline out"
+        )
+    try:
+        probe = ExperimentSpec.model_validate({**rest, "arms": [{"label": "x"}]})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ConfigError(
+            ".".join(str(p) for p in err["loc"]) or "experiment", plain_error(err)
+        ) from exc
+    return grid_experiment(
+        probe.name,
+        RunSpec.model_validate(data.get("base") or {}),
+        grid,
+        probe.trials,
+        order_seed=probe.order_seed,
+        kind=probe.kind,
+    )
+
+
+def experiment_from_preset(
+    name: str, base: RunSpec, arms: list[tuple[str, dict[str, Any]]], trials: int, kind: str = "ab"
+) -> ExperimentSpec:
+    return ExperimentSpec(
+        name=name,
+        base=base.model_copy(update={"intended_diff": ()}),
+        trials=trials,
+        kind=kind,
+        arms=tuple(
+            Arm(label=label, changes={f"server.{k}": v for k, v in ch.items()})
+            for label, ch in arms
+        ),
+    )
+
+
+def _dir(settings: Settings) -> Path:
+    return settings.data_dir / "experiments"
+
+
+def save_experiment(
+    settings: Settings, exp: ExperimentSpec, runs: list[tuple[str, int, str]], exp_id: str
+) -> Path:
+    """Write experiment.json: the spec, the order seed and which run is which arm/trial."""
+    folder = _dir(settings) / exp_id
+    try:
+        folder.mkdir(parents=True, exist_ok=False)
+    except OSError as exc:
+        raise StoreError(f"cannot create experiment folder {folder}: {exc}") from exc
+    write_json_atomic(
+        folder / "experiment.json",
+        {
+            "experiment_id": exp_id,
+            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "host": platform.node(),
+            "spec": redact_spec(exp.model_dump(mode="json")),  # no API key in experiment.json
+            "runs": [{"run_id": rid, "arm": arm, "trial": trial} for arm, trial, rid in runs],
+        },
+    )
+    return folder
+
+
+def new_experiment_id() -> str:
+    return "exp-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def load_experiment(settings: Settings, exp_id: str) -> dict[str, Any] | None:
+    if not re.fullmatch(r"exp-[\w-]{1,60}", exp_id):
+        return None
+    data = read_json(_dir(settings) / exp_id / "experiment.json")
+    return data if isinstance(data, dict) else None
+
+
+def list_experiments(settings: Settings) -> list[dict[str, Any]]:
+    root = _dir(settings)
+    if not root.is_dir():
+        return []
+    out = []
+    for path in sorted(root.iterdir(), reverse=True):
+        data = read_json(path / "experiment.json")
+        if isinstance(data, dict):
+            out.append(data)
+    return out
+
+
+def submit_experiment(settings: Settings, exp: ExperimentSpec) -> str:
+    """Queue every run of the experiment, interleaved, and record which is which."""
+    from core.executors.worker import submit
+
+    exp_id = new_experiment_id()
+    planned = expand(exp, exp_id)
+    run_ids = submit(settings, [spec for _, _, spec in planned])
+    save_experiment(
+        settings,
+        exp,
+        [(arm, trial, rid) for (arm, trial, _), rid in zip(planned, run_ids, strict=True)],
+        exp_id,
+    )
+    return exp_id
+
+
+def experiment_runs(settings: Settings, record: dict[str, Any]) -> list[Any]:
+    """The experiment's runs as ``core.analysis.stats.RunOfArm`` (arm, trial, loaded run)."""
+    from core.analysis.compare import load_run
+    from core.analysis.stats import RunOfArm
+    from core.run_folder import RunFolder
+
+    out = []
+    for r in record.get("runs", []):
+        path = settings.runs_dir / str(r["run_id"])
+        if (path / "spec.json").is_file():
+            out.append(RunOfArm(str(r["arm"]), int(r["trial"]), load_run(RunFolder(path))))
+    return out
+
+
+def noise_floor(settings: Settings, host: str | None = None) -> dict[str, Any] | None:
+    """From the newest finished A/A experiment on this host: per metric, the largest
+    relative difference (or its interval bound) seen between two identical arms."""
+    from core.analysis.stats import arm_stats
+
+    host = host or platform.node()
+    for record in list_experiments(settings):
+        spec = record.get("spec") or {}
+        if spec.get("kind") != "aa" or record.get("host") != host:
+            continue
+        runs = experiment_runs(settings, record)
+        if not runs or any(r.view.status.get("state") in ("queued", "running") for r in runs):
+            continue
+        arms = [a["label"] for a in spec.get("arms", [])]
+        table = arm_stats(runs, arms[0])
+        others = table[table["arm"] != arms[0]].dropna(subset=["rel"])
+        if others.empty:
+            continue
+        floor: dict[str, Any] = {"experiment_id": record["experiment_id"]}
+        for metric, rows in others.groupby("metric"):
+            bounds = [
+                abs(x)
+                for col in ("rel", "rel_low", "rel_high")
+                for x in rows[col]
+                if x is not None and x == x
+            ]
+            floor[str(metric)] = max(bounds)
+        return floor
+    return None

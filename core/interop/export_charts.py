@@ -1,0 +1,64 @@
+"""The charts of a selection (``core.interop.selection``) for the HTML report and the PNG export:
+throughput, TTFT and ITL against concurrency, the TTFT CDF at the headline point
+(``core.analysis.compare.headline_point``, the same point the pages headline) and the memory
+headroom; every run named and coloured as on the pages (``core.views.figures.arm_colours``)."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from core.analysis.compare import (
+    has_records,
+    headline_point,
+    latency_samples,
+    memory_headroom,
+    no_records_note,
+)
+from core.analysis.stats import RunOfArm, first_per_arm
+from core.interop.selection import Selection
+from core.run_folder import RunFolder
+from core.views.figures import (
+    arm_colours,
+    cdf_figure,
+    memory_headroom_figure,
+    metric_vs_concurrency,
+)
+
+__all__ = ["figures"]
+
+
+def figures(sel: Selection) -> tuple[dict[str, go.Figure], list[str]]:
+    """The charts of a run, comparison or experiment, and notes on what could not be drawn
+    (imported runs have no per-request records, hence no CDF)."""
+    figs: dict[str, go.Figure] = {}
+    notes: list[str] = []
+    views, names = sel.views, sel.names
+    colours = arm_colours(names, names[sel.baseline])
+    for metric, key in (
+        ("output_throughput", "output_throughput_vs_concurrency"),
+        ("median_ttft_ms", "median_ttft_vs_concurrency"),
+        ("median_itl_ms", "median_itl_vs_concurrency"),
+    ):
+        figs[key] = metric_vs_concurrency(views, metric, names, colours)
+    head = headline_point(views)
+    if head is not None:
+        series: dict[str, list[float]] = {}
+        for name, v, idx in zip(names, views, head.indices, strict=True):
+            if idx is not None and has_records(v, idx) and v.path is not None:
+                series[name] = latency_samples(RunFolder(v.path), idx, "ttft")
+            else:
+                notes.append(f"No TTFT distribution at {head.label}: {no_records_note(v)}")
+        if series:
+            figs["ttft_cdf"] = cdf_figure(series, f"TTFT (ms) at {head.label}", colours)
+    if sel.experiment is None:
+        figs["memory_headroom"] = memory_headroom_figure(memory_headroom(views, names))
+    else:  # one run per arm, named by its arm
+        runs = [
+            RunOfArm(str(sel.run_meta.get(v.run_id, {}).get("arm", n)), 0, v)
+            for v, n in zip(views, names, strict=True)
+        ]
+        first = first_per_arm(runs)
+        figs["memory_headroom"] = memory_headroom_figure(
+            memory_headroom(list(first.values()), list(first))
+        )
+    return figs, notes

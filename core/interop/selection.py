@@ -1,0 +1,225 @@
+"""What an export or a report is about: a *selection* of runs (one run, a comparison of two
+or more, or an experiment's runs with their arm and trial) and the one story told about it
+(``core.analysis.card``: baseline, arm names, summary card, verdict). The tables
+(``core.interop.export_tables``), the HTML report (``core.interop.export_html``) and the PNG charts
+(``core.interop.export_png``) all start from a Selection, so they name, order and judge the runs
+the same way as the portal's pages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Literal
+
+from core.analysis.card import Story, comparison_story, experiment_story, runs_host
+from core.analysis.compare import (
+    RunView,
+    arm_names,
+    baseline_index,
+    is_run_id,
+    load_run,
+    run_labels,
+)
+from core.errors import ConfigError, ServeLabError
+from core.run_folder import RunFolder, read_json
+from core.settings import Settings
+
+__all__ = [
+    "ExportError",
+    "Selection",
+    "origin_of",
+    "origin_text",
+    "select",
+    "selection_of",
+    "verdict_lines",
+]
+
+
+class ExportError(ServeLabError):
+    """An export could not be produced (for PNG: no working browser)."""
+
+
+# --- what to export ---------------------------------------------------------------------------
+
+
+@dataclass
+class Selection:
+    """The runs to export, in order (the baseline first for a comparison)."""
+
+    views: list[RunView]
+    kind: Literal["run", "comparison", "experiment"]
+    name: str
+    baseline: int = 0
+    run_meta: dict[str, dict[str, Any]] = field(default_factory=dict)
+    experiment: dict[str, Any] | None = None
+    settings: Settings | None = None
+
+    @property
+    def labels(self) -> list[str]:
+        """One key per run for the data tables: the run id."""
+        return run_labels(self.views)
+
+    @cached_property
+    def names(self) -> list[str]:
+        """One display name per run (``core.analysis.compare.arm_names``): what the report shows."""
+        return arm_names(self.views)
+
+    @cached_property
+    def story(self) -> Story | None:
+        """The one story (baseline, card, verdict) of a comparison or experiment."""
+        if self.experiment is not None and self.settings is not None:
+            return experiment_story(self.settings, self.experiment)
+        if len(self.views) < 2:
+            return None
+        floor, host = (
+            (None, runs_host(self.settings, self.views))
+            if self.settings is None
+            else _floor(self.settings, self.views)
+        )
+        return comparison_story(self.views, self.baseline, self.names, floor, host)
+
+
+def _floor(
+    settings: Settings, views: Sequence[RunView]
+) -> tuple[dict[str, Any] | None, str | None]:
+    from core.experiments.design import noise_floor
+
+    host = runs_host(settings, views)
+    return (noise_floor(settings, host) if host else None), host
+
+
+def _experiment(settings: Settings, exp_id: str) -> dict[str, Any] | None:
+    data = read_json(settings.data_dir / "experiments" / exp_id / "experiment.json")
+    return data if isinstance(data, dict) else None
+
+
+def select(settings: Settings, ids: Sequence[str], baseline: str | None = None) -> Selection:
+    """Run ids (``RUN_ID``) and experiment ids (``exp-...``) -> a Selection. One run is a
+    run export, several a comparison, one experiment id its runs with arm and trial."""
+    if not ids:
+        raise ConfigError("RUN_ID", "name at least one run (or an experiment exp-...)")
+    views: list[RunView] = []
+    meta: dict[str, dict[str, Any]] = {}
+    experiment: dict[str, Any] | None = None
+    for ident in ids:
+        if not is_run_id(ident):
+            raise ConfigError("RUN_ID", f"{ident[:60]!r} is not a run or experiment id")
+        record = _experiment(settings, ident) if ident.startswith("exp-") else None
+        if record is not None:
+            experiment = record if len(ids) == 1 else None
+            for r in record.get("runs", []):
+                rid = str(r.get("run_id"))
+                if (settings.runs_dir / rid / "spec.json").is_file():
+                    views.append(load_run(RunFolder(settings.runs_dir / rid)))
+                    meta[rid] = {
+                        "experiment_id": ident,
+                        "arm": r.get("arm"),
+                        "trial": r.get("trial"),
+                    }
+            continue
+        path = settings.runs_dir / ident
+        if not (path / "spec.json").is_file():
+            raise ConfigError(
+                "RUN_ID", f"no run or experiment {ident}; `python -m core runs` lists runs"
+            )
+        views.append(load_run(RunFolder(path)))
+    if not views:
+        raise ConfigError("RUN_ID", f"{', '.join(ids)}: no runs to export")
+    base = baseline_index(views)  # the control, unless told otherwise
+    if baseline:
+        ids_in = [v.run_id for v in views]
+        if baseline not in ids_in:
+            raise ConfigError("--baseline", f"{baseline} is not one of the exported runs")
+        base = ids_in.index(baseline)
+    if experiment is not None and not baseline:
+        from core.analysis.stats import baseline_arm
+
+        arm = baseline_arm(experiment.get("spec") or {})
+        base = next(
+            (i for i, v in enumerate(views) if meta.get(v.run_id, {}).get("arm") == arm), base
+        )
+    if experiment is not None:
+        kind: Literal["run", "comparison", "experiment"] = "experiment"
+        name = str(experiment.get("experiment_id"))
+    elif len(views) == 1:
+        kind, name = "run", views[0].run_id
+    else:
+        kind = "comparison"
+        name = "compare-" + "-vs-".join(v.run_id for v in views[:3])
+        if len(views) > 3:
+            name += f"-and-{len(views) - 3}-more"
+    return Selection(
+        views=views,
+        kind=kind,
+        name=name[:150],
+        baseline=base,
+        run_meta=meta,
+        experiment=experiment,
+        settings=settings,
+    )
+
+
+def selection_of(
+    views: Sequence[RunView], baseline: int | None = None, settings: Settings | None = None
+) -> Selection:
+    """A Selection of already-loaded views (the portal's pages); ``baseline`` None: the
+    control (``core.analysis.compare.baseline_index``)."""
+    views = list(views)
+    kind: Literal["run", "comparison", "experiment"] = "run" if len(views) == 1 else "comparison"
+    name = (
+        views[0].run_id
+        if len(views) == 1
+        else "compare-" + "-vs-".join(v.run_id for v in views[:3])
+    )
+    return Selection(
+        views=views,
+        kind=kind,
+        name=name[:150],
+        baseline=baseline_index(views) if baseline is None else baseline,
+        settings=settings,
+    )
+
+
+# --- origin -----------------------------------------------------------------------------------
+
+
+def origin_of(view: RunView) -> dict[str, Any] | None:
+    """The import block of an imported run; None for a run ServeLab launched."""
+    if not view.imported:
+        return None
+    block = view.spec.get("import")
+    return block if isinstance(block, dict) else {}
+
+
+def origin_text(view: RunView) -> str:
+    origin = origin_of(view)
+    if origin is None:
+        return "launched by ServeLab"
+    return f"imported from {origin.get('source_file')} ({origin.get('format')})"
+
+
+def _fmt(value: float) -> str:
+    return f"{value:,.4g}" if abs(value) < 1e5 else f"{value:,.0f}"
+
+
+_SINGLE_METRICS = ("output_throughput", "median_ttft_ms", "median_itl_ms")
+
+
+def verdict_lines(sel: Selection) -> list[str]:
+    """The verdict of the selection: the story's (regressions first, then each arm against
+    the baseline at the headline point), or a single run's headline metrics."""
+    if sel.story is not None:
+        return sel.story.verdict
+    v = sel.views[0]
+    last = v.points[-1] if v.points else None
+    if last is None:
+        return [f"Single run {v.run_id} ({v.status.get('state')}): no benchmark points."]
+    m = last.get("metrics") or {}
+    parts = [f"{k} {_fmt(m[k])}" for k in _SINGLE_METRICS if isinstance(m.get(k), int | float)]
+    return [
+        f"Single run {v.run_id} at {last.get('label')}: "
+        + (", ".join(parts) or "no headline metric known")
+        + "."
+    ]

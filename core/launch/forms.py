@@ -1,0 +1,324 @@
+"""The launch form's raw values → validated run specs, with one message per form field.
+
+Pages pass what the widgets hold (strings mostly); everything is parsed and validated
+here so the same rules apply to the form, the CLI and any import path.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from core.config import (
+    RunSpec,
+    ServerConfig,
+    parse_request_rate,
+    plain_error,
+    spec_errors,
+)
+from core.engines import EngineInfo, launch_problems
+from core.experiments.design import ExperimentSpec, experiment_from_preset
+from core.launch.host import HostInfo
+from core.launch.presets import PRESETS, Preset, expand_preset
+from core.safety import server_path_problems
+from core.settings import Settings, load_settings
+
+__all__ = [
+    "FORM_DEFAULTS",
+    "check_spec_data",
+    "experiment_from_form",
+    "launch_from_form",
+    "spec_problems",
+]
+
+FORM_DEFAULTS: dict[str, Any] = {
+    "preset": "Single run",
+    "engine": "transformers",
+    "model": "smollm2-135m-instruct",
+    "tokenizer": "",
+    "endpoint_url": "",
+    "device": "auto",
+    "dtype": "auto",
+    "cuda_graphs": "engine default",
+    "cuda_graph_max_bs": "",
+    "mem_fraction_static": "",
+    "tp_size": 1,
+    "attention_backend": "",
+    "cb_max_memory_percent": "",
+    "extra_args": "",
+    "startup_timeout_s": 600,
+    "concurrency": "1,4",
+    "num_prompts": 8,
+    "input_len": 32,
+    "output_len": 16,
+    "request_rate": "inf",
+    "seed": 42,
+    "warmup_requests": "",
+    "probe": True,
+    "probe_prompt": "What is the capital of France? Answer in one word.",
+    "probe_expect": "(?i)paris",
+    "tags": "",
+    "trials": 3,
+    "exact_length": True,
+}
+
+
+def _text(form: dict[str, Any], key: str) -> str:
+    value = form.get(key)
+    return "" if value is None else str(value).strip()
+
+
+def _opt_float(form: dict[str, Any], key: str, errors: dict[str, str]) -> float | None:
+    text = _text(form, key)
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        errors[key] = f"{text[:40]!r} is not a number; give one such as 0.85, or leave it empty"
+        return None
+
+
+def _opt_int(form: dict[str, Any], key: str, errors: dict[str, str]) -> int | None:
+    """A whole number from a text field or a number widget (which may hold a float)."""
+    value = form.get(key)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    text = "" if value is None else str(value).strip()
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        errors[key] = f"{text[:40]!r} is not a whole number; give one such as 8, or leave it empty"
+        return None
+
+
+def _form_key(path: str) -> str:
+    """Map a spec path (server.tp_size, plan.points.0.concurrency) to its form field."""
+    parts = path.split(".")
+    if parts[:2] == ["plan", "points"]:
+        return parts[-1] if len(parts) > 3 else "concurrency"
+    if parts[:2] == ["plan", "probe"]:
+        return {"prompt": "probe_prompt", "expect": "probe_expect"}.get(parts[-1], "probe")
+    if parts[0] in ("server", "plan") and len(parts) > 1:
+        return parts[1] if parts[1] in FORM_DEFAULTS else "engine"
+    return parts[0] if parts[0] in FORM_DEFAULTS else "engine"
+
+
+def _server_errors(server: dict[str, Any]) -> tuple[ServerConfig | None, dict[str, str]]:
+    """The server part on its own, so its problems come with the plan's, not after them.
+    A rule about several knobs (mem_fraction_static on a non-sglang engine...) names the
+    knob first: its message goes beside that knob."""
+    try:
+        return ServerConfig.model_validate(server), {}
+    except ValidationError as exc:
+        out: dict[str, str] = {}
+        for err in exc.errors():
+            message = plain_error(err)
+            if err["loc"]:
+                key = ".".join(str(p) for p in err["loc"])
+            else:
+                first = message.split(" ", 1)[0]
+                key = first if first in ServerConfig.model_fields else "engine"
+            out.setdefault(f"server.{key}", message)
+        return None, out
+
+
+def _path_errors(server: dict[str, Any], roots: Sequence[Path], must_exist: bool) -> dict[str, str]:
+    """Model and tokenizer locations, checked even when another server field is wrong."""
+    shell = ServerConfig.model_construct(
+        **{
+            **ServerConfig().model_dump(),
+            **{k: server[k] for k in ("engine", "model", "tokenizer") if server.get(k) is not None},
+        }
+    )
+    try:
+        return server_path_problems(shell, roots, must_exist=must_exist)
+    except (TypeError, AttributeError):  # a value of the wrong type: pydantic says so
+        return {}
+
+
+def check_spec_data(
+    data: dict[str, Any], roots: Sequence[Path], *, must_exist: bool
+) -> tuple[RunSpec | None, dict[str, str]]:
+    """A spec as plain data (a form's fields, a CLI's flags and plan file) → (RunSpec, {})
+    or (None, {dotted field: message}) with every problem at once: the server and the plan
+    are validated apart, and model locations are checked whatever else is wrong."""
+    server = dict(data.get("server") or {})
+    _, errors = _server_errors(server)
+    _, rest = spec_errors({k: v for k, v in data.items() if k != "server"})
+    if any(k.startswith("plan.points.") for k in rest):
+        rest.pop("plan.points", None)  # "no valid point" follows from the point's own error
+    for path, message in {**rest, **_path_errors(server, roots, must_exist)}.items():
+        errors.setdefault(path, message)
+    if errors:
+        return None, errors
+    return RunSpec.model_validate(data), {}
+
+
+def spec_problems(
+    spec: RunSpec, info: EngineInfo, settings: Settings, *, must_exist: bool = True
+) -> dict[str, str]:
+    """{field: why} for what the run's preflight would refuse here (model locations, the
+    engine being installed, its knobs and extra flags against its installed option list),
+    found before the run is queued. ``must_exist``: model folders must exist (a local run)."""
+    problems = dict(
+        server_path_problems(spec.server, settings.allowed_model_roots, must_exist=must_exist)
+    )
+    if not info.installed:
+        problems["server.engine"] = f"{spec.server.engine} is not available here: {info.reason}"
+        return problems
+    for field, why in launch_problems(spec.server, info, settings).items():
+        problems.setdefault(field, why)
+    return problems
+
+
+def launch_from_form(
+    form: dict[str, Any],
+    host: HostInfo,
+    *,
+    model_roots: Sequence[Path] | None = None,
+    settings: Settings | None = None,
+    local: bool = True,
+) -> tuple[list[RunSpec], dict[str, str]]:
+    """(specs to queue, {}) or ([], {form field: message}), every problem at once.
+
+    ``local``: the runs execute on this host, so model folders must exist here and the
+    engine's knobs and flags are checked against what ``host`` detected (a Ray run is
+    checked on its node). ``model_roots``: where model and tokenizer folders may be
+    (default: the settings' allowed model roots)."""
+    settings = settings or load_settings()
+    errors: dict[str, str] = {}
+    engine = str(form.get("engine", "transformers"))
+    if (why := host.unavailable(engine)) is not None:
+        errors["engine"] = why
+    preset: Preset | None = next((p for p in PRESETS if p.name == form.get("preset")), None)
+    if preset is None:
+        errors["preset"] = f"unknown preset {form.get('preset')!r}; pick one from the list"
+    elif (why := preset.unavailable(host, engine)) is not None:
+        errors["preset"] = f"{preset.name} is unavailable here: {why}"
+
+    try:
+        extra = tuple(shlex.split(str(form.get("extra_args") or "")))
+    except ValueError as exc:
+        errors["extra_args"] = f"cannot split into flags ({exc}); close the quote"
+        extra = ()
+    try:
+        concurrency = [int(c) for c in _text(form, "concurrency").split(",") if c.strip()]
+        if not concurrency:
+            raise ValueError
+    except ValueError:
+        errors["concurrency"] = "give one or more whole numbers separated by commas, e.g. 1,4,16"
+        concurrency = [1]
+    rate = math.inf
+    if rate_text := _text(form, "request_rate"):
+        try:
+            rate = parse_request_rate(rate_text)
+        except ValueError as exc:
+            errors["request_rate"] = str(exc)
+    cuda = {"on": True, "off": False}.get(str(form.get("cuda_graphs")))
+    server = {
+        "engine": engine,
+        "model": _text(form, "model"),
+        "tokenizer": _text(form, "tokenizer") or None,
+        "endpoint_url": _text(form, "endpoint_url") or None,
+        "device": form.get("device") or "auto",
+        "dtype": form.get("dtype") or "auto",
+        "cuda_graphs": cuda,
+        "cuda_graph_max_bs": _opt_int(form, "cuda_graph_max_bs", errors),
+        "mem_fraction_static": _opt_float(form, "mem_fraction_static", errors),
+        "tp_size": 1 if (tp := _opt_int(form, "tp_size", errors)) is None else tp,
+        "attention_backend": _text(form, "attention_backend") or None,
+        "cb_max_memory_percent": _opt_float(form, "cb_max_memory_percent", errors),
+        "extra_args": extra,
+        "startup_timeout_s": form.get("startup_timeout_s") or 600,
+    }
+    numbers = {
+        k: _opt_int(form, k, errors) for k in ("num_prompts", "input_len", "output_len", "seed")
+    }
+    points = [
+        {
+            "concurrency": c,
+            "request_rate": rate,
+            **{k: v for k, v in numbers.items() if k != "seed" and v is not None},
+        }
+        for c in concurrency
+    ]
+    plan: dict[str, Any] = {
+        "points": points,
+        "warmup_requests": _opt_int(form, "warmup_requests", errors),
+        # the exact-length request field itself is the engine's (or what
+        # an endpoint accepts): the user only says whether to ask
+        "ignore_eos": bool(form.get("exact_length", True)),
+    }
+    if numbers["seed"] is not None:
+        plan["seed"] = numbers["seed"]
+    if form.get("probe", True):
+        plan["probe"] = {
+            "prompt": form.get("probe_prompt") or FORM_DEFAULTS["probe_prompt"],
+            "expect": str(form.get("probe_expect") or "") or None,
+        }
+    else:
+        plan["probe"] = None
+    tags = tuple(t for t in str(form.get("tags") or "").replace(",", " ").split() if t)
+
+    roots = model_roots if model_roots is not None else settings.allowed_model_roots
+    data = {"server": server, "plan": plan, "tags": tags}
+    base, spec_errs = check_spec_data(data, roots, must_exist=local)
+    for path, message in spec_errs.items():
+        errors.setdefault(_form_key(path), message)
+    # the server part alone, when the plan is what is wrong: its engine checks still run
+    server_cfg = base.server if base is not None else _server_errors(server)[0]
+    info = host.engines.get(engine)
+    if local and server_cfg is not None and info is not None and info.installed:
+        for path, message in launch_problems(server_cfg, info, settings).items():
+            errors.setdefault(_form_key(path), message)
+    if errors or base is None or preset is None:
+        return [], errors
+    specs = expand_preset(preset, base)
+    # An arm may set a knob the engine cannot take (graphs on a CPU-only engine...).
+    for spec, (label, _) in zip(specs, preset.arms, strict=True):
+        _, arm_errs = spec_errors(spec.model_dump())
+        if local and info is not None and info.installed:
+            arm_errs = {**launch_problems(spec.server, info, settings), **arm_errs}
+        for path, message in arm_errs.items():
+            errors.setdefault("preset", f"arm {label!r}: {path}: {message}")
+    return (specs, {}) if not errors else ([], errors)
+
+
+def _trials(form: dict[str, Any]) -> tuple[int, str | None]:
+    value = form.get("trials")
+    try:
+        trials = int(FORM_DEFAULTS["trials"] if value in (None, "") else value)
+    except (TypeError, ValueError):
+        return 0, "give a whole number of trials between 1 and 50 (3 or more for intervals)"
+    if not 1 <= trials <= 50:
+        return 0, f"give between 1 and 50 trials, not {trials} (3 or more for intervals)"
+    return trials, None
+
+
+def experiment_from_form(
+    form: dict[str, Any], host: HostInfo, *, settings: Settings | None = None, local: bool = True
+) -> tuple[ExperimentSpec | None, dict[str, str]]:
+    """A preset with several arms becomes an experiment of ``trials`` trials (checked
+    with every other field, in the same pass)."""
+    specs, errors = launch_from_form(form, host, settings=settings, local=local)
+    trials, trials_error = _trials(form)
+    if trials_error:
+        errors = {**errors, "trials": trials_error}
+    if errors:
+        return None, errors
+    preset = next(p for p in PRESETS if p.name == form.get("preset"))
+    base = specs[0].model_copy(
+        update={"tags": tuple(t for t in specs[0].tags if not t.startswith(("ab-", "arm:")))}
+    )
+    kind = "aa" if not preset.intended else "ab"
+    return experiment_from_preset(
+        preset.name, base, [(label, dict(ch)) for label, ch in preset.arms], trials, kind
+    ), {}

@@ -1,0 +1,144 @@
+"""The launch form's "Grid / sweep" mode: knob rows (a knob and its comma-separated values)
+→ a grid experiment over the form's configuration, every problem beside its row.
+
+The base configuration is the form's own (checked by ``core.launch.forms`` as for a single run);
+each grid value is then checked against that base (``grid_experiment``) and every arm by the
+engine's preflight rule (``spec_problems``), so a value this host or engine refuses is
+reported before anything is queued.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from core.errors import ConfigError
+from core.experiments.design import (
+    GRID_KNOB_FIELDS,
+    MAX_GRID_KNOBS,
+    ExperimentSpec,
+    KnobGrid,
+    expand,
+    grid_experiment,
+)
+from core.launch.forms import _trials, launch_from_form, spec_problems
+from core.launch.host import HostInfo
+from core.launch.presets import PRESETS, _minutes
+from core.settings import Settings, load_settings
+
+__all__ = ["GRID_KNOB_FIELDS", "GRID_ROWS", "grid_estimate", "grid_from_form", "parse_values"]
+
+GRID_ROWS = MAX_GRID_KNOBS
+_TRUE, _FALSE, _NONE = ("true", "on", "yes"), ("false", "off", "no"), ("default", "none")
+
+
+def parse_values(text: str) -> list[Any]:
+    """``false, true`` / ``0.85, 0.92`` / ``8, 32, 128`` / ``fa3, triton`` as typed values
+    (``default`` = the engine's default, None)."""
+    out: list[Any] = []
+    for item in (t.strip() for t in str(text).split(",")):
+        if not item:
+            continue
+        low = item.lower()
+        if low in _TRUE or low in _FALSE:
+            out.append(low in _TRUE)
+        elif low in _NONE:
+            out.append(None)
+        elif re.fullmatch(r"[+-]?\d+", item):
+            out.append(int(item))
+        else:
+            try:
+                number = float(item)
+            except ValueError:
+                out.append(item)
+            else:
+                out.append(number if math.isfinite(number) else item)
+    return out
+
+
+def _row_of(field: str, message: str, knobs: Sequence[str]) -> str:
+    """A grid error's form key: the row of the knob it names, else the grid as a whole."""
+    for i, knob in enumerate(knobs):
+        if field.startswith(f"grid.knobs.{knob}") or (field == "grid.knobs" and knob in message):
+            return f"grid_values_{i}"
+    return "grid_design" if field == "grid.design" else "grid"
+
+
+def grid_from_form(
+    form: dict[str, Any],
+    rows: Sequence[tuple[str, str]],
+    design: str,
+    host: HostInfo,
+    *,
+    settings: Settings | None = None,
+    local: bool = True,
+) -> tuple[ExperimentSpec | None, dict[str, str]]:
+    """(experiment, {}) or (None, {form key: message}); rows are (knob field, values text),
+    an empty knob skips its row."""
+    settings = settings or load_settings()
+    single = next(p.name for p in PRESETS if len(p.arms) == 1 and not p.intended)
+    specs, errors = launch_from_form(
+        {**form, "preset": single}, host, settings=settings, local=local
+    )
+    trials, trials_error = _trials(form)
+    if trials_error:
+        errors["trials"] = trials_error
+    knobs: dict[str, list[Any]] = {}
+    used: list[str] = []
+    for i, (knob, text) in enumerate(rows):
+        if not knob:
+            continue
+        if knob not in GRID_KNOB_FIELDS:
+            errors[f"grid_knob_{i}"] = (
+                f"{knob!r} is not a knob a grid can vary; pick one from the list"
+            )
+        elif knob in knobs:
+            errors[f"grid_knob_{i}"] = f"{knob} is already in row {used.index(knob) + 1}"
+        else:
+            values = parse_values(text)
+            if len(values) < 2:
+                errors[f"grid_values_{i}"] = (
+                    "give two or more values separated by commas, e.g. false, true or 0.85, 0.92"
+                )
+            knobs[knob] = values
+            used.append(knob)
+    if not knobs:
+        errors["grid"] = "pick at least one knob and its values"
+    if errors or not specs:
+        return None, errors
+    name = "Grid: " + " × ".join(k.split(".", 1)[-1] for k in knobs)
+    try:
+        grid = KnobGrid.model_validate({"knobs": knobs, "design": design})
+        exp = grid_experiment(name, specs[0], grid, trials)
+    except ConfigError as exc:
+        return None, {_row_of(exc.field, exc.message, used): exc.message}
+    except ValueError as exc:  # pydantic's ValidationError
+        return None, {"grid": str(exc).splitlines()[-1] if str(exc) else "invalid grid"}
+    info = host.engines.get(specs[0].server.engine)
+    if info is not None:
+        for arm, _, spec in expand(exp, "exp-check")[: len(exp.arms)]:
+            for field, why in spec_problems(spec, info, settings, must_exist=local).items():
+                key = _row_of(f"grid.knobs.{field}", why, used)
+                errors.setdefault(key, f"arm {arm}: {why}")
+    return (None, errors) if errors else (exp, {})
+
+
+def grid_estimate(
+    exp: ExperimentSpec, history_s: Sequence[float], *, parallel: bool = False
+) -> str:
+    """How many runs the grid queues and about how long they take (median of earlier
+    runs of this engine and model here)."""
+    arms, trials = len(exp.arms), exp.trials
+    design = exp.grid.resolved_design if exp.grid else "arms"
+    count = f"{arms * trials} runs ({arms} arms, {design}, × {trials} trials)"
+    if not history_s:
+        return f"{count}. No finished run of this engine and model here yet to estimate from."
+    per_run = statistics.median(history_s)
+    total = per_run if parallel else per_run * arms * trials
+    return (
+        f"{count}: about {_minutes(total)} (median {_minutes(per_run)} per run over "
+        f"{len(history_s)} finished run(s) of this engine and model)"
+    )

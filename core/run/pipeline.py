@@ -1,0 +1,641 @@
+"""The run pipeline: one server configuration + one benchmark plan, start to finish.
+
+preflight → launch → wait_ready → facts → probe → warmup → points → stop → verify → store
+
+Each step's outcome (ok / failed / skipped, duration, detail) goes into
+``status.json`` as it happens, so a run that dies at any moment still says how
+far it got. The server is stopped in a ``finally`` whatever happened, and the
+run is indexed into the catalog last (the folder stays the source of truth if
+that fails).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from core.config import BenchmarkPlan, Point, RunSpec
+from core.engines import get_adapter
+from core.engines.base import LaunchPlan
+from core.engines.endpoint import mechanism_name
+from core.errors import (
+    ConfigError,
+    EngineUnavailable,
+    RunCancelled,
+    ServeLabError,
+    ServerExitedError,
+    ServerLaunchError,
+    StoreError,
+)
+from core.load.generator import LoadGenerator, LoadOptions
+from core.load.prompts import Tokenizer, load_tokenizer, make_prompts, prompts_digest
+from core.metrics import compute_point_metrics, point_warnings
+from core.records import RequestRecord, records_to_table
+from core.run.gpu import gpu_memory, gpu_pids
+from core.run.launcher import RUN_ID_ENV, ManagedServer, free_port, tail
+from core.run.probe import run_probe
+from core.run.samplers import Sampler
+from core.run_folder import EndState, RunFolder, utc_now
+from core.safety import (
+    api_key,
+    redact_argv,
+    redact_env,
+    restore_secrets,
+    scrub,
+    secret_values,
+    server_path_problems,
+    split_secrets,
+)
+from core.settings import Settings
+from core.store import Catalog
+
+__all__ = ["ProgressFn", "execute_run", "prepare_run"]
+
+ProgressFn = Callable[[dict[str, Any]], None]
+MIN_FREE_DISK_MB = 200
+# Warm-up is sized from the plan: as many requests as its largest concurrency (every batch
+# size the points will use has then been run once: lazy allocation, per-shape graphs and
+# kernels), each with the first point's prompt length but only a few output tokens. The
+# decode path is warm after its first steps; more tokens only cost time (on a CPU engine,
+# seconds per token) and measure nothing, since warm-up records are not metrics.
+WARMUP_MAX_OUTPUT = 4
+
+
+class _Failed(Exception):
+    """Internal: ends the run with a final state and a reason in words."""
+
+    def __init__(self, state: EndState, reason: str) -> None:
+        super().__init__(reason)
+        self.state: EndState = state
+        self.reason = reason
+
+
+@dataclass
+class _Run:
+    folder: RunFolder
+    spec: RunSpec
+    settings: Settings
+    progress: ProgressFn | None
+    stop_event: threading.Event
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    server: ManagedServer | None = None
+    last_status_write: float = 0.0
+    status_error: str = ""  # the last status.json write that failed (disk full...)
+    headers: dict[str, str] = field(default_factory=dict)  # sent with every request
+
+    def should_stop(self) -> bool:
+        return self.stop_event.is_set() or self.folder.cancel_requested
+
+    def check_cancel(self) -> None:
+        if self.should_stop():
+            raise RunCancelled("cancelled on request")
+
+    def report(self, force: bool = False, **changes: Any) -> None:
+        now = time.monotonic()
+        if not force and now - self.last_status_write < 0.5:
+            return
+        self.last_status_write = now
+        try:
+            status = self.folder.update_status(steps=self.steps, **changes)
+        except StoreError as exc:
+            # Progress is best effort: a full disk must never stop the run from stopping
+            # its server. Results are written separately and fail loudly.
+            self.status_error = str(exc)
+            return
+        if self.progress:
+            self.progress(status)
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[dict[str, Any]]:
+        rec: dict[str, Any] = {"step": name, "outcome": "running", "started_at": utc_now()}
+        self.steps.append(rec)
+        self.report(force=True, phase=name, progress=None)
+        t = time.monotonic()
+        try:
+            yield rec
+        except BaseException as exc:
+            rec["outcome"] = "failed"
+            rec.setdefault("detail", str(exc)[:500] or type(exc).__name__)
+            raise
+        else:
+            if rec["outcome"] == "running":
+                rec["outcome"] = "ok"
+        finally:
+            rec["duration_s"] = round(time.monotonic() - t, 3)
+            self.report(force=True)
+
+
+def prepare_run(
+    spec: RunSpec, settings: Settings, run_id: str | None = None, run_now: bool = False
+) -> RunFolder:
+    """Create the run folder with its spec: queued for the worker, or (``run_now``, the
+    CLI) already running in this process, so no worker ever mistakes it for a job."""
+    folder = RunFolder.create(settings.runs_dir, run_id)
+    data = spec.model_dump(mode="json")
+    redacted, hidden = split_secrets(spec.server.extra_args)
+    if hidden:  # API keys never go into spec.json; the run process reads them back once
+        folder.write_secrets({"extra_args": hidden})
+        data["server"]["extra_args"] = list(redacted)
+    folder.write("spec.json", {"run_id": folder.run_id, "created_at": utc_now(), **data})
+    status: dict[str, Any] = {
+        "run_id": folder.run_id,
+        "state": "queued",
+        "phase": "queued",
+        "updated_at": utc_now(),
+    }
+    if run_now:
+        status.update(state="running", phase="starting", pid=os.getpid(), started_at=utc_now())
+    folder.write("status.json", status)
+    return folder
+
+
+def _preflight(run: _Run) -> tuple[LaunchPlan, Any, dict[str, Any]]:
+    server_cfg = run.spec.server
+    adapter = get_adapter(server_cfg.engine, run.settings)
+    info = adapter.detect()
+    if not info.installed:
+        raise EngineUnavailable(f"{server_cfg.engine} is not available here: {info.reason}")
+    for fld, problem in server_path_problems(
+        server_cfg, run.settings.allowed_model_roots, must_exist=True
+    ).items():
+        raise ConfigError(fld, problem)
+    free_mb = shutil.disk_usage(run.folder.path).free / 2**20
+    if free_mb < MIN_FREE_DISK_MB:
+        raise StoreError(
+            f"only {free_mb:.0f} MB free where runs are stored; free at least {MIN_FREE_DISK_MB} MB"
+        )
+    if server_cfg.engine == "endpoint":
+        port = 0
+    elif server_cfg.port is not None:
+        port = server_cfg.port
+        import socket
+
+        with socket.socket() as s:
+            try:
+                s.bind((server_cfg.host, port))
+            except OSError as exc:
+                raise ConfigError(
+                    "server.port",
+                    f"port {port} is already in use on "
+                    f"{server_cfg.host}; choose another or leave it empty",
+                ) from exc
+    else:
+        port = free_port(server_cfg.host)
+    plan = adapter.plan_launch(server_cfg, port, info)
+    if plan.argv is not None and (key := api_key(plan.argv)) is not None:
+        run.headers["Authorization"] = f"Bearer {key}"
+    launch = {
+        "argv": None if plan.argv is None else redact_argv(plan.argv),
+        "command": None
+        if plan.argv is None
+        else ManagedServer(plan.argv, run.folder.log_path, "").command,
+        "base_url": plan.base_url,
+        "health_path": plan.health_path,
+        "engine": server_cfg.engine,
+        "engine_version": info.version,
+        "notes": [*info.notes, *plan.notes],
+        "env": redact_env(plan.env),
+        "exact_length_body": plan.exact_length_body if run.spec.plan.ignore_eos else {},
+    }
+    # Which request fields ask for exact output lengths, by name (the endpoint engine
+    # replaces this with what the server itself accepted, before the warm-up).
+    launch["exact_length"] = {
+        "mechanism": mechanism_name(plan.exact_length_body if run.spec.plan.ignore_eos else {}),
+        "why": "plan.ignore_eos is off"
+        if not run.spec.plan.ignore_eos
+        else f"what {server_cfg.engine} takes",
+    }
+    run.folder.write("launch.json", launch)
+    return plan, adapter, launch
+
+
+def _wait_endpoint(base_url: str, path: str, timeout_s: float, run: _Run) -> float:
+    t = time.monotonic()
+    while True:
+        run.check_cancel()
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(base_url + path, timeout=5.0).status_code == 200:
+                return time.monotonic() - t
+        if time.monotonic() - t > timeout_s:
+            raise ServerLaunchError(
+                f"endpoint {base_url} did not answer {path} within {timeout_s:.0f} s"
+            )
+        time.sleep(0.5)
+
+
+def _model_name(plan: LaunchPlan, headers: dict[str, str]) -> str:
+    if plan.model_name:
+        return plan.model_name
+    resp = httpx.get(plan.base_url + "/v1/models", timeout=10.0, headers=headers)
+    try:
+        data = resp.json().get("data") or []
+        return str(data[0]["id"])
+    except (ValueError, AttributeError, TypeError, LookupError, RecursionError):
+        raise ServerLaunchError(
+            f"the server lists no model at /v1/models (HTTP "
+            f"{resp.status_code}: {resp.text[:200]!r})"
+        ) from None
+
+
+def _run_point(
+    run: _Run,
+    gen: LoadGenerator,
+    plan: LaunchPlan,
+    model: str,
+    tok: Tokenizer,
+    index: int,
+    point: Point,
+    bench: BenchmarkPlan,
+    exact_body: dict[str, Any],
+    sampler: Sampler,
+) -> list[RequestRecord]:
+    if bench.flush_cache and plan.supports_flush_cache:
+        with contextlib.suppress(httpx.HTTPError):
+            httpx.post(plan.base_url + "/flush_cache", timeout=60.0, headers=run.headers)
+    # Seeded per point, not per run: every arm of a comparison gets the same prompts (a
+    # point sized by time sends a prefix of the same sequence).
+    low, high = bench.point_requests(point)
+    budget = gen.budget(
+        low, high, point.concurrency, point.request_rate, point.output_len, bench.min_steady_s
+    )
+    prompts = make_prompts(
+        tok, budget, point.input_len, point.output_len, seed=bench.seed * 1000 + index
+    )
+    opts = LoadOptions(
+        base_url=plan.base_url,
+        model=model,
+        concurrency=point.concurrency,
+        request_rate=point.request_rate,
+        seed=bench.seed + index,
+        exact_length_body=exact_body,
+        request_timeout_s=bench.request_timeout_s,
+        point_timeout_s=bench.point_timeout_s,
+        should_stop=run.should_stop,
+        min_requests=low,
+        min_steady_s=bench.min_steady_s,
+        workers=gen.workers_for(bench.client_workers, point.concurrency, budget),
+    )
+    sampler.point = index
+
+    def on_done(done: int, total: int) -> None:
+        run.report(
+            progress={
+                "point": index,
+                "points_total": len(bench.points),
+                "requests_done": done,
+                "requests_total": total,
+            }
+        )
+
+    started_at = utc_now()
+    records, health = gen.run(opts, prompts, on_done)
+    _retokenize(tok, records)
+    # The slots a steady state fills: the cap, or every request sent at once.
+    target = point.concurrency or (len(records) if math.isinf(point.request_rate) else None)
+    metrics = compute_point_metrics(records, "server", target)
+    metrics_retok = compute_point_metrics(records, "retokenized", target)
+    server_counts = any(r.output_tokens_server is not None for r in records)
+    warnings = point_warnings(metrics, point.concurrency, bench.min_steady_s)
+    run.folder.write_table(f"points/{index:03d}/records.parquet", records_to_table(records))
+    run.folder.write(
+        f"points/{index:03d}/summary.json",
+        {
+            "index": index,
+            "label": point.label,
+            "point": point.model_dump(mode="json"),
+            "started_at": started_at,
+            "prompts_digest": prompts_digest(prompts[: len(records)]),
+            "requests_planned": {"at_least": low, "at_most": high, "prepared": budget},
+            "token_source": "server" if server_counts else "requested (server sent no usage)",
+            "metrics": metrics,
+            "metrics_retokenized": metrics_retok,
+            "client": health.as_dict(),
+            "warnings": warnings,
+            # cut short by a cancel: what finished is kept, the cut requests are no errors
+            "cancelled": bool(metrics["cancelled_requests"]),
+        },
+    )
+    if run.should_stop():
+        raise RunCancelled(f"cancelled during point {index}")
+    if run.server is not None and run.server.proc is not None:
+        code = run.server.poll()
+        if code is None and not all(r.ok for r in records):
+            # Streams cut by a dying server can end a moment before its exit is visible.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = run.server.proc.wait(timeout=0.5)
+        if code is not None:
+            failed = sum(not r.ok for r in records)
+            raise ServerExitedError(
+                code,
+                tail(run.folder.log_path),
+                f"server exited during point {index} ({failed} of {len(records)} requests failed)",
+            )
+    return records
+
+
+def _retokenize(tok: Tokenizer, records: list[RequestRecord]) -> None:
+    for r in records:
+        if r.ok:
+            r.output_tokens_retokenized = len(tok.encode(r.generated_text))
+
+
+def _verify_gone(run: _Run, survivors: list[int], gpu_before: dict[int, list[int]]) -> str:
+    problems = []
+    if survivors:
+        problems.append(f"processes still alive after stop: {survivors}")
+    if gpu_before or gpu_pids():
+        server_pids = set(run.server._pids) if run.server else set()
+        for gpu, pids in gpu_pids().items():
+            held = server_pids & set(pids)
+            if held:
+                problems.append(f"GPU {gpu} still held by server pids {sorted(held)}")
+    return "; ".join(problems)
+
+
+def execute_run(
+    folder: RunFolder,
+    settings: Settings,
+    progress: ProgressFn | None = None,
+    stop_event: threading.Event | None = None,
+) -> dict[str, Any]:
+    """Run the pipeline for an already-prepared folder; return the final status."""
+    spec = RunSpec.model_validate(
+        {k: v for k, v in folder.read("spec.json").items() if k not in ("run_id", "created_at")}
+    )
+    hidden = folder.read_secrets().get("extra_args") or {}
+    if hidden:  # the API keys prepare_run kept out of spec.json
+        spec = spec.model_copy(
+            update={
+                "server": spec.server.model_copy(
+                    update={"extra_args": restore_secrets(spec.server.extra_args, hidden)}
+                )
+            }
+        )
+    run = _Run(folder, spec, settings, progress, stop_event or threading.Event())
+    t_start = time.monotonic()
+    if run.should_stop():
+        # Cancelled between queueing and starting: launch nothing.
+        return folder.end(
+            "cancelled", folder.read_status().reason or "cancelled before it started"
+        ).as_json()
+    run.report(
+        force=True,
+        state="running",
+        pid=os.getpid(),
+        started_at=folder.read_status().started_at or utc_now(),
+    )
+    final_state: EndState = "succeeded"
+    reason = ""
+    gpu_before = gpu_pids()
+    sampler: Sampler | None = None
+    gen: LoadGenerator | None = None
+    try:
+        with run.step("preflight"):
+            plan, adapter, launch = _preflight(run)
+        run.check_cancel()
+        if plan.argv is not None:
+            with run.step("launch"):
+                run.server = ManagedServer(
+                    plan.argv,
+                    folder.log_path,
+                    plan.base_url + plan.health_path,
+                    {**plan.env, RUN_ID_ENV: folder.run_id},
+                )
+                run.server.start()
+                run.report(force=True, server_pid=run.server.pid)
+            with run.step("wait_ready") as rec:
+                failure_in_log = getattr(adapter, "failure_in_log", lambda _t: None)
+                ready_s = run.server.wait_ready(
+                    spec.server.startup_timeout_s, run.should_stop, failure_in_log=failure_in_log
+                )
+                rec["detail"] = f"ready after {ready_s:.1f} s"
+        else:
+            with run.step("wait_ready") as rec:
+                ready_s = _wait_endpoint(
+                    plan.base_url, plan.health_path, spec.server.startup_timeout_s, run
+                )
+                rec["detail"] = f"answered after {ready_s:.1f} s"
+        with run.step("facts"):
+            log_text = folder.log_path.read_text(errors="replace") if plan.argv else ""
+            facts = adapter.collect_facts(plan.base_url, log_text)
+            facts.setdefault("engine_version", launch["engine_version"])
+            facts["ready_after_s"] = ready_s
+            facts["gpus"] = gpu_memory()
+            # An engine may echo its own secrets (/server_info's api_key): never store them.
+            folder.write("facts.json", scrub(facts, secret_values(plan.argv or [], plan.env)))
+            model = _model_name(plan, run.headers)
+            tok = load_tokenizer(plan.tokenizer_path or spec.server.tokenizer or spec.server.model)
+        run.check_cancel()
+        bench = spec.plan
+        if bench.probe is not None:
+            with run.step("probe") as rec:
+                probe = run_probe(
+                    plan.base_url,
+                    model,
+                    bench.probe,
+                    timeout_s=bench.request_timeout_s,
+                    headers=run.headers,
+                    should_stop=run.should_stop,
+                )
+                folder.write("probe.json", probe.as_dict())
+                rec["detail"] = f"{probe.answer[:80]!r}: {probe.reason}"
+                if not probe.passed:
+                    raise _Failed("invalid", f"sanity probe failed: {probe.reason}")
+        else:
+            run.steps.append({"step": "probe", "outcome": "skipped", "detail": "no probe in plan"})
+        run.check_cancel()
+        exact_body: dict[str, Any] = launch["exact_length_body"]
+        choose = getattr(adapter, "choose_exact_length", None)  # the endpoint engine
+        if bench.ignore_eos and choose is not None:
+            with run.step("exact_length") as rec:
+                mechanism, exact_body, why = choose(
+                    plan.base_url, model, run.headers, bench.request_timeout_s
+                )
+                rec["detail"] = f"{mechanism}: {why}"
+                launch.update(
+                    exact_length_body=exact_body, exact_length={"mechanism": mechanism, "why": why}
+                )
+                folder.write("launch.json", launch)
+        gen = LoadGenerator(
+            plan.base_url,
+            max(p.concurrency or p.num_prompts for p in bench.points),
+            bench.request_timeout_s,
+            headers=run.headers,
+        )
+        with run.step("warmup") as rec:
+            n_warm = bench.effective_warmup
+            first = bench.points[0]
+            warm = (
+                make_prompts(
+                    tok,
+                    n_warm,
+                    first.input_len,
+                    min(first.output_len, WARMUP_MAX_OUTPUT),
+                    seed=bench.seed * 1000 + 999,
+                )
+                if n_warm
+                else []
+            )
+            if warm:
+                wopts = LoadOptions(
+                    base_url=plan.base_url,
+                    model=model,
+                    concurrency=max(p.concurrency or p.num_prompts for p in bench.points),
+                    request_rate=float("inf"),
+                    seed=bench.seed,
+                    exact_length_body=exact_body,
+                    request_timeout_s=bench.request_timeout_s,
+                    point_timeout_s=bench.point_timeout_s,
+                    should_stop=run.should_stop,
+                )
+                wrecs, _ = gen.run(wopts, warm)
+                folder.write_table("warmup.parquet", records_to_table(wrecs))
+                run.check_cancel()  # cancelled requests are not a failed warm-up
+                bad = [r.error for r in wrecs if not r.ok]
+                rec["detail"] = (
+                    f"{n_warm} requests of {min(first.output_len, WARMUP_MAX_OUTPUT)}"
+                    f" output tokens, {len(bad)} failed"
+                )
+                if len(bad) == len(wrecs):
+                    raise _Failed("failed", f"every warm-up request failed: {bad[0]}")
+            else:
+                rec["outcome"] = "skipped"
+        metrics_url = plan.base_url + "/metrics" if plan.argv or spec.server.engine else None
+        sampler = Sampler(metrics_url, bench.metrics_interval_s, time.perf_counter()).start()
+        for i, point in enumerate(bench.points):
+            run.check_cancel()
+            with run.step(f"point {i}") as rec:
+                records = _run_point(
+                    run, gen, plan, model, tok, i, point, bench, exact_body, sampler
+                )
+                summary = folder.read(f"points/{i:03d}/summary.json")
+                m = summary["metrics"]
+                rec["detail"] = (
+                    f"{point.label}: {m['completed']}/{m['num_requests']} ok, "
+                    f"{(m['output_throughput'] or 0):.1f} out tok/s"
+                    + "".join(f"; WARNING: {w}" for w in summary["warnings"])
+                )
+                if not m["completed"]:
+                    # Kept (records and summary), but a point with nothing completed
+                    # measured nothing: the run did not succeed.
+                    err = next((r.error for r in records if r.error), "no completion")
+                    raise _Failed(
+                        "failed",
+                        f"point {i}: none of its {len(records)} requests "
+                        f"succeeded (first error: {err})",
+                    )
+    except _Failed as exc:
+        final_state, reason = exc.state, exc.reason
+    except RunCancelled as exc:
+        final_state, reason = "cancelled", str(exc)
+    except ServerExitedError as exc:
+        final_state, reason = "failed", str(exc)
+    except ServeLabError as exc:
+        final_state, reason = "failed", f"{type(exc).__name__}: {exc}"
+    except InterruptedError:
+        final_state, reason = "cancelled", "cancelled while waiting for the server"
+    except Exception as exc:  # a bug: still stop the server and record it
+        final_state, reason = "failed", f"internal error: {type(exc).__name__}: {exc}"
+    finally:
+        if gen is not None:
+            gen.close()
+        if sampler is not None:
+            sampler.stop()
+            with contextlib.suppress(StoreError):
+                folder.write_table("samples.parquet", sampler.table())
+                if sampler.metrics_error:
+                    run.steps.append(
+                        {
+                            "step": "metrics",
+                            "outcome": "skipped",
+                            "detail": f"no /metrics: {sampler.metrics_error}",
+                        }
+                    )
+        if run.server is not None:
+            with run.step("stop") as rec:
+                survivors = run.server.stop()
+                rec["detail"] = f"exit code {run.server.poll()}"
+            with run.step("verify") as rec:
+                problem = _verify_gone(run, survivors, gpu_before)
+                rec["detail"] = problem or "no server process left; GPU memory released"
+                if problem:
+                    rec["outcome"] = "failed"
+                    if final_state == "succeeded":
+                        final_state, reason = "failed", problem
+    with contextlib.suppress(StoreError):
+        folder.write("result.json", _result(folder))
+    duration_s = round(time.monotonic() - t_start, 3)
+    try:
+        status = folder.end(final_state, reason, steps=run.steps, duration_s=duration_s).as_json()
+    except StoreError as exc:
+        # The folder cannot take the final state (disk full, read-only): say so, and leave
+        # the folder "running" for recover_runs to close once it can be written again.
+        status = {
+            "run_id": folder.run_id,
+            "state": final_state,
+            "reason": reason,
+            "phase": "done",
+            "finished_at": utc_now(),
+            "duration_s": duration_s,
+            "progress": None,
+            "steps": run.steps,
+            "unrecorded": f"the final state could not be written: {exc}",
+        }
+        if progress:
+            progress(status)
+        return status
+    with run.step("store") as rec:
+        try:
+            Catalog(settings.catalog_path, settings.runs_dir).index_run(folder)
+            rec["detail"] = "indexed in the catalog"
+        except StoreError as exc:
+            rec["outcome"] = "failed"
+            rec["detail"] = f"not indexed ({exc}); `python -m core reindex` will pick it up"
+    with contextlib.suppress(StoreError):
+        status = folder.update_status(steps=run.steps)
+    if progress:
+        progress(status)
+    return status
+
+
+def _result(folder: RunFolder) -> dict[str, Any]:
+    points = folder.point_summaries()
+    # The headline is the plan's last point (usually the heaviest load).
+    headline = points[-1]["metrics"] if points else {}
+    return {
+        "points": len(points),
+        "headline_point": points[-1]["index"] if points else None,
+        "headline": {
+            k: headline.get(k)
+            for k in (
+                "output_throughput",
+                "median_ttft_ms",
+                "median_itl_ms",
+                "median_tpot_ms",
+                "error_rate",
+                "completed",
+                "num_requests",
+            )
+        },
+    }
+
+
+def install_signal_handlers(stop_event: threading.Event) -> None:
+    """SIGTERM/SIGINT ask the run to stop cleanly (server stopped, state recorded)."""
+
+    def handler(signum: int, _frame: object) -> None:
+        stop_event.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)

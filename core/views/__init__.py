@@ -1,0 +1,2 @@
+"""Wording and pictures over analysis results: figures, report text, the runs table.
+Views compute nothing of their own."""

@@ -1,0 +1,519 @@
+"""Plotly figures for the portal's Run and Compare pages (no Streamlit here).
+
+Every function returns a ``plotly.graph_objects.Figure`` with a titled, unit-labelled
+layout on ``plotly_white``; an empty input gives a figure that says so in words rather
+than an empty plot.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from core.analysis.compare import RunView, point_key, run_labels
+
+__all__ = [
+    "ARM_PALETTE",
+    "CDF_MAX_POINTS",
+    "arm_bands_figure",
+    "arm_colours",
+    "cdf_figure",
+    "frontier_figure",
+    "gpu_memory_figure",
+    "memory_headroom_figure",
+    "metric_label",
+    "metric_vs_concurrency",
+]
+
+# One colour per arm name on every chart, page and report: the baseline (the control)
+# takes the first, the other arms the next in their order (``arm_colours``).
+ARM_PALETTE = (
+    "#4c78a8",
+    "#f58518",
+    "#54a24b",
+    "#e45756",
+    "#b279a2",
+    "#72b7b2",
+    "#9d755d",
+    "#eeca3b",
+)
+TEMPLATE = "plotly_white"
+HEIGHT = 380
+# A CDF of more values than this is drawn through this many quantiles (ITL can have
+# hundreds of thousands of entries; the curve looks the same).
+CDF_MAX_POINTS = 2000
+
+_FAMILY_NAMES = {"ttft": "TTFT", "itl": "ITL", "tpot": "TPOT", "e2e": "E2E latency"}
+_STAT_NAMES = {
+    "mean": "mean",
+    "median": "median",
+    "std": "std",
+    "p90": "p90",
+    "p95": "p95",
+    "p99": "p99",
+    "max": "max",
+}
+_LABELS = {
+    "output_throughput": "output throughput (tok/s)",
+    "input_throughput": "input throughput (tok/s)",
+    "total_throughput": "total throughput (tok/s)",
+    "request_throughput": "request throughput (req/s)",
+    "max_output_tokens_per_s": "peak output (tok/s)",
+    "error_rate": "error rate (fraction)",
+    "concurrency": "achieved concurrency (requests)",
+    "max_concurrent_requests": "peak concurrent requests",
+    "duration_s": "duration (s)",
+    "output_len_ratio": "output length ratio (achieved / requested)",
+}
+
+
+def _arm_of(name: str) -> str:
+    """The arm a display name belongs to (``graphs on · c6a73d`` is arm ``graphs on``)."""
+    return name.rsplit(" · ", 1)[0]
+
+
+def arm_colours(names: Sequence[str], baseline: str | None = None) -> dict[str, str]:
+    """Display name -> colour: the baseline's arm first, then each arm in order; the
+    trials of one arm share its colour."""
+    arms = list(dict.fromkeys(_arm_of(n) for n in names))
+    if baseline is not None and _arm_of(baseline) in arms:
+        arms.remove(_arm_of(baseline))
+        arms.insert(0, _arm_of(baseline))
+    colour = {a: ARM_PALETTE[i % len(ARM_PALETTE)] for i, a in enumerate(arms)}
+    return {n: colour[_arm_of(n)] for n in names}
+
+
+def metric_label(metric: str) -> str:
+    """A readable axis title with its unit: ``median_ttft_ms`` -> ``median TTFT (ms)``."""
+    if metric in _LABELS:
+        return _LABELS[metric]
+    m = re.fullmatch(r"([a-z0-9]+)_(ttft|itl|tpot|e2e)_ms", metric)
+    if m and m[1] in _STAT_NAMES:
+        return f"{_STAT_NAMES[m[1]]} {_FAMILY_NAMES[m[2]]} (ms)"
+    return metric.replace("_", " ")
+
+
+def _layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.Figure:
+    fig.update_layout(
+        title={"text": title, "x": 0.01, "xanchor": "left"},
+        template=TEMPLATE,
+        height=HEIGHT,
+        margin={"l": 60, "r": 20, "t": 60, "b": 50},
+        # below the x axis: above the plot, a legend of several arms wrapped
+        # onto the title (plotly grows the bottom margin to fit it)
+        legend={"orientation": "h", "yanchor": "top", "y": -0.2, "xanchor": "left", "x": 0.0},
+        xaxis_title=x_title,
+        yaxis_title=y_title,
+    )
+    return fig
+
+
+def _note(fig: go.Figure, text: str) -> go.Figure:
+    """A centred message on an otherwise empty plot."""
+    fig.add_annotation(
+        text=text,
+        xref="paper",
+        yref="paper",
+        x=0.5,
+        y=0.5,
+        showarrow=False,
+        font={"size": 14, "color": "#666"},
+    )
+    fig.update_xaxes(showticklabels=False)
+    fig.update_yaxes(showticklabels=False)
+    return fig
+
+
+# --- CDF --------------------------------------------------------------------------------------
+
+
+def _ecdf(values: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    n = x.size
+    y = np.arange(1, n + 1, dtype=np.float64) / n
+    if n > CDF_MAX_POINTS:
+        idx = np.unique(np.linspace(0, n - 1, CDF_MAX_POINTS).round().astype(np.int64))
+        x, y = x[idx], y[idx]
+    return x, y
+
+
+def cdf_figure(
+    series: dict[str, list[float]], metric_label: str, colours: dict[str, str] | None = None
+) -> go.Figure:
+    """One empirical CDF per run (``series``: run name -> values in ms; ``colours``: name
+    -> colour, ``arm_colours``). A run with no values gets no line and is named in the
+    title."""
+    fig = go.Figure()
+    empty = [name for name, values in series.items() if not values]
+    for name, values in series.items():
+        if not values:
+            continue
+        x, y = _ecdf(values)
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=y,
+                mode="lines",
+                name=name,
+                line={"shape": "hv", "width": 2, "color": (colours or {}).get(name)},
+                hovertemplate=f"{name}<br>%{{x:.2f}} ms<br>fraction ≤: %{{y:.3f}}<extra></extra>",
+            )
+        )
+    unit = "" if "(ms)" in metric_label else " (ms)"
+    title = f"{metric_label} CDF"
+    if not series:
+        title += " — no runs selected"
+    elif empty:
+        title += f" — no values for {', '.join(empty)}"
+    _layout(fig, title, f"{metric_label}{unit}", "fraction of values ≤ x")
+    fig.update_yaxes(range=[0, 1.02])
+    if not fig.data:
+        _note(fig, "no values to plot")
+    return fig
+
+
+# --- metric vs concurrency --------------------------------------------------------------------
+
+
+def _value(summary: dict[str, Any], metric: str) -> float | None:
+    value = (summary.get("metrics") or {}).get(metric)
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        return None
+    return float(value)
+
+
+def _shape_text(shape: tuple[float | None, int | None, int | None]) -> str:
+    rate, inp, out = shape
+    rate_s = "?" if rate is None else ("inf" if math.isinf(rate) else f"{rate:g}")
+    return f"rate={rate_s} in={inp} out={out}"
+
+
+def metric_vs_concurrency(
+    views: Sequence[RunView],
+    metric: str,
+    names: Sequence[str] | None = None,
+    colours: dict[str, str] | None = None,
+) -> go.Figure:
+    """``metric`` against concurrency (log2 axis), one line per run. When the runs hold
+    points of more than one (rate, input, output) shape, one line per run and shape, so a
+    line never joins different loads. Unbounded-concurrency points are left out (named
+    in the title). ``names`` (``arm_names``) label the lines, coloured by ``colours``."""
+    fig = go.Figure()
+    labels = list(names) if names is not None else run_labels(views)
+    shapes = sorted(
+        {point_key(s)[1:] for v in views for s in v.points},
+        key=lambda k: tuple(-1.0 if x is None else float(x) for x in k),
+    )
+    several = len(shapes) > 1
+    xs_all: set[int] = set()
+    unbounded = 0
+    for lab, v in zip(labels, views, strict=True):
+        for shape in shapes:
+            pts = []
+            for s in v.points:
+                key = point_key(s)
+                if key[1:] != shape:
+                    continue
+                if key[0] is None:
+                    unbounded += 1
+                    continue
+                pts.append((key[0], _value(s, metric), str(s.get("label", ""))))
+            if not pts:
+                continue
+            pts.sort(key=lambda p: p[0])
+            xs_all |= {p[0] for p in pts}
+            name = f"{lab} · {_shape_text(shape)}" if several else lab
+            fig.add_trace(
+                go.Scatter(
+                    x=[p[0] for p in pts],
+                    y=[p[1] for p in pts],
+                    customdata=[p[2] for p in pts],
+                    mode="lines+markers",
+                    name=name,
+                    line={"color": (colours or {}).get(lab)},
+                    hovertemplate=(
+                        f"{name}<br>%{{customdata}}<br>{metric_label(metric)}: "
+                        "%{y:.4g}<extra></extra>"
+                    ),
+                )
+            )
+    label = metric_label(metric)
+    title = f"{label} vs concurrency"
+    if unbounded:
+        title += f" ({unbounded} unbounded-concurrency point(s) not shown)"
+    _layout(fig, title, "concurrency (requests in flight, log2)", label)
+    if xs_all:
+        lo, hi = min(xs_all), max(xs_all)
+        ticks = [2**i for i in range(math.floor(math.log2(lo)), math.ceil(math.log2(hi)) + 1)]
+        pad = 0.15
+        fig.update_xaxes(
+            type="log",
+            tickvals=ticks,
+            ticktext=[str(t) for t in ticks],
+            range=[math.log10(lo) - pad, math.log10(hi) + pad],
+        )
+    else:
+        _note(fig, "no points with a concurrency to plot")
+    return fig
+
+
+# --- GPU memory over time ---------------------------------------------------------------------
+
+
+def gpu_memory_figure(
+    samples: pa.Table | None, point_labels: dict[int, str] | None = None
+) -> go.Figure:
+    """GPU memory used (NVML, MiB) over the run's time axis, one line per GPU, with each
+    point's span shaded. No GPU rows (CPU host, or no samples) gives an explicit note."""
+    fig = go.Figure()
+    title = "GPU memory used (MiB) while points ran"
+    gpu = None
+    if samples is not None and samples.num_rows and "name" in samples.column_names:
+        gpu = samples.filter(pc.equal(samples["name"], "gpu_used_mib"))
+    if gpu is None or gpu.num_rows == 0:
+        _layout(fig, title, "time since sampling started (s)", "used (MiB)")
+        return _note(fig, "no GPU samples (CPU host)")
+    df = pd.DataFrame(
+        {
+            "t_s": gpu["t_s"].to_pylist(),
+            "point": gpu["point"].to_pylist(),
+            "gpu": gpu["labels"].to_pylist(),
+            "value": gpu["value"].to_pylist(),
+        }
+    )
+    df = df.sort_values("t_s")
+    for i, (point, span) in enumerate(df.groupby("point", sort=True)["t_s"]):
+        if point is None or int(point) < 0:
+            continue
+        text = (point_labels or {}).get(int(point), f"point {int(point)}")
+        x0, x1 = float(span.min()), float(span.max())
+        if x1 - x0 < 1e-9:  # one sample: still a visible band
+            x0, x1 = x0 - 0.5, x1 + 0.5
+        fig.add_vrect(
+            x0=x0,
+            x1=x1,
+            line_width=0,
+            opacity=0.12,
+            fillcolor="#4c78a8" if i % 2 else "#f58518",
+            layer="below",
+            annotation_text=text,
+            annotation_position="top left",
+            annotation_font_size=10,
+        )
+    for name, rows in df.groupby("gpu", sort=True):
+        gpu_name = str(name).replace("gpu=", "GPU ")
+        fig.add_trace(
+            go.Scatter(
+                x=rows["t_s"],
+                y=rows["value"],
+                mode="lines+markers",
+                name=gpu_name,
+                marker={"size": 4},
+                customdata=rows["point"],
+                hovertemplate=(
+                    f"{gpu_name}<br>t=%{{x:.1f}} s<br>%{{y:.0f}} MiB"
+                    "<br>point %{customdata}<extra></extra>"
+                ),
+            )
+        )
+    _layout(fig, title, "time since sampling started (s)", "used (MiB)")
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+# --- memory headroom --------------------------------------------------------------------------
+
+_PARTS = (
+    ("weight_mem_gb", "weights"),
+    ("kv_cache_gb", "KV cache"),
+    ("graph_mem_gb", "CUDA graphs"),
+    ("available_gpu_mem_gb", "free after start-up"),
+)
+
+
+def _known(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def memory_headroom_figure(df: pd.DataFrame) -> go.Figure:
+    """Stacked bars per run (GB, per GPU, as the server reports them): weights, KV cache,
+    CUDA graphs, free after start-up. A part the server did not report is left out and
+    named under the plot, never drawn as 0. ``df`` is ``compare.memory_headroom``'s."""
+    fig = go.Figure()
+    title = "GPU memory at start-up (GB per GPU)"
+    runs = [] if df is None or df.empty else [str(r) for r in df["run_id"]]
+    missing: list[str] = []
+    for col, name in _PARTS:
+        values = [_known(v) for v in df[col]] if runs and col in df.columns else [None] * len(runs)
+        missing += [f"{name} ({run})" for run, v in zip(runs, values, strict=True) if v is None]
+        if all(v is None for v in values):
+            continue
+        fig.add_trace(
+            go.Bar(
+                x=runs,
+                y=values,
+                name=name,
+                hovertemplate=f"%{{x}}<br>{name}: %{{y:.2f}} GB<extra></extra>",
+            )
+        )
+    if not fig.data and runs and "peak_gpu_used_mib" in df.columns:
+        # No memory facts from the server: what NVML saw (peak used, and the rest).
+        peaks = [_known(v) for v in df["peak_gpu_used_mib"]]
+        heads = [_known(v) for v in df.get("headroom_gb", [None] * len(runs))]
+        if any(p is not None for p in peaks):
+            title = "GPU memory at the peak while points ran (NVML, GB per GPU)"
+            fig.add_trace(
+                go.Bar(
+                    x=runs,
+                    y=[None if p is None else p / 1024 for p in peaks],
+                    name="peak used (NVML)",
+                    hovertemplate=("%{x}<br>peak used: %{y:.2f} GB<extra></extra>"),
+                )
+            )
+            fig.add_trace(
+                go.Bar(
+                    x=runs,
+                    y=heads,
+                    name="headroom (total − peak)",
+                    hovertemplate="%{x}<br>headroom: %{y:.2f} GB<extra></extra>",
+                )
+            )
+            missing = []
+    fig.update_layout(barmode="stack")
+    _layout(fig, title, "run", "GB")
+    if not fig.data:
+        return _note(
+            fig,
+            "no memory facts (the server reported none and no GPU was "
+            "sampled: a CPU host, or facts missing)",
+        )
+    if missing:
+        text = "not reported: " + ", ".join(missing)
+        if len(text) > 160:
+            text = text[:157] + "..."
+        fig.add_annotation(
+            text=text,
+            xref="paper",
+            yref="paper",
+            x=0.0,
+            y=-0.22,
+            xanchor="left",
+            showarrow=False,
+            font={"size": 11, "color": "#666"},
+        )
+        fig.update_layout(margin={"b": 80})
+    return fig
+
+
+# --- experiments ------------------------------------------------------------------------------
+
+
+def _rgb(hex_colour: str) -> str:
+    h = hex_colour.lstrip("#")
+    return ",".join(str(int(h[i : i + 2], 16)) for i in (0, 2, 4))
+
+
+def arm_bands_figure(
+    table: pd.DataFrame, metric: str, colours: dict[str, str] | None = None
+) -> go.Figure:
+    """One line per arm against concurrency, with its 95% interval as a band
+    (``core.analysis.stats.arm_stats`` output); points without an interval have no band."""
+    rows = (
+        table[table["metric"] == metric].dropna(subset=["concurrency", "mean"])
+        if "metric" in table
+        else table
+    )
+    fig = go.Figure()
+    if rows.empty:
+        return _note(
+            _layout(fig, metric_label(metric), "concurrency", metric_label(metric)),
+            "no results for this metric yet",
+        )
+    for i, (arm, group) in enumerate(rows.groupby("arm", sort=False)):
+        g = group.sort_values("concurrency")
+        colour = _rgb((colours or {}).get(str(arm)) or ARM_PALETTE[i % len(ARM_PALETTE)])
+        have_ci = g.dropna(subset=["ci_low", "ci_high"])
+        if not have_ci.empty:
+            fig.add_trace(
+                go.Scatter(
+                    x=[*have_ci["concurrency"], *have_ci["concurrency"][::-1]],
+                    y=[*have_ci["ci_high"], *have_ci["ci_low"][::-1]],
+                    fill="toself",
+                    mode="lines",
+                    fillcolor=f"rgba({colour},0.2)",
+                    line={"width": 0},
+                    hoverinfo="skip",
+                    name=f"{arm} 95% CI",
+                    showlegend=False,
+                )
+            )
+        fig.add_trace(
+            go.Scatter(
+                x=g["concurrency"],
+                y=g["mean"],
+                mode="lines+markers",
+                name=f"{arm} (n={int(g['n'].max())})",
+                line={"color": f"rgb({colour})"},
+            )
+        )
+    fig.update_xaxes(type="log", dtick=math.log10(2))
+    return _layout(
+        fig,
+        f"{metric_label(metric)}: mean over trials, 95% interval band",
+        "concurrency (log2)",
+        metric_label(metric),
+    )
+
+
+def frontier_figure(
+    points: pd.DataFrame, gpus_per_run: int, colours: dict[str, str] | None = None
+) -> go.Figure:
+    """Throughput per GPU against per-user speed, each arm's Pareto frontier drawn."""
+    fig = go.Figure()
+    title = (
+        "Throughput per GPU vs per-user speed — x = 1000 / median TPOT (ms), "
+        f"y = output tok/s ÷ {gpus_per_run} GPU(s)"
+    )
+    if points.empty:
+        return _note(
+            _layout(fig, title, "tok/s per user", "output tok/s per GPU"),
+            "needs median TPOT and output throughput",
+        )
+    for i, (arm, g) in enumerate(points.groupby("arm", sort=False)):
+        colour = (colours or {}).get(str(arm)) or ARM_PALETTE[i % len(ARM_PALETTE)]
+        fig.add_trace(
+            go.Scatter(
+                x=g["user_tok_s"],
+                y=g["tok_s_per_gpu"],
+                mode="markers",
+                name=str(arm),
+                marker={"color": colour, "size": 9},
+                text=[f"c={c}" for c in g["concurrency"]],
+                hovertemplate="%{text}: %{x:.1f} tok/s/user, %{y:.1f} tok/s/GPU<extra></extra>",
+            )
+        )
+        front = g[g["on_frontier"]].sort_values("user_tok_s")
+        fig.add_trace(
+            go.Scatter(
+                x=front["user_tok_s"],
+                y=front["tok_s_per_gpu"],
+                mode="lines",
+                line={"color": colour, "dash": "dot"},
+                name=f"{arm} frontier",
+            )
+        )
+    return _layout(fig, title, "tok/s per user (1000 / median TPOT ms)", "output tok/s per GPU")

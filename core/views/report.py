@@ -1,0 +1,229 @@
+"""Plain-text views of runs for the command line, and the rows of a run's steps as the
+Run page shows them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.executors import node_line
+from core.metrics import DEFINITION, caveat_lines, point_cancelled, point_caveats
+from core.run_folder import RunFolder
+
+__all__ = ["format_experiment", "format_run", "format_runs", "run_details", "step_rows"]
+
+
+def _f(v: Any, digits: int = 1) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
+
+
+def step_rows(steps: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """A run's steps for reading: when each started (UTC, to the tenth of a second; the day
+    only where it changes) and how long it took, in the unit that fits."""
+    rows, day = [], None
+    for s in steps:
+        started = str(s.get("started_at") or "")
+        when = started[11:21] if len(started) >= 21 else started
+        if started[:10] and started[:10] != day:
+            day = started[:10]
+            when = f"{day} {when}"
+        took = s.get("duration_s")
+        rows.append(
+            {
+                "step": str(s.get("step") or ""),
+                "outcome": str(s.get("outcome") or ""),
+                "started (UTC)": when,
+                "took": _took(took),
+                "detail": str(s.get("detail") or ""),
+            }
+        )
+    return rows
+
+
+def _took(seconds: Any) -> str:
+    if not isinstance(seconds, int | float):
+        return ""  # still running, or never timed
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"{int(seconds // 60)} min {seconds % 60:.0f} s"
+
+
+def run_details(folder: RunFolder) -> dict[str, Any]:
+    return {
+        "run_id": folder.run_id,
+        "path": str(folder.path),
+        "spec": folder.read("spec.json"),
+        "status": folder.status(),
+        "launch": folder.read("launch.json"),
+        "facts": {
+            k: v for k, v in (folder.read("facts.json") or {}).items() if k != "server_info_raw"
+        },
+        "probe": folder.read("probe.json"),
+        "points": folder.point_summaries(),
+    }
+
+
+def format_run(folder: RunFolder) -> str:
+    d = run_details(folder)
+    st, launch, facts, probe = d["status"], d["launch"] or {}, d["facts"], d["probe"]
+    out = [
+        f"run {folder.run_id}: {st.get('state')}"
+        + (f" — {st['reason']}" if st.get("reason") else ""),
+        f"  folder:  {folder.path}",
+    ]
+    if where := node_line(st):  # a run an executor placed elsewhere (core/executors)
+        out.append(f"  ran on:  {where}")
+    if launch.get("command"):
+        out.append(f"  command: {launch['command']}")
+    for note in launch.get("notes") or []:
+        out.append(f"  note:    {note}")
+    if facts:
+        out.append(
+            f"  engine {facts.get('engine_version') or '?'}; ready after "
+            f"{_f(facts.get('ready_after_s'))} s; KV pool tokens "
+            f"{_f(facts.get('kv_cache_tokens'))}"
+        )
+    if probe:
+        out.append(
+            f"  probe:   {probe['prompt']!r} -> {probe['answer'][:60]!r} "
+            f"({'pass' if probe['passed'] else 'FAIL'}: {probe['reason']})"
+        )
+    out.append(
+        "  steps:   " + ", ".join(f"{s['step']} {s['outcome']}" for s in st.get("steps", []))
+    )
+    rows = []
+    for p in d["points"]:
+        m = p["metrics"]
+        rows.append(
+            [
+                p["label"] + (" (cancelled)" if point_cancelled(p, st) else ""),
+                f"{_f(m.get('completed'))}/{_f(m.get('num_requests'))}",
+                _f(m["output_throughput"]),
+                _f(m.get("steady_output_throughput")),
+                _f(m["median_ttft_ms"]),
+                _f(m["p99_ttft_ms"]),
+                _f(m["median_itl_ms"]),
+                _f(m["median_tpot_ms"]),
+                _f(m["median_e2e_ms"]),
+                _f(p["client"].get("loop_lag_ms_p99")),
+            ]
+        )
+    if rows:
+        out.append("")
+        out.append(
+            _table(
+                [
+                    "point",
+                    "ok",
+                    "out tok/s",
+                    "steady out tok/s",
+                    "TTFT p50 ms",
+                    "TTFT p99 ms",
+                    "ITL p50 ms",
+                    "TPOT p50 ms",
+                    "E2E p50 ms",
+                    "client lag p99 ms",
+                ],
+                rows,
+            )
+        )
+        src = d["points"][0].get("token_source", "server")
+        definition = d["points"][0].get("metrics", {}).get("definition") or DEFINITION
+        out.append(f"\nmetrics: {definition}; output tokens counted by: {src}")
+        for p in d["points"]:  # read with care (docs/METRICS.md): one rule, core.metrics
+            label = f"point {p.get('label', p.get('index'))}"
+            out += [
+                f"WARNING: {line}"
+                for line in caveat_lines(label, point_caveats(p, d.get("status")))
+            ]
+    return "\n".join(out)
+
+
+def format_runs(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no runs yet: `python -m core run --engine transformers` makes one"
+    table = [
+        [
+            r["run_id"],
+            str(r["state"]),
+            str(r["engine"]),
+            str(r["model"])[-32:],
+            _f(r["cuda_graphs"]),
+            _f(r["output_throughput"]),
+            _f(r["median_ttft_ms"]),
+            _f(r["duration_s"]),
+            (r.get("reason") or "")[:60],
+        ]
+        for r in rows
+    ]
+    return _table(
+        ["run", "state", "engine", "model", "graphs", "out tok/s", "TTFT p50", "wall s", "reason"],
+        table,
+    )
+
+
+def format_experiment(settings: Any, record: dict[str, Any]) -> str:
+    """The verdict, then per point and arm the mean output throughput with its interval."""
+    from core.analysis.attribution import format_attribution
+    from core.analysis.card import experiment_story
+    from core.analysis.stats import arm_stats
+    from core.experiments.design import experiment_runs
+
+    spec = record.get("spec") or {}
+    arms = [a["label"] for a in spec.get("arms", [])]
+    runs = experiment_runs(settings, record)
+    states = [r.view.status.get("state") for r in runs]
+    out = [
+        f"experiment {record.get('experiment_id')}: {spec.get('name')} "
+        f"({len(arms)} arms x {spec.get('trials')} trials, order seed "
+        f"{spec.get('order_seed')}); runs: "
+        + ", ".join(f"{s}={states.count(s)}" for s in sorted(set(map(str, states))))
+    ]
+    if not runs or not arms:
+        return "\n".join(out)
+    story = experiment_story(settings, record, runs)  # the same story as the pages
+    baseline = story.baseline
+    table = arm_stats(runs, baseline)
+    out += story.verdict
+    out.append(story.noise)
+    out += format_attribution(settings, record)  # a grid's split of the difference into knobs
+    rows = []
+    for _, r in table[table["metric"] == "output_throughput"].iterrows():
+        ci = (
+            "-"
+            if r["ci_low"] is None or r["ci_low"] != r["ci_low"]
+            else f"{r['ci_low']:.1f}..{r['ci_high']:.1f}"
+        )
+        rel = r.get("rel")
+        rows.append(
+            [
+                str(r["point"]),
+                str(r["arm"]),
+                str(r["n"]),
+                _f(r["mean"]),
+                ci,
+                "-" if rel is None or rel != rel else f"{rel:+.1%}",
+                "baseline" if r["arm"] == baseline else str(r.get("label")),
+            ]
+        )
+    if rows:
+        out.append("")
+        out.append(
+            _table(["point", "arm", "n", "out tok/s", "95% CI", "vs baseline", "label"], rows)
+        )
+    return "\n".join(out)
