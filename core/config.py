@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,11 +35,13 @@ __all__ = [
     "ProbeSpec",
     "RunSpec",
     "ServerConfig",
+    "config_error",
     "knob_text",
     "parse_request_rate",
     "parse_spec",
     "plain_error",
     "spec_errors",
+    "validation_errors",
 ]
 
 EngineName = Literal["transformers", "sglang", "endpoint"]
@@ -440,7 +443,61 @@ def plain_error(err: ErrorDetails) -> str:
         return "not a field ServeLab knows; remove it (check its spelling)"
     if kind == "missing":
         return "required; give a value"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return "give a mapping of field names to values (a JSON object)"
+    if kind in ("list_type", "tuple_type", "set_type"):
+        return "give a list of values"
+    if kind == "string_type":
+        return f"give text{shown}"
     return str(err["msg"]).removeprefix("Value error, ")
+
+
+def validation_errors(
+    exc: ValidationError,
+    prefix: str = "",
+    default: str = "spec",
+    fields: Collection[str] = (),
+) -> dict[str, str]:
+    """Every problem of a pydantic ValidationError in plain words with the fix, keyed by its
+    dotted field path after ``prefix`` (the first problem of each field), for a form that shows
+    each message beside its field. A problem of the whole object is keyed ``default``; with
+    ``fields`` (the object's own), by the field its message names first (a rule about several
+    knobs names the knob first), else ``default``, after ``prefix``."""
+    errors: dict[str, str] = {}
+    for err in exc.errors():
+        fix = plain_error(err)
+        loc = [str(p) for p in err["loc"]]
+        if not loc and fields:
+            first = fix.split(" ", 1)[0]
+            loc = [first if first in fields else default]
+        errors.setdefault(".".join(p for p in (prefix, *loc) if p) or default, fix)
+    return errors
+
+
+def config_error(
+    exc: ValidationError,
+    prefix: str = "",
+    default: str = "spec",
+    *,
+    field: str | None = None,
+    subject: str = "",
+) -> ConfigError:
+    """The first problem of a pydantic ValidationError as the ConfigError a user reads: the
+    field named (its dotted path after ``prefix``; ``default`` for the whole object) and the
+    fix in plain words (``plain_error``). The one conversion: every caller uses it.
+
+    ``field`` names the input the user gave when that is not the object validated (a grid
+    knob's value, an arm, a run): the message then says where in the object the problem is,
+    unless ``field`` says it already. ``subject`` leads the message (the value or the run at
+    fault)."""
+    err = exc.errors()[0]
+    fix = plain_error(err)
+    where = ".".join(p for p in (prefix, *(str(p) for p in err["loc"])) if p)
+    if field is None:
+        field = where or default
+    elif where and not re.search(rf"(^|\.){re.escape(where)}($|[.\[])", field):
+        fix = f"{where}: {fix}"
+    return ConfigError(field, f"{subject}: {fix}" if subject else fix)
 
 
 def spec_errors(data: dict[str, Any]) -> tuple[RunSpec | None, dict[str, str]]:
@@ -449,11 +506,7 @@ def spec_errors(data: dict[str, Any]) -> tuple[RunSpec | None, dict[str, str]]:
     try:
         return RunSpec.model_validate(data), {}
     except ValidationError as exc:
-        errors: dict[str, str] = {}
-        for err in exc.errors():
-            field = ".".join(str(p) for p in err["loc"]) or "spec"
-            errors.setdefault(field, plain_error(err))
-        return None, errors
+        return None, validation_errors(exc)
 
 
 def parse_spec(data: dict[str, Any]) -> RunSpec:
@@ -462,9 +515,7 @@ def parse_spec(data: dict[str, Any]) -> RunSpec:
     try:
         return RunSpec.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "spec"
-        raise ConfigError(field, plain_error(err)) from exc
+        raise config_error(exc) from exc
 
 
 def knob_text(value: Any) -> str:

@@ -6,8 +6,9 @@ import json
 import math
 
 import pytest
+from pydantic import ValidationError
 
-from core.config import RunSpec, parse_spec
+from core.config import RunSpec, ServerConfig, config_error, parse_spec, validation_errors
 from core.errors import ConfigError
 
 
@@ -36,6 +37,56 @@ def test_bad_input_names_the_field(data: dict, field: str, words: str) -> None:
     assert info.value.field == field
     assert words in info.value.message
     assert "Input should" not in info.value.message  # plain words, not pydantic's
+
+
+def _problem(data: dict) -> ValidationError:
+    with pytest.raises(ValidationError) as info:
+        RunSpec.model_validate(data)
+    return info.value
+
+
+def test_a_validation_error_becomes_one_config_error_naming_the_field_and_the_fix() -> None:
+    """The one conversion (parse_spec, experiments, explain, the grid form use it)."""
+    exc = _problem({"server": {"port": 80}})
+    err = config_error(exc)
+    assert (err.field, err.message) == (
+        "server.port",
+        "give a number of at least 1024 (you gave 80)",
+    )
+    assert str(err) == "server.port: give a number of at least 1024 (you gave 80)"
+    # under another object's name: the prefix goes first
+    assert config_error(exc, prefix="base").field == "base.server.port"
+    # named after what the user gave: the message says where in the object, and what was wrong
+    err = config_error(exc, field="arms[fast]", subject="80")
+    assert (err.field, err.message) == (
+        "arms[fast]",
+        "80: server.port: give a number of at least 1024 (you gave 80)",
+    )
+    # ...unless the name says it already
+    err = config_error(exc, field="grid.knobs.server.port[0]", subject="80")
+    assert err.message == "80: give a number of at least 1024 (you gave 80)"
+
+
+def test_a_problem_of_the_whole_object_is_named_by_the_default() -> None:
+    with pytest.raises(ValidationError) as info:
+        RunSpec.model_validate([])
+    assert config_error(info.value).field == "spec"
+    assert config_error(info.value, default="experiment").field == "experiment"
+    assert "Input should" not in config_error(info.value).message
+
+
+def test_every_problem_beside_its_field_for_a_form() -> None:
+    exc = _problem({"server": {"port": 80, "tp_size": 0}, "plan": {"points": []}})
+    errors = validation_errors(exc)
+    assert set(errors) == {"server.port", "server.tp_size", "plan.points"}
+    assert errors["server.port"] == "give a number of at least 1024 (you gave 80)"
+    assert all("Input should" not in m for m in errors.values())
+    # a rule about several knobs of one object names the knob first: it goes beside that knob
+    with pytest.raises(ValidationError) as info:
+        ServerConfig.model_validate({"engine": "transformers", "mem_fraction_static": 0.9})
+    by_knob = validation_errors(info.value, "server", "engine", ServerConfig.model_fields)
+    assert list(by_knob) == ["server.mem_fraction_static"]
+    assert "sglang engine only" in by_knob["server.mem_fraction_static"]
 
 
 def test_spec_round_trips_through_json_with_infinite_rate() -> None:

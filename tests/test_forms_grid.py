@@ -60,6 +60,15 @@ def test_problems_are_reported_beside_their_rows(settings: Settings) -> None:
     assert "already in row 1" in errors["grid_knob_1"]
     _, errors = grid_from_form(form(), [("", "")], "auto", CPU_HOST, settings=settings)
     assert "at least one knob" in errors["grid"]
+    # the grid's own rules, in plain words beside the row or the design (not pydantic's footer)
+    _, errors = grid_from_form(
+        form(), [("server.dtype", "float32, float32")], "auto", CPU_HOST, settings=settings
+    )
+    assert errors == {"grid_values_0": "server.dtype: the values must be distinct"}
+    _, errors = grid_from_form(
+        form(), [("server.dtype", "float32, bfloat16")], "random", CPU_HOST, settings=settings
+    )
+    assert list(errors) == ["grid_design"] and "use one of" in errors["grid_design"]
     _, errors = grid_from_form(
         form(), [("server.dtype", "float32, fp7")], "auto", CPU_HOST, settings=settings
     )

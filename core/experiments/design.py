@@ -30,7 +30,7 @@ from pydantic import (
     model_validator,
 )
 
-from core.config import BenchmarkPlan, RunSpec, ServerConfig, knob_text, plain_error
+from core.config import BenchmarkPlan, RunSpec, ServerConfig, config_error, knob_text
 from core.errors import ConfigError, StoreError
 from core.run_folder import read_json, write_json_atomic
 from core.safety import redact_spec
@@ -244,11 +244,8 @@ def grid_experiment(
             try:
                 RunSpec.model_validate(_apply(data, {knob: value}))
             except ValidationError as exc:
-                err = exc.errors()[0]
-                where = ".".join(str(p) for p in err["loc"])
-                hint = "" if where == knob else f" ({where})"
-                raise ConfigError(
-                    f"grid.knobs.{knob}[{i}]", f"{knob_text(value)}: {plain_error(err)}{hint}"
+                raise config_error(
+                    exc, field=f"grid.knobs.{knob}[{i}]", subject=knob_text(value)
                 ) from exc
     arms, baseline = grid_arms(grid)
     try:
@@ -256,10 +253,7 @@ def grid_experiment(
             name=name, base=base, arms=arms, trials=trials, grid=grid, baseline=baseline, **extra
         )
     except ValidationError as exc:
-        err = exc.errors()[0]
-        raise ConfigError(
-            ".".join(str(p) for p in err["loc"]) or "experiment", plain_error(err)
-        ) from exc
+        raise config_error(exc, default="experiment") from exc
 
 
 class ExperimentSpec(BaseModel):
@@ -333,9 +327,7 @@ def expand(exp: ExperimentSpec, exp_id: str) -> list[tuple[str, int, RunSpec]]:
             try:
                 spec = RunSpec.model_validate(data)
             except ValidationError as exc:
-                err = exc.errors()[0]
-                where = ".".join(str(p) for p in err["loc"])
-                raise ConfigError(f"arms[{arm.label}]", f"{where}: {err['msg']}") from exc
+                raise config_error(exc, field=f"arms[{arm.label}]") from exc
             runs.append((arm.label, trial, spec))
     return runs
 
@@ -348,9 +340,7 @@ def parse_experiment(data: dict[str, Any]) -> ExperimentSpec:
     try:
         return ExperimentSpec.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "experiment"
-        raise ConfigError(field, err["msg"].removeprefix("Value error, ")) from exc
+        raise config_error(exc, default="experiment") from exc
 
 
 def _parse_grid_experiment(data: dict[str, Any]) -> ExperimentSpec:
@@ -358,9 +348,7 @@ def _parse_grid_experiment(data: dict[str, Any]) -> ExperimentSpec:
         try:
             model.model_validate(data.get(key) or {})
         except ValidationError as exc:
-            err = exc.errors()[0]
-            field = ".".join([key, *(str(p) for p in err["loc"])])
-            raise ConfigError(field, plain_error(err)) from exc
+            raise config_error(exc, prefix=key) from exc
     grid = KnobGrid.model_validate(data["grid"])
     rest = {k: v for k, v in data.items() if k not in ("grid", "base", "arms")}
     if "baseline" in rest:
@@ -370,10 +358,7 @@ def _parse_grid_experiment(data: dict[str, Any]) -> ExperimentSpec:
     try:
         probe = ExperimentSpec.model_validate({**rest, "arms": [{"label": "x"}]})
     except ValidationError as exc:
-        err = exc.errors()[0]
-        raise ConfigError(
-            ".".join(str(p) for p in err["loc"]) or "experiment", plain_error(err)
-        ) from exc
+        raise config_error(exc, default="experiment") from exc
     return grid_experiment(
         probe.name,
         RunSpec.model_validate(data.get("base") or {}),

@@ -28,7 +28,7 @@ from core.analysis.compare import (
     unknown_fields,
 )
 from core.analysis.stats import ENVIRONMENT_FIELDS
-from core.config import BenchmarkPlan, Point, RunSpec, ServerConfig, plain_error
+from core.config import BenchmarkPlan, Point, RunSpec, ServerConfig, config_error
 from core.errors import ConfigError
 from core.experiments.design import (
     MAX_GRID_KNOBS,
@@ -138,10 +138,8 @@ def _base_spec(view: RunView) -> RunSpec:
     try:
         return RunSpec.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise ConfigError(
-            "RUN_A", f"{view.run_id}'s {where} cannot be launched: {plain_error(err)}"
+        raise config_error(
+            exc, field="RUN_A", subject=f"{view.run_id} cannot be launched as recorded"
         ) from exc
 
 

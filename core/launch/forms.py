@@ -18,8 +18,8 @@ from core.config import (
     RunSpec,
     ServerConfig,
     parse_request_rate,
-    plain_error,
     spec_errors,
+    validation_errors,
 )
 from core.engines import EngineInfo, launch_problems
 from core.experiments.design import ExperimentSpec, experiment_from_preset
@@ -118,16 +118,7 @@ def _server_errors(server: dict[str, Any]) -> tuple[ServerConfig | None, dict[st
     try:
         return ServerConfig.model_validate(server), {}
     except ValidationError as exc:
-        out: dict[str, str] = {}
-        for err in exc.errors():
-            message = plain_error(err)
-            if err["loc"]:
-                key = ".".join(str(p) for p in err["loc"])
-            else:
-                first = message.split(" ", 1)[0]
-                key = first if first in ServerConfig.model_fields else "engine"
-            out.setdefault(f"server.{key}", message)
-        return None, out
+        return None, validation_errors(exc, "server", "engine", ServerConfig.model_fields)
 
 
 def _path_errors(server: dict[str, Any], roots: Sequence[Path], must_exist: bool) -> dict[str, str]:

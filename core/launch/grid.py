@@ -15,6 +15,9 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
+from core.config import config_error
 from core.errors import ConfigError
 from core.experiments.design import (
     GRID_KNOB_FIELDS,
@@ -113,10 +116,9 @@ def grid_from_form(
     try:
         grid = KnobGrid.model_validate({"knobs": knobs, "design": design})
         exp = grid_experiment(name, specs[0], grid, trials)
-    except ConfigError as exc:
-        return None, {_row_of(exc.field, exc.message, used): exc.message}
-    except ValueError as exc:  # pydantic's ValidationError
-        return None, {"grid": str(exc).splitlines()[-1] if str(exc) else "invalid grid"}
+    except (ConfigError, ValidationError) as exc:
+        err = exc if isinstance(exc, ConfigError) else config_error(exc, prefix="grid")
+        return None, {_row_of(err.field, err.message, used): err.message}
     info = host.engines.get(specs[0].server.engine)
     if info is not None:
         for arm, _, spec in expand(exp, "exp-check")[: len(exp.arms)]:
