@@ -59,11 +59,21 @@ def _pinned(cpus: str, argv: list[str]) -> list[str]:
     return ["taskset", "-c", cpus, *argv] if shutil.which("taskset") else argv
 
 
-def servelab_client(base: str, c: int, n: int, out_len: int, workers: int = 1) -> dict[str, Any]:
+def servelab_client(
+    base: str,
+    c: int,
+    n: int,
+    out_len: int,
+    workers: int = 1,
+    event_loop: str = "auto",
+    json_parser: str = "auto",
+) -> dict[str, Any]:
     """Run in the pinned child: one warm-up round, then the measured point. With
     ``workers`` > 1 the point is sharded (core/load/shards.py): the client's CPU is every
-    worker's plus this process's (which only waits and merges)."""
-    from core.load.generator import JSON_PARSER, LoadGenerator, LoadOptions, event_loop_factory
+    worker's plus this process's (which only waits and merges). ``event_loop`` and
+    ``json_parser``: as Settings.event_loop / Settings.json_parser (SERVELAB_EVENT_LOOP,
+    SERVELAB_JSON) give them to a run."""
+    from core.load.generator import LoadGenerator, LoadOptions
     from core.load.prompts import Prompt
     from core.metrics import compute_point_metrics
 
@@ -79,7 +89,8 @@ def servelab_client(base: str, c: int, n: int, out_len: int, workers: int = 1) -
         "workers": workers,
     }
     prompt = Prompt(text=" ".join(["alpha"] * 32), prompt_tokens=32, output_len=out_len)
-    with LoadGenerator(base, c, 300.0) as gen:
+    gen = LoadGenerator(base, c, 300.0, event_loop=event_loop, json_parser=json_parser)
+    with gen:
         gen.run(LoadOptions(**common), [Prompt(prompt.text, 32, 16)] * c)  # type: ignore[arg-type]
         parent_cpu0 = time.process_time()
         records, health = gen.run(LoadOptions(**common), [prompt] * n)  # type: ignore[arg-type]
@@ -100,8 +111,8 @@ def servelab_client(base: str, c: int, n: int, out_len: int, workers: int = 1) -
         "client_cpu_us_per_chunk": 1e6 * health.cpu_s / max(chunks_all, 1),
         "parent_cpu_s": parent_cpu_s,
         "workers": workers,
-        "json_parser": JSON_PARSER,
-        "event_loop": "uvloop" if event_loop_factory() else "asyncio",
+        "json_parser": gen.json_parser,
+        "event_loop": gen.event_loop,
         **{k: v for k, v in health.as_dict().items() if k != "workers"},
         "client_cpu_share": health.cpu_s / health.wall_s if health.wall_s else None,
     }
@@ -120,9 +131,8 @@ def run_servelab(
     code = (
         "import json,sys; from bench.headroom import servelab_client; "
         f"print('RESULT ' + json.dumps(servelab_client({base!r}, {c}, {n}, {out_len}, "
-        f"{workers})))"
+        f"{workers}, {event_loop!r}, {json_parser!r})))"
     )
-    env = {**os.environ, "SERVELAB_EVENT_LOOP": event_loop, "SERVELAB_JSON": json_parser}
     proc = subprocess.run(
         _pinned(cpus, [sys.executable, "-c", code]),
         cwd=REPO,
@@ -130,7 +140,6 @@ def run_servelab(
         text=True,
         timeout=900,
         check=False,
-        env=env,
     )
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):

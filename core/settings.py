@@ -50,6 +50,12 @@ class Settings:
     ray_forward_env: tuple[str, ...] = ()
     # The ServeLab checkout on the Ray nodes (default: the same path as here).
     ray_repo: Path = REPO_ROOT
+    # The load generator's event loop: "auto" = uvloop where installed, "asyncio" forces
+    # asyncio's (SERVELAB_EVENT_LOOP=asyncio, to measure one against the other).
+    event_loop: str = "auto"
+    # Its JSON parser per chunk: "auto" = orjson where installed, "json" forces the stdlib's
+    # (SERVELAB_JSON=json). Both reach every shard worker through core.load.requests.ClientOptions.
+    json_parser: str = "auto"
 
     @property
     def allowed_model_roots(self) -> tuple[Path, ...]:
@@ -81,4 +87,6 @@ def load_settings() -> Settings:
             n.strip() for n in env.get("SERVELAB_RAY_FORWARD_ENV", "").split(",") if n.strip()
         ),
         ray_repo=Path(env.get("SERVELAB_RAY_REPO", str(REPO_ROOT))),
+        event_loop="asyncio" if env.get("SERVELAB_EVENT_LOOP") == "asyncio" else "auto",
+        json_parser="json" if env.get("SERVELAB_JSON") == "json" else "auto",
     )

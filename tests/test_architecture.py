@@ -112,20 +112,11 @@ def test_core_never_imports_streamlit() -> None:
     assert offenders == []
 
 
-# Known, and to be removed: core/load/shards.py imports core/load/generator.py's private parts while
-# LoadGenerator imports ShardPool lazily (the sharded load generator). Listed edge by edge so
-# that no other cycle hides behind it; the test fails when it is gone, so the entry goes too.
-KNOWN_CYCLE_EDGES = {("core.load.generator", "core.load.shards")}
-
-
 def test_core_has_no_import_cycle() -> None:
     graph = {m: _core_targets(p) - {m} for m, p in CORE.items()}
     assert graph["core.executors.worker"] >= {
         "core.executors.registry"
     }  # the graph sees real edges
-    for a, b in KNOWN_CYCLE_EDGES:
-        assert b in graph[a] and a in graph[b], f"{a} <-> {b} is fixed: drop it from the list"
-        graph[a].discard(b)
     assert _cycle(graph) == [], " -> ".join(_cycle(graph))
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from core.load.generator import MEASURE_SWITCH_INTERVAL_S, LoadOptions, run_load
+from core.load.generator import LoadOptions, run_load
+from core.load.health import MEASURE_SWITCH_INTERVAL_S
 from core.load.prompts import Prompt
 from core.metrics import compute_point_metrics
 from core.records import RequestRecord

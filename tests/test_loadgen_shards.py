@@ -4,8 +4,6 @@ records into one table, and fails cleanly when a worker dies."""
 
 from __future__ import annotations
 
-import asyncio
-import math
 import os
 import signal
 from dataclasses import replace
@@ -14,16 +12,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from core.load.generator import (
-    SCHEDULE_SLACK_S,
-    ClientHealth,
-    Clock,
-    LoadGenerator,
-    LoadOptions,
-    arrival_times,
-    send_on_schedule,
-)
-from core.load.shards import ClientWorkerDied, auto_workers, slot_shares
+from core.load.generator import LoadGenerator, LoadOptions
+from core.load.schedule import SCHEDULE_SLACK_S, arrival_times
+from core.load.shards import ClientWorkerDied
 from core.records import RequestRecord, records_from_table, records_to_table
 from tests.test_loadgen import fake_server, opts, prompts
 
@@ -41,53 +32,14 @@ def max_in_flight(records: list[RequestRecord]) -> int:
     return peak
 
 
-def test_slots_split_evenly_and_sum_to_the_cap() -> None:
-    assert slot_shares(5, 2) == [3, 2]
-    assert slot_shares(64, 8) == [8] * 8
-    assert slot_shares(3, 8) == [1, 1, 1]  # never a worker without a slot
-    assert all(sum(slot_shares(c, w)) == c for c in range(1, 70) for w in range(1, 10))
-
-
-def test_auto_workers_follow_the_offered_chunk_rate_within_the_cores() -> None:
-    # 25 us per chunk at half a core each: 20,000 chunks/s per worker
-    assert auto_workers(64, 64, 100_000.0, cpus=16) == 5
-    assert auto_workers(64, 64, 1_000_000.0, cpus=16) == 15  # one core left over
-    assert auto_workers(4, 4, 1_000_000.0, cpus=16) == 4  # no more workers than slots
-    assert auto_workers(256, 256, None, cpus=16) == 4  # nothing seen: one per 64 slots
-    assert auto_workers(64, 64, 100_000.0, cpus=2) == 1
-
-
-def test_one_schedule_whatever_the_number_of_workers() -> None:
-    """The one-process dispatcher sends at exactly ``arrival_times``; the workers read the
-    same list by index, so the merged schedule is the one-process schedule."""
-
-    class Virtual:
-        t = 0.0
-
-        def now(self) -> float:
-            return self.t
-
-        async def sleep(self, s: float) -> None:
-            self.t += s
-
-    clock = Virtual()
-    starts: list[float] = []
-    asyncio.run(
-        send_on_schedule(
-            40, 25.0, 7, lambda _i: starts.append(clock.t), Clock(now=clock.now, sleep=clock.sleep)
-        )
-    )
-    assert starts == pytest.approx(arrival_times(40, 25.0, 7), abs=1e-12)
-    assert arrival_times(40, 25.0, 7) == arrival_times(40, 25.0, 7)  # seeded
-    assert arrival_times(5, math.inf, 7) == [0.0] * 5
-
-
 def test_sharded_point_keeps_schedule_and_cap(fake_sglang: Path, tmp_path: Path) -> None:
     n, cap, rate = 60, 5, 80.0
     with fake_server(tmp_path / "server.log") as base, LoadGenerator(base, cap, 30.0) as gen:
         o = replace(opts(base, cap, rate), workers=2)
         records, health = gen.run(o, prompts(n, out=8))
         pids = gen._shards.pids if gen._shards else []
+        runtimes = gen._shards.runtimes if gen._shards else []
+        assert runtimes == [(gen.event_loop, gen.json_parser)] * 2  # the parent's choice
     due = arrival_times(n, rate, o.seed)
     assert sorted(r.index for r in records) == list(range(n))  # each request once
     assert all(r.ok for r in records)
@@ -104,6 +56,22 @@ def test_sharded_point_keeps_schedule_and_cap(fake_sglang: Path, tmp_path: Path)
     assert not any(
         psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids
     )
+
+
+def test_every_worker_measures_with_the_parents_loop_and_parser(
+    fake_sglang: Path, tmp_path: Path
+) -> None:
+    """SERVELAB_EVENT_LOOP / SERVELAB_JSON reach the workers through the pool, not through
+    their environment: each says what it runs with when ready."""
+    with (
+        fake_server(tmp_path / "server.log") as base,
+        LoadGenerator(base, 4, 30.0, event_loop="asyncio", json_parser="json") as gen,
+    ):
+        records, _ = gen.run(replace(opts(base, 4), workers=2), prompts(8, out=3))
+        assert gen._shards is not None
+        assert gen._shards.runtimes == [("asyncio", "json")] * 2
+        assert (gen.event_loop, gen.json_parser) == ("asyncio", "json")
+    assert all(r.ok for r in records)
 
 
 def test_closed_loop_fills_the_global_cap_and_never_exceeds_it(
@@ -146,15 +114,6 @@ def test_a_dying_worker_fails_the_point_and_leaves_no_process(
         # the generator can still run the next point (on fresh workers)
         records, _ = gen.run(o, prompts(8, out=2))
         assert all(r.ok for r in records)
-
-
-def test_one_saturated_worker_flags_the_point_and_is_named() -> None:
-    calm = ClientHealth(cpu_s=0.2, wall_s=1.0)
-    busy = ClientHealth(cpu_s=0.95, wall_s=1.0)
-    merged = ClientHealth.merged([calm, busy])
-    assert merged.saturated and merged.saturated_why.startswith("worker 1: client CPU 95%")
-    assert merged.cpu_s == pytest.approx(1.15)  # in cores: 1.15 cores over the point
-    assert not ClientHealth.merged([calm, calm]).saturated
 
 
 def test_a_cancelled_sharded_point_stops_every_worker_and_says_so(

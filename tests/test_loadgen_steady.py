@@ -1,18 +1,18 @@
 """Steady-state points: a point sized by waves or by time, the full-concurrency window, the
-warnings a short or mostly-ramp point gets, and a saturation flag that needs enough samples.
-Every timing here is synthetic (records with chosen times, an injected clock)."""
+warnings a short or mostly-ramp point gets, and a time-sized point on the fake server. Every
+other timing here is synthetic (records with chosen times). The gate that stops sending:
+tests/test_schedule.py; how many prompts to prepare: tests/test_sizing.py; the saturation
+flag: tests/test_health.py."""
 
 from __future__ import annotations
 
-import asyncio
-import math
 from pathlib import Path
 
 import pytest
 
 from core.config import BenchmarkPlan, Point, parse_spec
 from core.errors import ConfigError
-from core.load.generator import ClientHealth, LoadGenerator, SteadyGate, point_budget
+from core.load.generator import LoadGenerator
 from core.metrics import compute_point_metrics, point_warnings, steady_state
 from core.records import RequestRecord
 from tests.test_loadgen import fake_server, opts, prompts
@@ -171,93 +171,6 @@ def test_uncapped_poisson_points_have_no_window() -> None:
     assert m["steady_window_s"] is None and point_warnings(m, None) == []
 
 
-# -- the gate (when to stop sending) ---------------------------------------------------------
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def test_gate_sends_the_floor_then_until_the_slots_were_busy_long_enough() -> None:
-    clock = FakeClock()
-    gate = SteadyGate(
-        n=1000, concurrency=2, request_rate=math.inf, min_requests=4, min_steady_s=5.0, clock=clock
-    )
-    for i in range(2):
-        assert gate.may_send(i)
-        gate.started()
-    assert gate.full_since == 100.0
-    for i in range(2, 10):  # each request takes 1 s: slots refill as they free
-        clock.t += 1.0
-        gate.ended()
-        if not gate.may_send(i):
-            break
-        gate.started()
-    assert i == 6  # i = 2..5 sent at t = 101..104; at 105 the slots were busy 5 s: stop
-    assert not gate.may_send(8) and not gate.may_send(3)  # never reopens
-
-
-def test_gate_without_sizing_sends_everything() -> None:
-    gate = SteadyGate(
-        n=5,
-        concurrency=1,
-        request_rate=math.inf,
-        min_requests=None,
-        min_steady_s=None,
-        clock=FakeClock(),
-    )
-    assert all(gate.may_send(i) for i in range(5))
-
-
-def test_gate_with_waves_only_stops_at_the_floor() -> None:
-    gate = SteadyGate(
-        n=100,
-        concurrency=4,
-        request_rate=math.inf,
-        min_requests=12,
-        min_steady_s=None,
-        clock=FakeClock(),
-    )
-    assert [gate.may_send(i) for i in range(14)] == [True] * 12 + [False] * 2
-
-
-# -- how many prompts to prepare -------------------------------------------------------------
-
-
-def test_budget_follows_the_fastest_speed_seen() -> None:
-    # seen: TTFT 0.1 s, 10 ms per token -> 64-token request ~0.73 s; c=16 -> ~22 req/s
-    seen = [rec(i, 0.0, 0.1 + 0.63, chunks=64) for i in range(20)]
-    for r in seen:
-        r.chunk_s = [0.1 + 0.01 * k for k in range(64)]
-    n = point_budget(32, 20_000, 16, math.inf, 64, 10.0, seen)
-    assert n == math.ceil(16 + 16 / (0.1 + 63 * 0.01) * 10.0 * 4.0)
-    assert point_budget(32, 20_000, 16, math.inf, 64, None, seen) == 32  # fixed size
-    assert point_budget(32, 20_000, 16, math.inf, 64, 10.0, []) == 20_000  # nothing seen
-    assert point_budget(32, 100, 16, math.inf, 64, 10.0, seen) == 100  # bounded
-
-
-# -- the saturation flag ---------------------------------------------------------------------
-
-
-def test_a_handful_of_lag_samples_does_not_flag_the_client() -> None:
-    few = ClientHealth(loop_lag_ms_p99=26.4, cpu_s=0.25, wall_s=1.0, lag_samples=60)
-    assert not few.saturated
-    many = ClientHealth(loop_lag_ms_p99=26.4, cpu_s=0.25, wall_s=10.0, lag_samples=1000)
-    assert many.saturated and "lag p99 26.4 ms" in many.saturated_why
-    busy = ClientHealth(loop_lag_ms_p99=0.1, cpu_s=0.95, wall_s=1.0, lag_samples=60)
-    assert busy.saturated and "CPU" in busy.saturated_why
-    assert few.as_dict()["loop_lag_samples"] == 60
-    # a loop too busy to take samples: 9 samples of ~1 s lag span 9 s of the point
-    starved = ClientHealth(
-        loop_lag_ms_p99=1000.0, cpu_s=0.2, wall_s=9.0, lag_samples=9, lag_covered_s=9.1
-    )
-    assert starved.saturated
-
-
 # -- end to end on the fake server -----------------------------------------------------------
 
 
@@ -274,11 +187,3 @@ def test_a_time_sized_point_sends_a_prefix_and_stops(fake_sglang: Path, tmp_path
     assert 4 <= len(records) < 400
     assert [r.index for r in records] == list(range(len(records)))
     assert all(r.ok for r in records)
-
-
-def test_arrival_schedule_stops_when_start_says_enough() -> None:
-    from core.load.generator import send_on_schedule
-
-    started: list[int] = []
-    asyncio.run(send_on_schedule(10, math.inf, 1, lambda i: started.append(i) if i < 3 else False))
-    assert started == [0, 1, 2]

@@ -18,6 +18,7 @@ TOKENS = ["The", " capital", " of", " France", " is", " Paris", ".", " It", " is
 
 class _Handler(BaseHTTPRequestHandler):
     stream = True  # False: answer in one JSON piece although asked to stream
+    events: list[dict[str, object]] | None = None  # the stream's events (default: TOKENS)
 
     def log_message(self, *_args: object) -> None:
         pass
@@ -37,9 +38,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
+        events = type(self).events or [{"choices": [{"delta": {"content": t}}]} for t in TOKENS]
         try:
-            for token in TOKENS:
-                event = {"choices": [{"delta": {"content": token}}]}
+            for event in events:
                 self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
                 self.wfile.flush()
                 threading.Event().wait(0.05)  # a slow engine: one token at a time
@@ -50,7 +51,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server() -> Iterator[str]:
-    _Handler.stream = True
+    _Handler.stream, _Handler.events = True, None
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -78,3 +79,23 @@ def test_a_server_that_ignores_stream_is_judged_on_its_whole_answer(server: str)
     _Handler.stream = False
     result = run_probe(server, "m", ProbeSpec(expect="(?i)paris"))
     assert result.passed and result.answer == "".join(TOKENS)
+
+
+def test_a_reasoning_models_thinking_is_read_as_the_load_generator_reads_it(server: str) -> None:
+    """One reading of a chat stream (core/load/openai.py): reasoning_content is text too."""
+    _Handler.events = [
+        {"choices": [{"delta": {"reasoning_content": "France's capital: "}}]},
+        {"choices": [{"delta": {"content": "Paris"}}]},
+    ]
+    result = run_probe(server, "m", ProbeSpec(expect="(?i)paris"))
+    assert result.passed and result.answer == "France's capital: Paris"
+
+
+def test_an_error_in_the_stream_fails_the_probe_and_says_it(server: str) -> None:
+    _Handler.events = [
+        {"choices": [{"delta": {"content": "The"}}]},
+        {"error": {"message": "CUDA out of memory"}},
+    ]
+    result = run_probe(server, "m", ProbeSpec(expect="(?i)paris"))
+    assert not result.passed and result.answer == "The"
+    assert result.reason.startswith("server error in stream") and "out of memory" in result.reason

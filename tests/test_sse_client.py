@@ -6,11 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from core.load.generator import LoadGenerator, LoadOptions
 from core.load.prompts import Prompt
@@ -37,7 +34,7 @@ def test_raw_and_httpx_paths_record_the_same(fake_sglang: Path, tmp_path: Path) 
         out = {}
         for http in ("auto", "httpx"):
             with LoadGenerator(base, 4, 30.0, http=http) as gen:
-                assert (gen._pool is not None) == (http == "auto")
+                assert (gen._conns.raw is not None) == (http == "auto")
                 gen.run(_opts(base, 4), prompts[:4])
                 out[http], _ = gen.run(_opts(base, 4), prompts)
     for a, b in zip(out["auto"], out["httpx"], strict=True):
@@ -140,32 +137,6 @@ def test_content_length_error_body() -> None:
             pool.close()
 
     asyncio.run(main())
-
-
-@pytest.mark.parametrize(
-    "payload",
-    [
-        b'{"choices":[{"delta":{"content":"hi"}}]}',
-        b' {"a": 1} ',
-        b"[1, 2]",
-        b'"x"',
-        b"1e400",
-        '{"content":"caf\u00e9 \u2603"}'.encode(),
-    ],
-)
-def test_stdlib_chunk_parser_agrees_with_json_loads(payload: bytes) -> None:
-    """The parser used where orjson is not installed reads what json.loads reads."""
-    from core.load.generator import _json_loads_std
-
-    assert _json_loads_std(payload) == json.loads(payload)
-
-
-@pytest.mark.parametrize("payload", [b'{"a": 1} trailing', b"", b"{", b"[" * 100_000, b"nul"])
-def test_stdlib_chunk_parser_refuses_what_json_loads_refuses(payload: bytes) -> None:
-    from core.load.generator import _json_loads_std
-
-    with pytest.raises((ValueError, RecursionError)):
-        _json_loads_std(payload)
 
 
 def _payloads(stream: bytes, cuts: list[int]) -> list[bytes]:

@@ -35,8 +35,9 @@ from core.engines.transformers_serve import (
 from core.errors import ConfigError, EngineUnavailable
 from core.launch.forms import FORM_DEFAULTS, launch_from_form
 from core.launch.host import HostInfo
-from core.load.generator import LoadOptions, _one_request
+from core.load.openai import json_loads
 from core.load.prompts import Prompt
+from core.load.requests import LoadOptions, one_request
 from core.records import RequestRecord
 from core.run import probe
 from core.safety import REDACTED, model_path_problem, redact_argv, split_secrets
@@ -308,7 +309,7 @@ def test_log_parser_never_raises(junk: list[str], at: int) -> None:
     assert set(LOG_FACT_KEYS) <= set(_parse("\n".join(junk)))
 
 
-# --- core/load/generator.py: the SSE stream -------------------------------------------------------
+# --- core/load/requests.py + openai.py: the SSE stream ------------------------------------------
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | hostile,
@@ -344,8 +345,14 @@ sse_lines = st.one_of(
 
 
 @FAST
-@given(lines=st.lists(sse_lines, max_size=8), status=st.sampled_from([200, 200, 500, 401]))
-def test_sse_parser_turns_anything_into_a_record(lines: list[str], status: int) -> None:
+@given(
+    lines=st.lists(sse_lines, max_size=8),
+    status=st.sampled_from([200, 200, 500, 401]),
+    parser=st.sampled_from(["auto", "json"]),
+)
+def test_sse_parser_turns_anything_into_a_record(
+    lines: list[str], status: int, parser: str
+) -> None:
     body = "\n".join(lines).encode("utf-8", "surrogatepass")
 
     async def chunks() -> Any:
@@ -371,7 +378,9 @@ def test_sse_parser_turns_anything_into_a_record(lines: list[str], status: int) 
         async with httpx.AsyncClient(
             base_url="http://test", transport=httpx.MockTransport(handler)
         ) as client:
-            await _one_request(client, opts, rec, Prompt("hi", 1, 4), time.perf_counter())
+            await one_request(
+                client, opts, rec, Prompt("hi", 1, 4), time.perf_counter(), json_loads(parser)[0]
+            )
 
     asyncio.run(go())
     assert rec.ok or (isinstance(rec.error, str) and rec.error)
@@ -532,7 +541,7 @@ raw_responses = st.one_of(
     + _chunked((DEEP + "\n\n").encode(), 64)
 )  # RecursionError in the event loop
 def test_raw_sse_client_turns_any_server_bytes_into_a_record(response: bytes) -> None:
-    from core.load.generator import _one_request_raw
+    from core.load.requests import one_request_raw
     from core.load.sse_client import SSEConnectionPool
 
     async def go() -> RequestRecord:
@@ -559,7 +568,10 @@ def test_raw_sse_client_turns_any_server_bytes_into_a_record(response: bytes) ->
         rec = RequestRecord(index=0, send_s=0.0, prompt_tokens=1, output_tokens_requested=4)
         try:
             await asyncio.wait_for(
-                _one_request_raw(pool, opts, rec, Prompt("hi", 1, 4), time.perf_counter()), 5
+                one_request_raw(
+                    pool, opts, rec, Prompt("hi", 1, 4), time.perf_counter(), json_loads()[0]
+                ),
+                5,
             )
         finally:
             pool.close()

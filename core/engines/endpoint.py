@@ -15,6 +15,7 @@ import httpx
 
 from core.config import ServerConfig
 from core.engines.base import EngineInfo, LaunchPlan
+from core.load.openai import CHAT_PATH, MODELS_PATH, chat_request, read_completion, served_models
 
 __all__ = ["EXACT_LENGTH_MECHANISMS", "EndpointAdapter", "choose_exact_length", "mechanism_name"]
 
@@ -41,27 +42,18 @@ def _trial(
     client: httpx.Client, base_url: str, model: str, fields: dict[str, Any]
 ) -> tuple[bool, str]:
     """(honoured, why) for one mechanism: accepted and the reply ran to the full length."""
-    body = {
-        "model": model,
-        "messages": [{"role": "user", "content": _TRIAL_PROMPT}],
-        "max_tokens": _TRIAL_TOKENS,
-        "temperature": 0.0,
-        "stream": False,
-        **fields,
-    }
+    body = chat_request(model, _TRIAL_PROMPT, _TRIAL_TOKENS, stream=False, extra=fields)
     try:
-        resp = client.post(f"{base_url}/v1/chat/completions", json=body)
+        resp = client.post(base_url + CHAT_PATH, json=body)
     except httpx.HTTPError as exc:
         return False, f"no answer ({type(exc).__name__})"
     if resp.status_code != 200:
         return False, f"refused with HTTP {resp.status_code}"
     try:
-        data = resp.json()
-        tokens = (data.get("usage") or {}).get("completion_tokens")
-        finish = (data.get("choices") or [{}])[0].get("finish_reason")
-    except (ValueError, AttributeError, TypeError, LookupError, RecursionError):
+        _text, finish, tokens = read_completion(resp.json())
+    except (ValueError, RecursionError):
         return False, "answered with something that is not a chat completion"
-    if isinstance(tokens, int) and not isinstance(tokens, bool):
+    if tokens is not None:
         if tokens >= _TRIAL_TOKENS:
             return True, f"accepted; a {_TRIAL_TOKENS}-token reply ran to its full length"
         return False, f"accepted but ignored: the reply stopped after {tokens} token(s)"
@@ -110,7 +102,7 @@ class EndpointAdapter:
         return LaunchPlan(
             argv=None,
             base_url=url,
-            health_path="/v1/models",
+            health_path=MODELS_PATH,
             model_name=model_name,
             tokenizer_path=config.tokenizer,
             supports_ignore_eos=True,
@@ -130,9 +122,9 @@ class EndpointAdapter:
         facts: dict[str, Any] = {"facts_source": "endpoint"}
         try:
             with httpx.Client(timeout=10.0) as client:
-                models = client.get(f"{base_url}/v1/models")
-                if models.status_code == 200:
-                    facts["served_models"] = [m.get("id") for m in models.json().get("data", [])]
+                models, _answer = served_models(client, base_url)
+                if models is not None:
+                    facts["served_models"] = models
                 info = client.get(f"{base_url}/server_info")
                 if info.status_code == 200:
                     raw = info.json()

@@ -35,6 +35,7 @@ from core.engines import detect_cache
 from core.engines.base import EngineInfo, LaunchPlan
 from core.engines.model_setup import resolve_model
 from core.errors import ConfigError, EngineUnavailable
+from core.load.openai import served_models
 
 __all__ = [
     "CLI_MODULE",
@@ -488,10 +489,7 @@ class TransformersServeAdapter:
         base = base_url.rstrip("/")
         try:
             with httpx.Client(timeout=_FACTS_TIMEOUT_S) as client:
-                models = client.get(f"{base}/v1/models")
-                if models.status_code == 200:
-                    data = models.json().get("data") or []
-                    facts["served_models"] = [m.get("id") for m in data if isinstance(m, dict)]
+                facts["served_models"], _answer = served_models(client, base)
                 metrics = client.get(f"{base}/metrics")
                 facts["has_metrics_endpoint"] = metrics.status_code == 200
         except (httpx.HTTPError, ValueError, AttributeError):

@@ -15,7 +15,7 @@ its arrival time, send it, wait for the end, repeat. So
   any worker, so the point is the same first-come first-served queue with C servers as the
   one-process generator's semaphore of C (the alternative, each worker owning a fixed list of
   requests, lets a request wait in a busy worker while another worker has a free slot);
-* the arrival times are computed once (``core.load.generator.arrival_times``: seeded, absolute, on
+* the arrival times are computed once (``core.load.schedule.arrival_times``: seeded, absolute, on
   the point's clock) and read by index, so every request is due exactly when the
   one-process schedule says, whichever worker sends it.
 
@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import math
 import mmap
 import os
 import signal
@@ -48,59 +47,29 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, ClassVar
 
-import httpx
-
 from core.errors import ServeLabError
-from core.load.generator import (
-    ClientHealth,
-    Clock,
-    LoadOptions,
-    _one_request,
-    _one_request_raw,
-    arrival_times,
-    event_loop_factory,
-    run_monitored,
-    sleep_until,
-)
+from core.load.health import ClientHealth, run_monitored
 from core.load.prompts import Prompt
-from core.load.sse_client import SSEConnectionPool
+from core.load.requests import (
+    ClientOptions,
+    Connections,
+    LoadOptions,
+    event_loop_factory,
+    event_loop_name,
+)
+from core.load.schedule import Clock, arrival_times, sleep_until, slots_to_fill
+from core.load.sizing import slot_shares
 from core.records import RequestRecord
 from core.settings import REPO_ROOT
 
-__all__ = ["ClientWorkerDied", "ShardPool", "auto_workers", "slot_shares"]
+__all__ = ["ClientWorkerDied", "ShardPool"]
 
-# A worker paced well below its core keeps its timestamps punctual: aim at this share of a
-# core per worker when choosing W automatically, at the measured paced cost per chunk.
-AUTO_CORE_SHARE = 0.5
-US_PER_CHUNK_PACED = 25.0
 START_MARGIN_S = 0.05  # the job reaches every worker before the point's clock starts
 READY_TIMEOUT_S = 120.0  # a worker's imports on a loaded host
 
 
 class ClientWorkerDied(ServeLabError):
     """A load-generator worker process ended during a point."""
-
-
-def slot_shares(slots: int, workers: int) -> list[int]:
-    """``slots`` split over ``workers`` as evenly as possible (no worker gets none)."""
-    workers = max(1, min(workers, slots))
-    return [slots // workers + (1 if w < slots % workers else 0) for w in range(workers)]
-
-
-def auto_workers(
-    concurrency: int | None, n: int, output_chunks_per_s: float | None, cpus: int | None = None
-) -> int:
-    """W for ``client_workers = "auto"``: enough workers that each stays near
-    ``AUTO_CORE_SHARE`` of a core at the offered chunk rate (estimated from the speed seen
-    on this server; None = unknown: one worker per 64 slots), one core left to the rest of
-    the host, never more workers than slots."""
-    cpus = cpus or os.cpu_count() or 1
-    slots = concurrency or n
-    if output_chunks_per_s is None:
-        want = math.ceil(slots / 64)
-    else:
-        want = math.ceil(output_chunks_per_s * US_PER_CHUNK_PACED * 1e-6 / AUTO_CORE_SHARE)
-    return max(1, min(want, cpus - 1, slots))
 
 
 @dataclass(frozen=True)
@@ -168,7 +137,7 @@ class _Shared:
 
 
 async def _worker_point(
-    client: httpx.AsyncClient | SSEConnectionPool, job: _Job, sh: _Shared
+    conns: Connections, job: _Job, sh: _Shared
 ) -> tuple[list[RequestRecord], ClientHealth]:
     opts, n = job.opts, len(job.prompts)
     min_requests = n if opts.min_requests is None else min(n, opts.min_requests)
@@ -209,15 +178,7 @@ async def _worker_point(
                 if not sh.get("full_since") and in_flight >= job.target:
                     sh.set("full_since", time.perf_counter())
             try:
-                one = (
-                    _one_request_raw(client, opts, rec, p, job.t0)
-                    if isinstance(client, SSEConnectionPool)
-                    else _one_request(client, opts, rec, p, job.t0)
-                )
-                await asyncio.wait_for(one, timeout=opts.request_timeout_s)
-            except TimeoutError:
-                rec.error = f"timeout after {opts.request_timeout_s:g} s"
-                rec.ok = False
+                await conns.send(opts, rec, p, job.t0)
             finally:
                 with sh.locked():
                     sh.set("in_flight", sh.get("in_flight") - 1)
@@ -239,43 +200,26 @@ async def _worker_point(
 
 
 def _worker_main() -> None:
-    """A worker process (``python -m core.load.shards``): settings, then point jobs, arrive as
-    pickles on stdin; its answers go back on the original stdout. Anything a library prints
-    goes to stderr instead, so it cannot corrupt the answers."""
+    """A worker process (``python -m core.load.shards``): its ClientOptions, then point jobs,
+    arrive as pickles on stdin; its answers go back on the original stdout. Anything a library
+    prints goes to stderr instead, so it cannot corrupt the answers."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     out_fd = os.dup(1)
     os.dup2(2, 1)
     inbox, outbox = Connection(0, writable=False), Connection(out_fd, readable=False)
-    settings = inbox.recv()  # never on argv: the headers may hold an API key
-    sh = _Shared(settings["shared_path"])
-    base_url, headers = settings["base_url"], settings["headers"]
-    timeout_s = settings["request_timeout_s"]
-    runner = asyncio.Runner(loop_factory=event_loop_factory())
-    limits = httpx.Limits(
-        max_connections=settings["max_connections"],
-        max_keepalive_connections=settings["max_connections"],
-    )
-    client = httpx.AsyncClient(
-        base_url=base_url,
-        limits=limits,
-        headers=headers,
-        timeout=httpx.Timeout(timeout_s, connect=min(30.0, timeout_s)),
-    )
-    pool = (
-        SSEConnectionPool(base_url, headers)
-        if settings["http"] == "auto" and base_url.startswith("http://")
-        else None
-    )
+    shared_path, client = inbox.recv()  # never on argv: the headers may hold an API key
+    sh = _Shared(shared_path)
+    runner = asyncio.Runner(loop_factory=event_loop_factory(client.event_loop))
+    conns = Connections(client)
     try:
-        outbox.send("ready")
+        # ready, with what this worker measures with (the parent's choice, checked by tests)
+        outbox.send(("ready", event_loop_name(client.event_loop), conns.json_parser))
         while (job := inbox.recv()) is not None:
-            outbox.send(runner.run(_worker_point(pool or client, job, sh)))
+            outbox.send(runner.run(_worker_point(conns, job, sh)))
     except (EOFError, BrokenPipeError, KeyboardInterrupt):
         pass  # the parent went away: nothing to report to
     finally:
-        if pool is not None:
-            pool.close()
-        runner.run(client.aclose())
+        runner.run(conns.aclose())
         runner.close()
         sh.close()
 
@@ -285,15 +229,7 @@ class ShardPool:
     Each is ``python -m core.load.shards`` (an argv list, a fresh interpreter: nothing of the
     parent's threads or main module comes along), talking over its stdin/stdout pipes."""
 
-    def __init__(
-        self,
-        workers: int,
-        base_url: str,
-        headers: dict[str, str] | None,
-        http: str,
-        max_connections: int,
-        request_timeout_s: float,
-    ) -> None:
+    def __init__(self, workers: int, client: ClientOptions) -> None:
         self._shared = _Shared.create()
         self._shared_closed = False
         self._procs: list[subprocess.Popen[bytes]] = []
@@ -304,14 +240,8 @@ class ShardPool:
             **os.environ,
             "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])]),
         }
-        settings = {
-            "shared_path": self._shared.path,
-            "base_url": base_url,
-            "headers": headers,
-            "http": http,
-            "max_connections": max_connections,
-            "request_timeout_s": request_timeout_s,
-        }
+        # What each worker measures with, as it said when ready: (event loop, JSON parser).
+        self.runtimes: list[tuple[str, str]] = []
         try:
             for _ in range(workers):
                 proc = subprocess.Popen(
@@ -326,9 +256,10 @@ class ShardPool:
                 self._recv.append(Connection(os.dup(proc.stdout.fileno()), writable=False))
                 proc.stdin.close()
                 proc.stdout.close()
-                self._send[-1].send(settings)
+                self._send[-1].send((self._shared.path, client))
             for k in range(workers):  # imports take seconds on a busy host: not point time
-                self._receive(k, READY_TIMEOUT_S, "while starting")
+                _ready, loop, parser = self._receive(k, READY_TIMEOUT_S, "while starting")
+                self.runtimes.append((loop, parser))
         except BaseException:
             self.close()
             raise
@@ -373,9 +304,7 @@ class ShardPool:
         n = len(prompts)
         slots = opts.concurrency or n
         shares = slot_shares(slots, min(workers, self.size))
-        target = (
-            min(slots, n) if opts.concurrency is not None or math.isinf(opts.request_rate) else 1
-        )
+        target = slots_to_fill(opts.concurrency, opts.request_rate, n)
         should_stop = opts.should_stop
         due = arrival_times(n, opts.request_rate, opts.seed)
         self._shared.reset()

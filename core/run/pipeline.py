@@ -39,6 +39,7 @@ from core.errors import (
     StoreError,
 )
 from core.load.generator import LoadGenerator, LoadOptions
+from core.load.openai import MODELS_PATH, served_models
 from core.load.prompts import Tokenizer, load_tokenizer, make_prompts, prompts_digest
 from core.metrics import compute_point_metrics, point_warnings
 from core.records import RequestRecord, records_to_table
@@ -237,15 +238,11 @@ def _wait_endpoint(base_url: str, path: str, timeout_s: float, run: _Run) -> flo
 def _model_name(plan: LaunchPlan, headers: dict[str, str]) -> str:
     if plan.model_name:
         return plan.model_name
-    resp = httpx.get(plan.base_url + "/v1/models", timeout=10.0, headers=headers)
-    try:
-        data = resp.json().get("data") or []
-        return str(data[0]["id"])
-    except (ValueError, AttributeError, TypeError, LookupError, RecursionError):
-        raise ServerLaunchError(
-            f"the server lists no model at /v1/models (HTTP "
-            f"{resp.status_code}: {resp.text[:200]!r})"
-        ) from None
+    with httpx.Client(timeout=10.0, headers=headers) as client:
+        ids, answer = served_models(client, plan.base_url)
+    if not ids:
+        raise ServerLaunchError(f"the server lists no model at {MODELS_PATH} ({answer})")
+    return ids[0]
 
 
 def _run_point(
@@ -472,6 +469,8 @@ def execute_run(
             max(p.concurrency or p.num_prompts for p in bench.points),
             bench.request_timeout_s,
             headers=run.headers,
+            event_loop=run.settings.event_loop,
+            json_parser=run.settings.json_parser,
         )
         with run.step("warmup") as rec:
             n_warm = bench.effective_warmup

@@ -3,7 +3,6 @@ weights, NaN logits, a chat template gone wrong) is caught before it is measured
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
@@ -15,6 +14,15 @@ import httpx
 
 from core.config import ProbeSpec
 from core.errors import RunCancelled
+from core.load.openai import (
+    CHAT_PATH,
+    chat_request,
+    json_loads,
+    read_chat_event,
+    read_completion,
+    sse_payloads,
+)
+from core.records import RequestRecord
 
 __all__ = ["ProbeResult", "judge_answer", "run_probe"]
 
@@ -52,31 +60,24 @@ def judge_answer(answer: str, expect: str | None) -> tuple[bool, str]:
 _MAX_ANSWER_CHARS = 4000  # a probe answer is a few words; more is not read
 
 
-def _content(message: Any) -> str:
-    content = message.get("content") if isinstance(message, dict) else None
-    return content if isinstance(content, str) else ""
-
-
-def _read_stream(resp: httpx.Response, expect: str | None) -> tuple[str, bool]:
-    """(answer, stopped early): the streamed text, read until the expected pattern shows
-    (nothing after it can change the verdict) or the stream ends."""
-    answer = ""
-    for line in resp.iter_lines():
-        if not line.startswith("data:"):
-            continue
-        data = line[5:].strip()
-        if data == "[DONE]":
-            break
-        try:
-            choices = json.loads(data).get("choices") or [{}]
-            answer += _content(choices[0].get("delta"))
-        except (ValueError, AttributeError, TypeError, LookupError, RecursionError):
-            continue  # one odd event does not end the answer
-        if expect is not None and re.search(expect, answer):
-            return answer, True
-        if len(answer) > _MAX_ANSWER_CHARS:
-            break
-    return answer, False
+def _read_stream(resp: httpx.Response, expect: str | None) -> tuple[str, str | None]:
+    """(answer, error): the streamed text, read event by event (core.load.openai, as the load
+    generator reads it) until the expected pattern shows (nothing after it can change the
+    verdict) or the stream ends; error when the stream carried one or broke mid-way."""
+    rec = RequestRecord(index=0, send_s=0.0, prompt_tokens=0, output_tokens_requested=0)
+    parts: list[str] = []
+    buf = b""
+    loads, _name = json_loads()
+    for raw in resp.iter_bytes():
+        events, buf = sse_payloads(buf + raw)
+        for data in events:
+            over = read_chat_event(rec, data, 0.0, parts, loads)
+            answer = "".join(parts)
+            if expect is not None and re.search(expect, answer):
+                return answer, None
+            if over or len(answer) > _MAX_ANSWER_CHARS:
+                return answer, rec.error
+    return "".join(parts), rec.error
 
 
 def _ask(
@@ -85,54 +86,33 @@ def _ask(
     """One streamed question. The answer is bounded by ``max_tokens`` and read only until
     it matches ``expect``: on a slow engine (a CPU decodes a token in tenths of a second
     to seconds) the probe costs the tokens up to the answer, not the whole reply."""
-    body = {
-        "model": model,
-        "messages": [{"role": "user", "content": spec.prompt}],
-        "max_tokens": spec.max_tokens,
-        "temperature": 0.0,
-        "stream": True,
-    }
+    body = chat_request(model, spec.prompt, spec.max_tokens)
     t = time.perf_counter()
+
+    def failed(reason: str) -> ProbeResult:
+        return ProbeResult(spec.prompt, spec.expect, "", False, reason, time.perf_counter() - t)
+
     try:
         with httpx.stream(
-            "POST", f"{base_url}/v1/chat/completions", json=body, timeout=timeout_s, headers=headers
+            "POST", base_url + CHAT_PATH, json=body, timeout=timeout_s, headers=headers
         ) as resp:
             if resp.status_code != 200:
                 resp.read()
-                return ProbeResult(
-                    spec.prompt,
-                    spec.expect,
-                    "",
-                    False,
-                    f"HTTP {resp.status_code}: {resp.text[:200]}",
-                    time.perf_counter() - t,
-                )
+                return failed(f"HTTP {resp.status_code}: {resp.text[:200]}")
             if "text/event-stream" in resp.headers.get("content-type", ""):
-                answer, _early = _read_stream(resp, spec.expect)
+                answer, error = _read_stream(resp, spec.expect)
                 latency_s = time.perf_counter() - t
             else:  # a server that answers in one piece although asked to stream
                 resp.read()
                 latency_s = time.perf_counter() - t
-                choices = resp.json().get("choices") or [{}]
-                answer = _content(choices[0].get("message"))
-    except (httpx.HTTPError, ValueError) as exc:
-        return ProbeResult(
-            spec.prompt,
-            spec.expect,
-            "",
-            False,
-            f"no answer: {type(exc).__name__}: {exc}"[:300],
-            time.perf_counter() - t,
-        )
-    except (AttributeError, TypeError, LookupError, RecursionError):
-        return ProbeResult(
-            spec.prompt,
-            spec.expect,
-            "",
-            False,
-            f"not a chat completion: {resp.text[:200]!r}",
-            latency_s,
-        )
+                try:
+                    answer, error = read_completion(resp.json())[0], None
+                except (ValueError, RecursionError):  # RecursionError: a JSON bomb
+                    return failed(f"not a chat completion: {resp.text[:200]!r}")
+    except httpx.HTTPError as exc:
+        return failed(f"no answer: {type(exc).__name__}: {exc}"[:300])
+    if error is not None:
+        return ProbeResult(spec.prompt, spec.expect, answer, False, error, latency_s)
     passed, reason = judge_answer(answer, spec.expect)
     return ProbeResult(spec.prompt, spec.expect, answer, passed, reason, latency_s)
 
