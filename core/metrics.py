@@ -291,7 +291,7 @@ CAVEAT_MEANING = {
     "not steady state": "mostly ramp-up and drain, not the load the point names",
 }
 # At or above this share of one core the one-threaded client is the bottleneck even when its
-# loop lag stays low (core.load.generator flags it): the offered load itself may have been short.
+# loop lag stays low (core.load.health flags it): the offered load itself may have been short.
 # Below it, a lag flag means the loop woke late (another thread or process had the CPU or
 # the GIL): every request was sent, but chunks were stamped up to the lag late, which
 # inflates latency tails, not medians or throughput (docs/BENCHMARKS.md §2, 2026-12-01).
