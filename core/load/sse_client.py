@@ -12,7 +12,7 @@ between).
 
 Scope: HTTP/1.1 over TCP, ``Transfer-Encoding: chunked`` or ``Content-Length`` responses,
 keep-alive with one retry when a reused idle connection turns out closed. ``https://`` and
-anything else go through httpx (core/load/generator.py).
+anything else go through httpx (core/load/requests.py).
 """
 
 from __future__ import annotations
