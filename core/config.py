@@ -139,7 +139,7 @@ class ServerConfig(_Frozen):
         for item in v:
             # "***" is a secret's stored placeholder (core/safety.py), restored at launch.
             text = item[:-3] if item == "***" or item.endswith("=***") else item
-            if not item or len(item) > 500 or not _SAFE_TEXT.match(text):
+            if not item or len(item) > 500 or not _SAFE_TEXT.fullmatch(text):
                 raise ValueError(
                     f"{item[:40]!r} has characters not allowed in a flag; "
                     "use letters, digits and . / : @ + = , - _"
