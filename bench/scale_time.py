@@ -26,14 +26,10 @@ from typing import Any
 import pandas as pd
 
 from bench.common import machine, save
-from core.analysis.compare import (
-    config_diff,
-    confounders,
-    latency_samples,
-    load_run,
-    memory_headroom,
-    metric_deltas,
-)
+from core.analysis.diff import config_diff, confounders
+from core.analysis.memory import memory_headroom
+from core.analysis.points import metric_deltas
+from core.analysis.runs import latency_samples, load_run
 from core.run.launcher import tail
 from core.run_folder import RunFolder
 from core.store import Catalog

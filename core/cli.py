@@ -12,7 +12,6 @@ import itertools
 import json
 import math
 import os
-import re
 import sys
 import threading
 from pathlib import Path
@@ -26,6 +25,7 @@ from core.executors.base import EXECUTORS
 from core.executors.registry import runs_here
 from core.interop.transfer import HANDLERS as TRANSFER_HANDLERS
 from core.interop.transfer import add_parsers as add_transfer_parsers
+from core.run_folder import is_run_id
 
 __all__ = ["main"]
 
@@ -45,8 +45,9 @@ def _rate(text: str) -> float:
 
 
 def _run_id(text: str) -> str:
-    """A run id as the folders name them; anything else (``../x``, ``/etc``) is refused."""
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", text) or ".." in text:
+    """A run id as the folders name them (``core.run_folder.is_run_id``); anything else
+    (``../x``, ``/etc``, a non-ASCII letter) is refused."""
+    if not is_run_id(text):
         raise argparse.ArgumentTypeError(
             f"{text[:60]!r} is not a run id; `python -m core runs` lists them"
         )

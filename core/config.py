@@ -40,6 +40,7 @@ __all__ = [
     "parse_request_rate",
     "parse_spec",
     "plain_error",
+    "same_value",
     "spec_errors",
     "validation_errors",
 ]
@@ -532,3 +533,9 @@ def knob_text(value: Any) -> str:
     if isinstance(value, str) and "/" in value.rstrip("/"):
         return Path(value.rstrip("/")).name  # a model path: its last part says enough
     return str(value)
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """THE equality of two setting values: ``True == 1`` in Python, but a bool and a
+    number are different settings (``cuda_graphs=True`` is not ``max_bs=1``)."""
+    return isinstance(a, bool) == isinstance(b, bool) and bool(a == b)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -38,13 +38,16 @@ __all__ = [
     "STAT_NAMES",
     "Caveat",
     "TokenSource",
+    "as_number",
     "compute_point_metrics",
+    "headline_index",
     "latency_arrays",
     "latency_values",
     "point_cancelled",
     "point_caveats",
     "point_error_rate",
     "point_warnings",
+    "rate_value",
     "steady_state",
     "summarize_ms",
 ]
@@ -54,6 +57,42 @@ LATENCY_FAMILIES = ("ttft", "itl", "tpot", "e2e")
 STAT_NAMES = ("mean", "median", "std", "p90", "p95", "p99", "max")
 
 TokenSource = Literal["server", "retokenized"]
+
+
+def as_number(value: Any) -> float | None:
+    """THE "is this a number" rule for a value read from a JSON artifact: an int or a
+    float, finite; a bool (``True == 1`` in Python), NaN, an infinity, text or None is not
+    (None: unknown, never 0)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def rate_value(value: Any) -> float | None:
+    """A request rate as stored: a number, or "inf"/"Infinity" (JSON has no infinity);
+    None when absent or unreadable (a bool is not a rate)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def headline_index(summaries: Sequence[Mapping[str, Any]]) -> int | None:
+    """THE headline point of one run, as a position in ``summaries`` (point summaries, plan
+    order): the heaviest load, i.e. the highest concurrency (unbounded counts as the
+    highest), then the highest request rate; the last such point of the plan on a tie.
+    None when there is no point. A plan ``[c=64, c=1]`` headlines c=64."""
+    if not summaries:
+        return None
+
+    def weight(i: int) -> tuple[float, float, int]:
+        p = summaries[i].get("point") or {}
+        conc, rate = as_number(p.get("concurrency")), rate_value(p.get("request_rate"))
+        return (math.inf if conc is None else conc, math.inf if rate is None else rate, i)
+
+    return max(range(len(summaries)), key=weight)
 
 
 @dataclass(frozen=True)
@@ -318,8 +357,7 @@ def point_error_rate(
     m = summary.get("metrics") or {}
     if "cancelled_requests" not in m and point_cancelled(summary, status):
         return None
-    rate = m.get("error_rate")
-    return float(rate) if isinstance(rate, int | float) else None
+    return as_number(m.get("error_rate"))
 
 
 def caveat_lines(label: str, caveats: list[Caveat]) -> list[str]:

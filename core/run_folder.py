@@ -15,9 +15,10 @@ import fcntl
 import json
 import math
 import os
+import re
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -37,7 +38,9 @@ __all__ = [
     "RunState",
     "RunStatus",
     "Step",
+    "find_runs",
     "interrupted_steps",
+    "is_run_id",
     "new_run_id",
     "read_json",
     "utc_now",
@@ -52,6 +55,30 @@ SECRETS_FILE = ".secrets.json"  # exists only while a run that was given secrets
 FINAL_STATES = ("succeeded", "failed", "invalid", "cancelled", "interrupted")
 EndState = Literal["succeeded", "failed", "invalid", "cancelled", "interrupted"]
 TRANSITION_LOCK = ".jobs.lock"  # serialises queued-folder transitions (launch vs cancel)
+
+
+# ASCII letters and digits, then also . _ - (never a path separator); at most 100 characters.
+_RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", re.ASCII)
+
+
+def is_run_id(text: str) -> bool:
+    """THE run-id rule: a run or experiment id as ServeLab writes them (ASCII letters,
+    digits, ``.``, ``_``, ``-``; no path separator, no ``..``, no non-ASCII letter). Every
+    page, export, the CLI, the worker and explain apply it to an id they were given."""
+    return isinstance(text, str) and bool(_RUN_ID_RE.fullmatch(text)) and ".." not in text
+
+
+def find_runs(runs_dir: Path, ids: Iterable[str]) -> tuple[list[RunFolder], list[str]]:
+    """THE run lookup: the run folders named by ``ids`` (in order, duplicates once) and the
+    ids that name no run (malformed, or no such folder)."""
+    found: list[RunFolder] = []
+    unknown: list[str] = []
+    for rid in dict.fromkeys(i.strip() for i in ids if i.strip()):
+        if is_run_id(rid) and (runs_dir / rid / "spec.json").is_file():
+            found.append(RunFolder(runs_dir / rid))
+        else:
+            unknown.append(rid)
+    return found, unknown
 
 
 def utc_now() -> str:

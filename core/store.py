@@ -26,6 +26,7 @@ import duckdb
 import pyarrow as pa
 
 from core.errors import StoreError
+from core.metrics import as_number, rate_value
 from core.run_folder import RunFolder
 
 __all__ = ["Catalog", "folder_rows"]
@@ -130,10 +131,6 @@ LOCK_TIMEOUT_S = 30.0
 _SYNCED: dict[tuple[str, str], tuple[tuple[int, int] | None, dict[str, float]]] = {}
 
 
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, int | float) else None
-
-
 class Catalog:
     """Short-lived, lock-serialised access to ``servelab.duckdb``."""
 
@@ -217,12 +214,12 @@ class Catalog:
             server.get("tp_size"),
             server.get("mem_fraction_static"),
             list(spec.get("tags", [])),
-            _num(status.get("duration_s")),
+            as_number(status.get("duration_s")),
             facts.get("kv_cache_tokens"),
-            _num(head.get("output_throughput")),
-            _num(head.get("median_ttft_ms")),
-            _num(head.get("median_itl_ms")),
-            _num(head.get("error_rate")),
+            as_number(head.get("output_throughput")),
+            as_number(head.get("median_ttft_ms")),
+            as_number(head.get("median_itl_ms")),
+            as_number(head.get("error_rate")),
             json.dumps(spec),
             json.dumps(facts, default=str),
             mtime,
@@ -237,15 +234,15 @@ class Catalog:
                     s.get("index"),
                     s.get("label"),
                     p.get("concurrency"),
-                    float("inf") if rate in ("inf", "Infinity") else _num(rate),
+                    rate_value(rate),
                     p.get("input_len"),
                     p.get("output_len"),
-                    _num(m.get("output_throughput")),
-                    _num(m.get("median_ttft_ms")),
-                    _num(m.get("median_itl_ms")),
-                    _num(m.get("median_tpot_ms")),
-                    _num(m.get("median_e2e_ms")),
-                    _num(m.get("error_rate")),
+                    as_number(m.get("output_throughput")),
+                    as_number(m.get("median_ttft_ms")),
+                    as_number(m.get("median_itl_ms")),
+                    as_number(m.get("median_tpot_ms")),
+                    as_number(m.get("median_e2e_ms")),
+                    as_number(m.get("error_rate")),
                     json.dumps(m),
                 ]
             )

@@ -17,7 +17,7 @@ from core.analysis.attribution import (
     verdict_sentence,
 )
 from core.analysis.stats import RunOfArm
-from core.experiments.design import noise_floor
+from core.analysis.trials import noise_floor
 from core.settings import Settings
 from core.views.figures import metric_label
 from core.views.figures_attribution import attribution_waterfall, sweep_figure

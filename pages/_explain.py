@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from core.analysis.compare import RunView
+from core.analysis.runs import RunView
 from core.errors import ConfigError
 from core.experiments.design import knob_text
 from core.launch.explain import explain_plan, submit_explanation

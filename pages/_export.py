@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from core.analysis.compare import RunView
+from core.analysis.runs import RunView
 from core.interop.export import Selection, bundle, html_report, selection_of
 
 

@@ -1,7 +1,7 @@
 """Compare: two or more runs side by side (shareable as ?runs=ID1,ID2,...&baseline=ID).
 
 Thin: which run is the baseline (the control, unless the link names one), what each run is
-called, the headline point, the card and the verdict all come from core (core/analysis/compare.py,
+called, the headline point, the card and the verdict all come from core (core/analysis/roles.py,
 core/analysis/card.py through the export Selection), so this page, the Experiment page and the
 HTML report tell the same story.
 """
@@ -11,24 +11,15 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.analysis.compare import (
-    baseline_index,
-    config_diff,
-    confounders,
-    find_runs,
-    has_records,
-    headline_point,
-    knob_fields,
-    latency_samples,
-    load_run,
-    memory_headroom,
-    metric_deltas,
-    no_records_note,
-    readable_cells,
-    unknown_fields,
-)
+from core.analysis.diff import config_diff, confounders, unknown_fields
+from core.analysis.memory import memory_headroom
+from core.analysis.points import metric_deltas
+from core.analysis.roles import baseline_index, headline_point, knob_fields
+from core.analysis.runs import has_records, latency_samples, load_run, no_records_note
 from core.interop.export import selection_of
 from core.metrics import DEFINITION
+from core.run_folder import find_runs
+from core.views.cells import readable_cells
 from core.views.figures import (
     arm_colours,
     cdf_figure,

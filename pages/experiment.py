@@ -13,7 +13,8 @@ import pandas as pd
 import streamlit as st
 
 from core.analysis.card import experiment_story
-from core.analysis.compare import confounders, is_run_id, memory_headroom, readable_cells
+from core.analysis.diff import confounders
+from core.analysis.memory import memory_headroom
 from core.analysis.stats import (
     EXPERIMENT_METRICS,
     RunOfArm,
@@ -22,8 +23,11 @@ from core.analysis.stats import (
     frontier,
     slo_table,
 )
-from core.experiments.design import experiment_runs, list_experiments, load_experiment
+from core.analysis.trials import experiment_runs
+from core.experiments.design import list_experiments, load_experiment
 from core.metrics import DEFINITION
+from core.run_folder import is_run_id
+from core.views.cells import readable_cells
 from core.views.figures import (
     arm_bands_figure,
     arm_colours,

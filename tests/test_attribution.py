@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from core.analysis.attribution import attribute, decompose, design_of, verdict_sentence
-from core.analysis.compare import RunView
+from core.analysis.runs import RunView
 from core.analysis.stats import RunOfArm, arm_stats
 from core.config import RunSpec
 from core.experiments.design import KnobGrid, grid_experiment

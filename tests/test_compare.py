@@ -11,31 +11,17 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from core.analysis.compare import (
-    METRIC_DIRECTIONS,
-    arm_names,
-    baseline_index,
-    config_diff,
-    confounders,
-    control_of,
-    derived_differences,
-    find_runs,
-    flatten_config,
-    headline_point,
-    is_run_id,
-    latency_samples,
-    load_run,
-    match_points,
-    memory_headroom,
-    metric_deltas,
-    peak_gpu_mib_by_point,
-    prompt_check,
-)
+from core.analysis.diff import config_diff, confounders, derived_differences, flatten_config
+from core.analysis.memory import memory_headroom, peak_gpu_mib_by_point
+from core.analysis.points import METRIC_DIRECTIONS, match_points, metric_deltas, prompt_check
+from core.analysis.roles import arm_names, baseline_index, headline_point
+from core.analysis.runs import latency_samples, load_run
 from core.config import BenchmarkPlan, Point, RunSpec, ServerConfig
+from core.experiments.design import control_of
 from core.metrics import compute_point_metrics
 from core.records import RequestRecord, records_to_table
 from core.run.samplers import SAMPLE_SCHEMA
-from core.run_folder import RunFolder
+from core.run_folder import RunFolder, find_runs, is_run_id
 
 P1 = {"concurrency": 1, "request_rate": "inf", "num_prompts": 4, "input_len": 32, "output_len": 16}
 P4 = {**P1, "concurrency": 4, "num_prompts": 8}
@@ -346,7 +332,7 @@ def test_deltas_and_verdicts_follow_each_metrics_direction(tmp_path: Path) -> No
     # A zero baseline has no relative change, but the direction still decides.
     assert math.isnan(t.loc["error_rate", "rel_c"])
     assert t.loc["error_rate", "verdict_c"] == "worse"
-    assert t.loc["error_rate", "verdict_b"] == "same"
+    assert t.loc["error_rate", "verdict_b"] == "no change"
     assert bool(df["same_prompts"].all())
 
     # Another baseline: b is now the reference, a is worse on both.
@@ -355,7 +341,7 @@ def test_deltas_and_verdicts_follow_each_metrics_direction(tmp_path: Path) -> No
     assert t2.loc["output_throughput", "verdict_a"] == "worse"
 
 
-def test_changes_under_half_a_percent_are_same(tmp_path: Path) -> None:
+def test_changes_under_half_a_percent_are_no_change(tmp_path: Path) -> None:
     a = make_run(
         tmp_path, "a", points=[(P1, {"output_throughput": 100.0, "p99_itl_ms": 10.0}, "d")]
     )
@@ -365,7 +351,7 @@ def test_changes_under_half_a_percent_are_same(tmp_path: Path) -> None:
     t = metric_deltas(
         [load_run(a), load_run(b)], metrics=["output_throughput", "p99_itl_ms"]
     ).set_index("metric")
-    assert list(t["verdict_b"]) == ["same", "worse"]
+    assert list(t["verdict_b"]) == ["no change", "worse"]
 
 
 def test_default_metrics_have_directions(tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from core.analysis.compare import confounders, load_run
+from core.analysis.diff import confounders
+from core.analysis.runs import load_run
 from core.experiments.design import list_experiments
 from core.portal.demo import DEMO_DIR, install_demo
 from core.run_folder import RunFolder

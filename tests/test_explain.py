@@ -13,7 +13,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from core import cli
-from core.analysis.compare import load_run
+from core.analysis.runs import load_run
 from core.config import RunSpec
 from core.errors import ConfigError
 from core.experiments.design import KnobGrid, grid_experiment, list_experiments, save_experiment
@@ -246,7 +246,7 @@ def test_exports_carry_the_effects_table_and_the_verdict(settings: Settings) -> 
 def test_imported_runs_explain_on_what_both_state() -> None:
     """bench_serving output + server log, before and after: a field one import does not
     state is unknown, not a knob; A's stated settings are the base, defaults the rest."""
-    from core.analysis.compare import RunView
+    from core.analysis.runs import RunView
 
     def imported(run_id: str, **server: object) -> RunView:
         return RunView(

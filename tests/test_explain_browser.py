@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from core.experiments.design import experiment_runs, load_experiment
+from core.analysis.trials import experiment_runs
+from core.experiments.design import load_experiment
 from core.portal.demo import install_demo
 from core.settings import Settings
 from core.store import Catalog

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from core.analysis.attribution import attribute, decompose, design_of, verdict_sentence
+from core.analysis.trials import experiment_runs
 from core.engines.model_setup import ensure_default_model
-from core.experiments.design import experiment_runs, list_experiments
+from core.experiments.design import list_experiments
 from core.settings import Settings, load_settings
 
 REPO = Path(__file__).resolve().parent.parent

@@ -18,14 +18,9 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from core.analysis.compare import (
-    confounders,
-    load_run,
-    match_points,
-    metric_deltas,
-    no_records_note,
-    unknown_fields,
-)
+from core.analysis.diff import confounders, unknown_fields
+from core.analysis.points import match_points, metric_deltas
+from core.analysis.runs import load_run, no_records_note
 from core.interop.export import select, verdict_lines
 from core.interop.importers import parse_text, plan_runs, store_runs
 from core.run_folder import RunFolder, write_json_atomic
@@ -142,7 +137,7 @@ def test_an_imported_run_compares_against_a_launched_one(lab: Lab) -> None:
     deltas = metric_deltas(views)
     row = deltas[(deltas["metric"] == "median_ttft_ms") & deltas["point"].str.startswith("c=4")]
     assert row.iloc[0][lab.imported] == 35.0 and not math.isnan(row.iloc[0][lab.launched])
-    assert row.iloc[0][f"verdict_{lab.imported}"] in ("better", "worse", "same")
+    assert row.iloc[0][f"verdict_{lab.imported}"] in ("better", "worse", "no change")
     tput = deltas[
         (deltas["metric"] == "output_throughput") & deltas["point"].str.startswith("c=4")
     ].iloc[0]

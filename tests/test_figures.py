@@ -11,7 +11,8 @@ import plotly.graph_objects as go
 import pyarrow as pa
 import pytest
 
-from core.analysis.compare import RunView, load_run, memory_headroom
+from core.analysis.memory import memory_headroom
+from core.analysis.runs import RunView, load_run
 from core.run.samplers import SAMPLE_SCHEMA
 from core.views.figures import (
     CDF_MAX_POINTS,

@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from core.analysis.compare import RunView
-from core.analysis.stats import RunOfArm, arm_stats, baseline_arm, mean_ci, relative_diff, verdict
+from core.analysis.runs import RunView
+from core.analysis.stats import RunOfArm, arm_stats, mean_ci, relative_diff, verdict
+from core.experiments.design import baseline_arm
 
 
 def view(

@@ -17,7 +17,7 @@ from core.analysis.card import (
     regression_lines,
     summary_card,
 )
-from core.analysis.compare import RunView
+from core.analysis.runs import RunView
 
 
 def view(

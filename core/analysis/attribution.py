@@ -32,9 +32,13 @@ import numpy as np
 import pandas as pd
 import statsmodels.api as sm
 
-from core.analysis.compare import METRIC_DIRECTIONS, memory_headroom, point_key
-from core.analysis.stats import RunOfArm, baseline_arm
-from core.config import knob_text
+from core.analysis.memory import memory_headroom
+from core.analysis.points import METRIC_DIRECTIONS, point_key
+from core.analysis.stats import RunOfArm
+from core.analysis.trials import experiment_runs
+from core.config import knob_text, same_value
+from core.experiments.design import baseline_arm
+from core.metrics import as_number
 
 __all__ = [
     "ATTRIBUTION_METRICS",
@@ -92,15 +96,11 @@ class Design:
         if self.after_arm is None:
             return ()
         base, after = self.arm_levels[self.baseline_arm], self.arm_levels[self.after_arm]
-        return tuple(k for k in self.knobs if not _same(base[k], after[k]))
-
-
-def _same(a: Any, b: Any) -> bool:
-    return isinstance(a, bool) == isinstance(b, bool) and bool(a == b)
+        return tuple(k for k in self.knobs if not same_value(base[k], after[k]))
 
 
 def _index(values: Sequence[Any], value: Any) -> int:
-    return next(i for i, v in enumerate(values) if _same(v, value))
+    return next(i for i, v in enumerate(values) if same_value(v, value))
 
 
 def _base_value(base: dict[str, Any], knob: str) -> Any:
@@ -129,7 +129,7 @@ def design_of(spec: dict[str, Any]) -> Design | None:
     for k in knobs:
         seen: list[Any] = [arm_levels[baseline][k]]
         for lab in labels:
-            if not any(_same(arm_levels[lab][k], v) for v in seen):
+            if not any(same_value(arm_levels[lab][k], v) for v in seen):
                 seen.append(arm_levels[lab][k])
         levels[k] = tuple(seen)
     wanted = (
@@ -143,11 +143,11 @@ def design_of(spec: dict[str, Any]) -> Design | None:
     after = None
     for lab in labels:
         lv = arm_levels[lab]
-        if wanted is not None and all(_same(lv[k], wanted[k]) for k in knobs):
+        if wanted is not None and all(same_value(lv[k], wanted[k]) for k in knobs):
             after = lab
     if after is None:  # no grid: the arm that changes the most knobs from the baseline
         changes = {
-            lab: sum(not _same(arm_levels[lab][k], arm_levels[baseline][k]) for k in knobs)
+            lab: sum(not same_value(arm_levels[lab][k], arm_levels[baseline][k]) for k in knobs)
             for lab in labels
             if lab != baseline
         }
@@ -292,24 +292,20 @@ def _observations(
                 out.setdefault((None, "all points"), []).append((r.arm, r.trial, value))
             continue
         for s in r.view.points:
-            v = (s.get("metrics") or {}).get(metric)
-            if isinstance(v, int | float) and not isinstance(v, bool) and v > 0:
+            v = as_number((s.get("metrics") or {}).get(metric))
+            if v is not None and v > 0:
                 key = (point_key(s), str(s.get("label", point_key(s))))
-                out.setdefault(key, []).append((r.arm, r.trial, float(v)))
+                out.setdefault(key, []).append((r.arm, r.trial, v))
     return out
 
 
 def _run_value(r: RunOfArm, metric: str) -> float | None:
     if metric == "kv_cache_tokens":
         v = r.view.facts.get("kv_cache_tokens")
-    else:  # memory headroom as the summary card reads it (docs/METRICS.md): the server's
-        # free GPU memory after start-up, else the GPU's total less the peak used under load
-        row = memory_headroom([r.view]).iloc[0]
-        total, peak = row["gpu_total_gb"], row["peak_gpu_used_mib"]
-        v = row["available_gpu_mem_gb"]
-        if v is None:
-            v = None if total is None or peak is None else total - peak / 1024
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and v > 0 else None
+    else:  # memory headroom: the one rule (core.analysis.memory.headroom_gb)
+        v = memory_headroom([r.view]).iloc[0]["headroom_gb"]
+    x = as_number(v)
+    return x if x is not None and x > 0 else None  # the log scale needs a positive value
 
 
 def attribute(
@@ -574,8 +570,6 @@ def verdict_sentence(
 def experiment_attribution(settings: Any, record: dict[str, Any]) -> Attribution | None:
     """The attribution of a grid experiment (experiment.json ``record``); None for an
     experiment without a grid (its A/B verdict says it all) or before any run finished."""
-    from core.experiments.design import experiment_runs
-
     spec = record.get("spec") or {}
     design = design_of(spec) if spec.get("grid") else None
     if design is None:

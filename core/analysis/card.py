@@ -25,16 +25,15 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from core.analysis.compare import (
-    METRIC_DIRECTIONS,
-    SAME_THRESHOLD,
-    RunView,
-    first_points,
-    memory_headroom,
-    peak_gpu_mib_by_point,
-)
-from core.analysis.stats import MIN_TRIALS_FOR_CI, relative_diff
-from core.metrics import CAVEAT_KINDS, CAVEAT_MEANING, Caveat, point_caveats
+from core.analysis.diff import confounders
+from core.analysis.memory import gpu_total_gb, headroom_gb, memory_headroom, peak_gpu_mib_by_point
+from core.analysis.points import METRIC_DIRECTIONS, first_points, is_no_change, metric_deltas
+from core.analysis.roles import headline_point
+from core.analysis.runs import RunView
+from core.analysis.stats import MIN_TRIALS_FOR_CI, arm_stats, relative_diff, verdict
+from core.analysis.trials import experiment_runs, noise_floor
+from core.experiments.design import baseline_arm
+from core.metrics import CAVEAT_KINDS, CAVEAT_MEANING, Caveat, as_number, point_caveats
 
 __all__ = [
     "CARD_METRICS",
@@ -54,7 +53,9 @@ __all__ = [
     "summary_card",
 ]
 
-CardVerdict = Literal["better", "worse", "within noise", "unknown"]
+# "within noise": an interval (or the host's A/A noise floor) covers the change; "no change":
+# no interval, and the change is below the single-run threshold (points.is_no_change).
+CardVerdict = Literal["better", "worse", "within noise", "no change", "unknown"]
 
 # metric -> (name in words, unit, higher is better)
 CARD_METRICS: dict[str, tuple[str, str, bool]] = {
@@ -137,7 +138,9 @@ class CardRow:
         if self.low is not None and self.high is not None:
             text += f" [{pct(self.low)}, {pct(self.high)}]"
         return f"{text} {_MARK[self.verdict]}" + (
-            "" if self.confirmed or self.verdict in ("unknown", "within noise") else "?"
+            ""
+            if self.confirmed or self.verdict in ("unknown", "within noise", "no change")
+            else "?"
         )
 
     def sentence(self) -> str:
@@ -150,16 +153,10 @@ class CardRow:
             f"{self.baseline}, {self.verdict}"
             + (
                 ""
-                if self.confirmed or self.verdict in ("within noise", "unknown")
+                if self.confirmed or self.verdict in ("within noise", "no change", "unknown")
                 else " (unconfirmed)"
             )
         )
-
-
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return None if math.isnan(value) else float(value)
 
 
 def _verdict(
@@ -177,15 +174,15 @@ def _verdict(
         else (METRIC_DIRECTIONS.get(metric, "higher") == "higher")
     )
     direction: CardVerdict = "better" if (change > 0) == higher else "worse"
-    noise = _num((floor or {}).get(metric))
+    noise = as_number((floor or {}).get(metric))
     if low is not None and high is not None:
         if low <= 0 <= high or (noise is not None and abs(change) <= noise):
             return "within noise", True
         return direction, True
     if noise is not None:
         return ("within noise", True) if abs(change) <= noise else (direction, True)
-    if abs(change) < SAME_THRESHOLD:
-        return "within noise", False
+    if is_no_change(change):
+        return "no change", False
     return direction, False
 
 
@@ -194,20 +191,18 @@ def _point_values(views: Sequence[RunView]) -> dict[tuple[Any, ...], dict[str, l
     out: dict[tuple[Any, ...], dict[str, list[float]]] = {}
     for v in views:
         peaks = peak_gpu_mib_by_point(v.path)
-        total = [_num(g.get("total_mib")) for g in v.facts.get("gpus") or [] if isinstance(g, dict)]
-        total_mib = max((t for t in total if t is not None), default=None)
-        free_gb = _num(v.facts.get("available_gpu_mem_gb"))
+        total_gb = gpu_total_gb(v.facts.get("gpus"))
+        free_gb = as_number(v.facts.get("available_gpu_mem_gb"))
         for key, s in first_points(v):
             cell = out.setdefault(key, {})
             metrics = s.get("metrics") or {}
             for m in CARD_METRICS:
-                value = _num(metrics.get(m)) if m not in _MEMORY else None
+                value = as_number(metrics.get(m)) if m not in _MEMORY else None
                 if m == "peak_gpu_mib":
                     value = peaks.get(int(s.get("index", -1)))
                 elif m == "headroom_gb" and free_gb is None:
                     # no memory facts from the server: the GPU's total minus the NVML peak
-                    peak = peaks.get(int(s.get("index", -1)))
-                    value = (total_mib - peak) / 1024 if total_mib and peak else None
+                    value = headroom_gb(None, total_gb, peaks.get(int(s.get("index", -1))))
                 if value is not None:
                     cell.setdefault(m, []).append(value)
     return out
@@ -218,7 +213,7 @@ def summary_card(
 ) -> list[CardRow]:
     """The card's rows for every arm other than ``baseline`` (arms in order; the views of
     an arm are its succeeded runs). ``floor``: the A/A noise floor of the host the runs ran
-    on (``core.experiments.design.noise_floor``), or None."""
+    on (``core.analysis.trials.noise_floor``), or None."""
     if baseline not in arms:
         return []
     per_arm = {arm: _point_values(views) for arm, views in arms.items()}
@@ -333,9 +328,9 @@ def caveat_line(found: Sequence[PointCaveat]) -> str | None:
 
 def _facts(views: Sequence[RunView], metric: str) -> list[float]:
     if metric == "kv_cache_tokens":
-        return [x for v in views if (x := _num(v.facts.get(metric))) is not None]
+        return [x for v in views if (x := as_number(v.facts.get(metric))) is not None]
     head = memory_headroom(list(views))
-    return [x for x in (_num(v) for v in head[metric]) if x is not None]
+    return [x for x in (as_number(v) for v in head[metric]) if x is not None]
 
 
 def _row(
@@ -420,7 +415,7 @@ def card_frame(rows: Sequence[CardRow]) -> pd.DataFrame:
     )
 
 
-_MARK = {"better": "▲", "worse": "▼", "within noise": "≈", "unknown": "?"}
+_MARK = {"better": "▲", "worse": "▼", "within noise": "≈", "no change": "=", "unknown": "?"}
 
 
 def card_grid(rows: Sequence[CardRow], arm: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -459,7 +454,7 @@ def noise_note(floor: Mapping[str, Any] | None, host: str | None) -> str:
     parts = ", ".join(
         f"{CARD_METRICS[k][0] if k in CARD_METRICS else k} ±{v:.1%}"
         for k, v in floor.items()
-        if k != "experiment_id" and _num(v) is not None
+        if k != "experiment_id" and as_number(v) is not None
     )
     return f"A/A noise floor on {where} (from {floor.get('experiment_id')}): {parts}."
 
@@ -517,11 +512,8 @@ def experiment_story(
     settings: Any, record: Mapping[str, Any], runs: Sequence[Any] | None = None
 ) -> Story:
     """The story of an experiment (``experiment.json`` as loaded): its baseline
-    (``core.analysis.stats.baseline_arm``), the card over its succeeded runs, and the verdict with
-    the regressions first. ``runs``: ``experiment_runs`` already read, if at hand."""
-    from core.analysis.stats import arm_stats, baseline_arm, verdict
-    from core.experiments.design import experiment_runs, noise_floor
-
+    (``core.experiments.design.baseline_arm``), the card over its succeeded runs, and the
+    verdict with the regressions first. ``runs``: ``experiment_runs`` already read, if at hand."""
     spec = record.get("spec") or {}
     runs = list(runs) if runs is not None else experiment_runs(settings, dict(record))
     base = baseline_arm(dict(spec))
@@ -559,8 +551,6 @@ def comparison_story(
     host: str | None = None,
 ) -> Story:
     """The story of plain runs side by side (each run its own arm, named by ``names``)."""
-    from core.analysis.compare import confounders, headline_point, metric_deltas
-
     arms = list(names)
     by_arm = {n: [v] for n, v in zip(arms, views, strict=True)}
     card = summary_card(by_arm, arms[baseline], floor)

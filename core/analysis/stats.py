@@ -22,15 +22,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from core.analysis.compare import (
-    METRIC_DIRECTIONS,
-    RunView,
-    confounders,
-    control_of,
-    derived_differences,
-    point_key,
-)
-from core.metrics import latency_values
+from core.analysis.diff import confounders, derived_differences
+from core.analysis.points import METRIC_DIRECTIONS, point_key
+from core.analysis.runs import RunView
+from core.metrics import as_number, latency_values
 from core.records import records_from_table
 
 __all__ = [
@@ -38,7 +33,6 @@ __all__ = [
     "EXPERIMENT_METRICS",
     "MIN_TRIALS_FOR_CI",
     "arm_stats",
-    "baseline_arm",
     "first_per_arm",
     "frontier",
     "mean_ci",
@@ -164,9 +158,9 @@ def arm_stats(
             key = point_key(s)
             labels.setdefault(key, s.get("label", str(key)))
             for m in metrics:
-                v = (s.get("metrics") or {}).get(m)
-                if isinstance(v, int | float):
-                    values.setdefault((key, m, r.arm), []).append(float(v))
+                v = as_number((s.get("metrics") or {}).get(m))
+                if v is not None:
+                    values.setdefault((key, m, r.arm), []).append(v)
     arms = list(dict.fromkeys(r.arm for r in runs))
     rows: list[dict[str, Any]] = []
     for key, label in labels.items():
@@ -195,25 +189,6 @@ def arm_stats(
                 rows.append(row)
     # The columns exist with no row too: a queued or all-failed experiment has no results.
     return pd.DataFrame(rows, columns=list(ARM_STATS_COLUMNS))
-
-
-def baseline_arm(spec: dict[str, Any]) -> str:
-    """THE baseline of an experiment: its declared ``baseline`` arm, else the control
-    (``core.analysis.compare.control_of``) on the first knob the arms vary, the base's value where
-    an arm leaves it alone. Pages, exports and the CLI all ask here."""
-    arms = [a for a in spec.get("arms") or [] if isinstance(a, dict)]
-    labels = [str(a.get("label")) for a in arms]
-    if not labels:
-        return ""
-    declared = spec.get("baseline")
-    if declared in labels:
-        return str(declared)
-    knobs = list(dict.fromkeys(k for a in arms for k in (a.get("changes") or {})))
-    if not knobs:
-        return labels[0]
-    group, _, name = knobs[0].partition(".")
-    default = ((spec.get("base") or {}).get(group) or {}).get(name)
-    return labels[control_of([(a.get("changes") or {}).get(knobs[0], default) for a in arms])]
 
 
 def first_per_arm(runs: list[RunOfArm]) -> dict[str, RunView]:
@@ -269,12 +244,12 @@ def verdict(
         a: [r.view.facts.get("kv_cache_tokens") for r in runs if r.arm == a]
         for a in dict.fromkeys(r.arm for r in runs)
     }
-    base_kv = [v for v in kv.get(baseline_arm, []) if isinstance(v, int | float)]
+    base_kv = [x for v in kv.get(baseline_arm, []) if (x := as_number(v)) is not None]
     # One change per arm: with several arms, each is named (the last one must not stand
     # for all of them).
     kv_parts = []
     for arm, vals in kv.items():
-        nums = [v for v in vals if isinstance(v, int | float)]
+        nums = [x for v in vals if (x := as_number(v)) is not None]
         if arm != baseline_arm and nums and base_kv:
             change = _pct(float(np.mean(nums)) / float(np.mean(base_kv)) - 1)
             kv_parts.append(f"{arm} {change}" if len(kv) > 2 else change)

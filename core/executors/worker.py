@@ -30,7 +30,6 @@ import contextlib
 import fcntl
 import logging
 import os
-import re
 import secrets
 import threading
 import time
@@ -44,7 +43,7 @@ from core.executors import executor_for
 from core.executors.base import EXECUTORS, Executor
 from core.executors.registry import executor_class, executor_of
 from core.run.pipeline import prepare_run
-from core.run_folder import RunFolder, RunStatus, new_run_id
+from core.run_folder import RunFolder, RunStatus, is_run_id, new_run_id
 from core.settings import Settings
 from core.store import Catalog
 
@@ -58,7 +57,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 WORKER_LOCK = "worker.lock"
-_RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 # --- run ids and submission ----------------------------------------------------------
@@ -122,7 +120,7 @@ def submit(settings: Settings, specs: Sequence[RunSpec]) -> list[str]:
 
 
 def _folder(settings: Settings, run_id: str) -> RunFolder | None:
-    if not _RUN_ID_RE.fullmatch(run_id) or ".." in run_id:
+    if not is_run_id(run_id):
         return None
     folder = RunFolder(settings.runs_dir / run_id)
     return folder if (folder.path / "spec.json").is_file() else None

@@ -17,6 +17,7 @@ import platform
 import random
 import re
 import secrets
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -30,7 +31,7 @@ from pydantic import (
     model_validator,
 )
 
-from core.config import BenchmarkPlan, RunSpec, ServerConfig, config_error, knob_text
+from core.config import BenchmarkPlan, RunSpec, ServerConfig, config_error, knob_text, same_value
 from core.errors import ConfigError, StoreError
 from core.run_folder import read_json, write_json_atomic
 from core.safety import redact_spec
@@ -43,14 +44,14 @@ __all__ = [
     "Arm",
     "ExperimentSpec",
     "KnobGrid",
+    "baseline_arm",
+    "control_of",
     "expand",
     "experiment_from_preset",
-    "experiment_runs",
     "grid_arms",
     "grid_experiment",
     "list_experiments",
     "load_experiment",
-    "noise_floor",
     "parse_experiment",
     "save_experiment",
     "submit_experiment",
@@ -130,7 +131,7 @@ class KnobGrid(BaseModel):
         for name, value in (self.after or {}).items():
             if name not in self.knobs:
                 raise ValueError(f"after names {name!r}, which is not one of the knobs")
-            if not any(_same_value(value, v) for v in self.knobs[name]):
+            if not any(same_value(value, v) for v in self.knobs[name]):
                 raise ValueError(f"after: {name}={value!r} is not one of its grid values")
         return self
 
@@ -170,8 +171,53 @@ class KnobGrid(BaseModel):
         return out
 
 
-def _same_value(a: Any, b: Any) -> bool:
-    return isinstance(a, bool) == isinstance(b, bool) and bool(a == b)
+def _control_rank(value: Any) -> tuple[int, float, str]:
+    """How much a knob value reads as the control: off/default first, then the lower
+    number, then on; any other text (a model path, a backend name) last."""
+    if (
+        value is None
+        or value is False
+        or (
+            isinstance(value, str)
+            and value.lower() in ("off", "false", "none", "default", "disabled", "")
+        )
+    ):
+        return (0, 0.0, "")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return (1, float(value), "")
+    if value is True or (isinstance(value, str) and value.lower() in ("on", "true", "enabled")):
+        return (2, 0.0, "")
+    return (3, 0.0, "")
+
+
+def control_of(values: Sequence[Any]) -> int:
+    """THE baseline rule: the index of the control among the knob values of the arms
+    (or runs): the knob's off / default / lower value. Ties, and values none of which
+    reads as a control (two model paths), keep the first: the order the user gave."""
+    if not values:
+        return 0
+    ranks = [_control_rank(v) for v in values]
+    return ranks.index(min(ranks))
+
+
+def baseline_arm(spec: Mapping[str, Any]) -> str:
+    """THE baseline of an experiment (``experiment.json``'s spec, or ``ExperimentSpec``
+    through its property): its declared ``baseline`` arm, else the control (``control_of``)
+    on the first knob the arms vary, the base's value where an arm leaves it alone. Pages,
+    exports and the CLI all ask here."""
+    arms = [a for a in spec.get("arms") or [] if isinstance(a, dict)]
+    labels = [str(a.get("label")) for a in arms]
+    if not labels:
+        return ""
+    declared = spec.get("baseline")
+    if declared in labels:
+        return str(declared)
+    knobs = list(dict.fromkeys(k for a in arms for k in (a.get("changes") or {})))
+    if not knobs:
+        return labels[0]
+    group, _, name = knobs[0].partition(".")
+    default = ((spec.get("base") or {}).get(group) or {}).get(name)
+    return labels[control_of([(a.get("changes") or {}).get(knobs[0], default) for a in arms])]
 
 
 # Names a team says for the knobs that meet most often in a grid, so an arm's label reads
@@ -286,7 +332,8 @@ class ExperimentSpec(BaseModel):
 
     @property
     def baseline_arm(self) -> str:
-        return self.baseline or self.arms[-1].label
+        """The arm the others are compared with (``baseline_arm``: the one rule)."""
+        return baseline_arm(self.model_dump(mode="json"))
 
     @property
     def knobs(self) -> tuple[str, ...]:
@@ -447,48 +494,3 @@ def submit_experiment(settings: Settings, exp: ExperimentSpec) -> str:
         exp_id,
     )
     return exp_id
-
-
-def experiment_runs(settings: Settings, record: dict[str, Any]) -> list[Any]:
-    """The experiment's runs as ``core.analysis.stats.RunOfArm`` (arm, trial, loaded run)."""
-    from core.analysis.compare import load_run
-    from core.analysis.stats import RunOfArm
-    from core.run_folder import RunFolder
-
-    out = []
-    for r in record.get("runs", []):
-        path = settings.runs_dir / str(r["run_id"])
-        if (path / "spec.json").is_file():
-            out.append(RunOfArm(str(r["arm"]), int(r["trial"]), load_run(RunFolder(path))))
-    return out
-
-
-def noise_floor(settings: Settings, host: str | None = None) -> dict[str, Any] | None:
-    """From the newest finished A/A experiment on this host: per metric, the largest
-    relative difference (or its interval bound) seen between two identical arms."""
-    from core.analysis.stats import arm_stats
-
-    host = host or platform.node()
-    for record in list_experiments(settings):
-        spec = record.get("spec") or {}
-        if spec.get("kind") != "aa" or record.get("host") != host:
-            continue
-        runs = experiment_runs(settings, record)
-        if not runs or any(r.view.status.get("state") in ("queued", "running") for r in runs):
-            continue
-        arms = [a["label"] for a in spec.get("arms", [])]
-        table = arm_stats(runs, arms[0])
-        others = table[table["arm"] != arms[0]].dropna(subset=["rel"])
-        if others.empty:
-            continue
-        floor: dict[str, Any] = {"experiment_id": record["experiment_id"]}
-        for metric, rows in others.groupby("metric"):
-            bounds = [
-                abs(x)
-                for col in ("rel", "rel_low", "rel_high")
-                for x in rows[col]
-                if x is not None and x == x
-            ]
-            floor[str(metric)] = max(bounds)
-        return floor
-    return None

@@ -1,19 +1,15 @@
 """The charts of a selection (``core.interop.selection``) for the HTML report and the PNG export:
 throughput, TTFT and ITL against concurrency, the TTFT CDF at the headline point
-(``core.analysis.compare.headline_point``, the same point the pages headline) and the memory
+(``core.analysis.roles.headline_point``, the same point the pages headline) and the memory
 headroom; every run named and coloured as on the pages (``core.views.figures.arm_colours``)."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from core.analysis.compare import (
-    has_records,
-    headline_point,
-    latency_samples,
-    memory_headroom,
-    no_records_note,
-)
+from core.analysis.memory import memory_headroom
+from core.analysis.roles import headline_point
+from core.analysis.runs import has_records, latency_samples, no_records_note
 from core.analysis.stats import RunOfArm, first_per_arm
 from core.interop.selection import Selection
 from core.run_folder import RunFolder

@@ -15,19 +15,14 @@ from typing import Any
 import pandas as pd
 
 from core.analysis.card import card_grid, regression_lines
-from core.analysis.compare import (
-    HEADLINE_METRICS,
-    config_diff,
-    confounders,
-    metric_deltas,
-    readable_cells,
-    unknown_fields,
-)
+from core.analysis.diff import config_diff, confounders, unknown_fields
+from core.analysis.points import HEADLINE_METRICS, metric_deltas
 from core.interop.export_charts import figures
 from core.interop.export_tables import arm_stats_frame, config_frame, effects_of, summaries_frame
 from core.interop.selection import Selection, origin_of, origin_text, verdict_lines
 from core.metrics import DEFINITION
 from core.settings import REPO_ROOT
+from core.views.cells import readable_cells
 
 __all__ = ["html_report"]
 

@@ -20,10 +20,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from core.analysis.card import card_frame
-from core.analysis.compare import config_diff, flatten_config, has_records, metric_deltas
+from core.analysis.diff import config_diff, flatten_config
+from core.analysis.points import metric_deltas
+from core.analysis.runs import has_records
 from core.errors import ConfigError
 from core.interop.selection import Selection, origin_of
-from core.metrics import point_cancelled, point_caveats, point_error_rate
+from core.metrics import point_cancelled, point_caveats, point_error_rate, rate_value
 from core.run_folder import RunFolder
 
 __all__ = [
@@ -43,13 +45,6 @@ def _cell(value: Any) -> Any:
     if isinstance(value, dict):
         return json.dumps(value, sort_keys=True, default=str)
     return value
-
-
-def _rate(value: Any) -> float | None:
-    try:
-        return None if value is None else float(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def summaries_frame(sel: Selection) -> pd.DataFrame:
@@ -82,7 +77,7 @@ def summaries_frame(sel: Selection) -> pd.DataFrame:
                     "point_index": s.get("index"),
                     "point": s.get("label"),
                     "concurrency": p.get("concurrency"),
-                    "request_rate": _rate(p.get("request_rate")),
+                    "request_rate": rate_value(p.get("request_rate")),
                     "input_len": p.get("input_len"),
                     "output_len": p.get("output_len"),
                     "num_prompts": p.get("num_prompts"),
@@ -172,7 +167,7 @@ def arm_stats_frame(sel: Selection) -> pd.DataFrame | None:
     if sel.experiment is None or settings is None or sel.story is None:
         return None
     from core.analysis.stats import arm_stats
-    from core.experiments.design import experiment_runs
+    from core.analysis.trials import experiment_runs
 
     runs = experiment_runs(settings, sel.experiment)
     if not runs or not sel.story.baseline:

@@ -14,16 +14,10 @@ from functools import cached_property
 from typing import Any, Literal
 
 from core.analysis.card import Story, comparison_story, experiment_story, runs_host
-from core.analysis.compare import (
-    RunView,
-    arm_names,
-    baseline_index,
-    is_run_id,
-    load_run,
-    run_labels,
-)
+from core.analysis.roles import arm_names, baseline_index
+from core.analysis.runs import RunView, load_run, run_labels
 from core.errors import ConfigError, ServeLabError
-from core.run_folder import RunFolder, read_json
+from core.run_folder import RunFolder, is_run_id, read_json
 from core.settings import Settings
 
 __all__ = [
@@ -63,7 +57,7 @@ class Selection:
 
     @cached_property
     def names(self) -> list[str]:
-        """One display name per run (``core.analysis.compare.arm_names``): what the report shows."""
+        """One display name per run (``core.analysis.roles.arm_names``): what the report shows."""
         return arm_names(self.views)
 
     @cached_property
@@ -84,7 +78,7 @@ class Selection:
 def _floor(
     settings: Settings, views: Sequence[RunView]
 ) -> tuple[dict[str, Any] | None, str | None]:
-    from core.experiments.design import noise_floor
+    from core.analysis.trials import noise_floor
 
     host = runs_host(settings, views)
     return (noise_floor(settings, host) if host else None), host
@@ -134,7 +128,7 @@ def select(settings: Settings, ids: Sequence[str], baseline: str | None = None) 
             raise ConfigError("--baseline", f"{baseline} is not one of the exported runs")
         base = ids_in.index(baseline)
     if experiment is not None and not baseline:
-        from core.analysis.stats import baseline_arm
+        from core.experiments.design import baseline_arm
 
         arm = baseline_arm(experiment.get("spec") or {})
         base = next(
@@ -165,7 +159,7 @@ def selection_of(
     views: Sequence[RunView], baseline: int | None = None, settings: Settings | None = None
 ) -> Selection:
     """A Selection of already-loaded views (the portal's pages); ``baseline`` None: the
-    control (``core.analysis.compare.baseline_index``)."""
+    control (``core.analysis.roles.baseline_index``)."""
     views = list(views)
     kind: Literal["run", "comparison", "experiment"] = "run" if len(views) == 1 else "comparison"
     name = (

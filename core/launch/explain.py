@@ -18,15 +18,14 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from core.analysis.compare import (
+from core.analysis.diff import (
     INERT_FIELDS,
-    RunView,
     derived_differences,
     differing_fields,
     flatten_config,
-    load_run,
     unknown_fields,
 )
+from core.analysis.runs import RunView, load_run
 from core.analysis.stats import ENVIRONMENT_FIELDS
 from core.config import BenchmarkPlan, Point, RunSpec, ServerConfig, config_error
 from core.errors import ConfigError
@@ -37,7 +36,7 @@ from core.experiments.design import (
     grid_experiment,
     submit_experiment,
 )
-from core.run_folder import RunFolder
+from core.run_folder import find_runs
 from core.settings import Settings
 
 __all__ = ["ExplainPlan", "explain_plan", "explanation_experiment", "handle", "submit_explanation"]
@@ -182,10 +181,10 @@ def explanation_experiment(
 def _views(settings: Settings, run_a: str, run_b: str) -> tuple[RunView, RunView]:
     out = []
     for field, rid in (("RUN_A", run_a), ("RUN_B", run_b)):
-        path = settings.runs_dir / rid
-        if not rid.replace("-", "").isalnum() or not (path / "spec.json").is_file():
+        found, _ = find_runs(settings.runs_dir, [rid])
+        if not found or found[0].run_id != rid:
             raise ConfigError(field, f"no run {rid!r}; see `python -m core runs`")
-        out.append(load_run(RunFolder(path)))
+        out.append(load_run(found[0]))
     return out[0], out[1]
 
 

@@ -41,7 +41,7 @@ from core.errors import (
 from core.load.generator import LoadGenerator, LoadOptions
 from core.load.openai import MODELS_PATH, served_models
 from core.load.prompts import Tokenizer, load_tokenizer, make_prompts, prompts_digest
-from core.metrics import compute_point_metrics, point_warnings
+from core.metrics import compute_point_metrics, headline_index, point_warnings
 from core.records import RequestRecord, records_to_table
 from core.run.gpu import gpu_memory, gpu_pids
 from core.run.launcher import RUN_ID_ENV, ManagedServer, free_port, tail
@@ -610,11 +610,13 @@ def execute_run(
 
 def _result(folder: RunFolder) -> dict[str, Any]:
     points = folder.point_summaries()
-    # The headline is the plan's last point (usually the heaviest load).
-    headline = points[-1]["metrics"] if points else {}
+    # The headline is the heaviest load (core.metrics.headline_index: the rule Compare's
+    # headline follows too), not the plan's last point: a plan [c=64, c=1] headlines c=64.
+    head = headline_index(points)
+    headline = (points[head].get("metrics") or {}) if head is not None else {}
     return {
         "points": len(points),
-        "headline_point": points[-1]["index"] if points else None,
+        "headline_point": points[head]["index"] if head is not None else None,
         "headline": {
             k: headline.get(k)
             for k in (

@@ -18,7 +18,9 @@ import plotly.graph_objects as go
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.analysis.compare import RunView, point_key, run_labels
+from core.analysis.points import point_key
+from core.analysis.runs import RunView, run_labels
+from core.metrics import as_number
 
 __all__ = [
     "ARM_PALETTE",
@@ -184,10 +186,7 @@ def cdf_figure(
 
 
 def _value(summary: dict[str, Any], metric: str) -> float | None:
-    value = (summary.get("metrics") or {}).get(metric)
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-        return None
-    return float(value)
+    return as_number((summary.get("metrics") or {}).get(metric))
 
 
 def _shape_text(shape: tuple[float | None, int | None, int | None]) -> str:
@@ -339,26 +338,18 @@ _PARTS = (
 )
 
 
-def _known(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) else f
-
-
 def memory_headroom_figure(df: pd.DataFrame) -> go.Figure:
     """Stacked bars per run (GB, per GPU, as the server reports them): weights, KV cache,
     CUDA graphs, free after start-up. A part the server did not report is left out and
-    named under the plot, never drawn as 0. ``df`` is ``compare.memory_headroom``'s."""
+    named under the plot, never drawn as 0. ``df`` is ``core.analysis.memory.memory_headroom``'s."""
     fig = go.Figure()
     title = "GPU memory at start-up (GB per GPU)"
     runs = [] if df is None or df.empty else [str(r) for r in df["run_id"]]
     missing: list[str] = []
     for col, name in _PARTS:
-        values = [_known(v) for v in df[col]] if runs and col in df.columns else [None] * len(runs)
+        values = (
+            [as_number(v) for v in df[col]] if runs and col in df.columns else [None] * len(runs)
+        )
         missing += [f"{name} ({run})" for run, v in zip(runs, values, strict=True) if v is None]
         if all(v is None for v in values):
             continue
@@ -372,8 +363,8 @@ def memory_headroom_figure(df: pd.DataFrame) -> go.Figure:
         )
     if not fig.data and runs and "peak_gpu_used_mib" in df.columns:
         # No memory facts from the server: what NVML saw (peak used, and the rest).
-        peaks = [_known(v) for v in df["peak_gpu_used_mib"]]
-        heads = [_known(v) for v in df.get("headroom_gb", [None] * len(runs))]
+        peaks = [as_number(v) for v in df["peak_gpu_used_mib"]]
+        heads = [as_number(v) for v in df.get("headroom_gb", [None] * len(runs))]
         if any(p is not None for p in peaks):
             title = "GPU memory at the peak while points ran (NVML, GB per GPU)"
             fig.add_trace(

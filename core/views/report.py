@@ -182,7 +182,7 @@ def format_experiment(settings: Any, record: dict[str, Any]) -> str:
     from core.analysis.attribution import format_attribution
     from core.analysis.card import experiment_story
     from core.analysis.stats import arm_stats
-    from core.experiments.design import experiment_runs
+    from core.analysis.trials import experiment_runs
 
     spec = record.get("spec") or {}
     arms = [a["label"] for a in spec.get("arms", [])]

@@ -1,0 +1,53 @@
+"""An experiment's trials as loaded runs, and the A/A noise floor measured from them."""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+from core.analysis.runs import load_run
+from core.analysis.stats import RunOfArm, arm_stats
+from core.experiments.design import list_experiments
+from core.run_folder import RunFolder
+from core.settings import Settings
+
+__all__ = ["experiment_runs", "noise_floor"]
+
+
+def experiment_runs(settings: Settings, record: dict[str, Any]) -> list[RunOfArm]:
+    """The experiment's runs as ``core.analysis.stats.RunOfArm`` (arm, trial, loaded run)."""
+    out = []
+    for r in record.get("runs", []):
+        path = settings.runs_dir / str(r["run_id"])
+        if (path / "spec.json").is_file():
+            out.append(RunOfArm(str(r["arm"]), int(r["trial"]), load_run(RunFolder(path))))
+    return out
+
+
+def noise_floor(settings: Settings, host: str | None = None) -> dict[str, Any] | None:
+    """From the newest finished A/A experiment on this host: per metric, the largest
+    relative difference (or its interval bound) seen between two identical arms."""
+    host = host or platform.node()
+    for record in list_experiments(settings):
+        spec = record.get("spec") or {}
+        if spec.get("kind") != "aa" or record.get("host") != host:
+            continue
+        runs = experiment_runs(settings, record)
+        if not runs or any(r.view.status.get("state") in ("queued", "running") for r in runs):
+            continue
+        arms = [a["label"] for a in spec.get("arms", [])]
+        table = arm_stats(runs, arms[0])
+        others = table[table["arm"] != arms[0]].dropna(subset=["rel"])
+        if others.empty:
+            continue
+        floor: dict[str, Any] = {"experiment_id": record["experiment_id"]}
+        for metric, rows in others.groupby("metric"):
+            bounds = [
+                abs(x)
+                for col in ("rel", "rel_low", "rel_high")
+                for x in rows[col]
+                if x is not None and x == x
+            ]
+            floor[str(metric)] = max(bounds)
+        return floor
+    return None
