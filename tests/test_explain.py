@@ -23,7 +23,7 @@ from core.interop.selection import select
 from core.launch.explain import explain_plan, explanation_experiment
 from core.run_folder import RunFolder
 from core.settings import Settings
-from tests.test_compare import _facts, make_run
+from tests.runs_by_hand import make_run, run_facts
 
 REPO = Path(__file__).resolve().parent.parent
 GRAPHS, MEM = "server.cuda_graphs", "server.mem_fraction_static"
@@ -40,7 +40,7 @@ def _pair(runs: Path, gpu_b: str = "NVIDIA H200", **b: object) -> tuple[RunFolde
     other = make_run(
         runs,
         "20990101-000000-bbbb",
-        facts=_facts(gpus=gpus),
+        facts=run_facts(gpus=gpus),
         server={**common, "cuda_graphs": True, "mem_fraction_static": 0.92, **b},
     )
     return a, other
@@ -74,7 +74,7 @@ def test_nothing_or_too_much_to_explain_is_refused_naming_the_run(tmp_path: Path
         tmp_path,
         "20990101-000000-cccc",
         server={"engine": "sglang"},
-        facts=_facts(gpus=[{"index": 0, "name": "NVIDIA A100"}]),
+        facts=run_facts(gpus=[{"index": 0, "name": "NVIDIA A100"}]),
     )
     with pytest.raises(ConfigError) as info:
         explanation_experiment(load_run(a), load_run(same))

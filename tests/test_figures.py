@@ -22,7 +22,7 @@ from core.views.figures import (
     metric_label,
     metric_vs_concurrency,
 )
-from tests.test_compare import P1, P4, P8, _facts, make_run
+from tests.runs_by_hand import P1, P4, P8, make_run, run_facts
 
 
 def _annotations(fig: go.Figure) -> list[str]:
@@ -188,8 +188,8 @@ def test_gpu_memory_without_gpu_rows_says_cpu_host(samples: pa.Table | None) -> 
 
 
 def test_memory_headroom_bars_omit_unknown_parts(tmp_path: Path) -> None:
-    a = make_run(tmp_path, "a", facts=_facts())
-    b = make_run(tmp_path, "b", facts=_facts(graph_mem_gb=None))
+    a = make_run(tmp_path, "a", facts=run_facts())
+    b = make_run(tmp_path, "b", facts=run_facts(graph_mem_gb=None))
     df = memory_headroom([load_run(a), load_run(b)])
     fig = memory_headroom_figure(df)
     assert [t.name for t in fig.data] == [
@@ -207,7 +207,7 @@ def test_memory_headroom_bars_omit_unknown_parts(tmp_path: Path) -> None:
 
 
 def test_memory_headroom_bars_drop_parts_no_run_reports(tmp_path: Path) -> None:
-    a = make_run(tmp_path, "a", facts=_facts(graph_mem_gb=None))
+    a = make_run(tmp_path, "a", facts=run_facts(graph_mem_gb=None))
     fig = memory_headroom_figure(memory_headroom([load_run(a)]))
     assert [t.name for t in fig.data] == ["weights", "KV cache", "free after start-up"]
 

@@ -1,4 +1,5 @@
-"""The run folder's typed status (core/run_folder.py): old folders load, one way to end."""
+"""core/run_folder.py: the typed status (old folders load, one way to end) and the one
+run-id rule with its lookup."""
 
 from __future__ import annotations
 
@@ -7,9 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from core.cli import main as cli_main
 from core.config import RunSpec
-from core.errors import StoreError
-from core.run_folder import FINAL_STATES, RunFolder, utc_now
+from core.errors import ConfigError, StoreError
+from core.executors.worker import cancel
+from core.launch.explain import submit_explanation
+from core.run_folder import FINAL_STATES, RunFolder, find_runs, is_run_id, utc_now
+from core.settings import Settings
+from tests.runs_by_hand import make_run
 
 DEMO_RUNS = Path(__file__).resolve().parent.parent / "data" / "demo" / "runs"
 
@@ -100,3 +106,37 @@ def test_spec_reads_a_prepared_folder(tmp_path: Path) -> None:
     (folder.path / "spec.json").unlink()
     with pytest.raises(StoreError, match=r"no spec\.json"):
         folder.spec()
+
+
+# --- the run-id rule and the lookup (is_run_id, find_runs) --------------------------------------
+
+
+def test_run_id_check_and_find_runs(tmp_path: Path) -> None:
+    make_run(tmp_path, "20260101-000000-abcdef")
+    assert is_run_id("20260101-000000-abcdef") and is_run_id("imp-93c3574437d9")
+    for bad in ("../etc", "a/b", "", "-x", "a..b", "x" * 101):
+        assert not is_run_id(bad), bad
+    found, unknown = find_runs(
+        tmp_path, ["20260101-000000-abcdef", "nope", "../etc", " ", "20260101-000000-abcdef"]
+    )
+    assert [f.run_id for f in found] == ["20260101-000000-abcdef"]
+    assert unknown == ["nope", "../etc"]
+
+
+@pytest.mark.parametrize("bad", ["rün-1", "run-١", "ｒun"])
+def test_a_non_ascii_run_id_is_refused_everywhere(
+    settings: Settings, bad: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder by that name exists, yet no caller finds it: the CLI, the worker, explain
+    and the pages' lookup all apply the one ASCII rule (explain once accepted it)."""
+    make_run(settings.runs_dir, bad)
+    make_run(settings.runs_dir, "ok-run")
+    assert not is_run_id(bad)
+    assert find_runs(settings.runs_dir, [bad, "ok-run"])[1] == [bad]
+    assert cancel(settings, bad) == f"no run {bad}"
+    with pytest.raises(ConfigError) as info:
+        submit_explanation(settings, bad, "ok-run")
+    assert info.value.field == "RUN_A"
+    with pytest.raises(SystemExit):
+        cli_main(["run", "--run-id", bad])
+    assert "is not a run id" in capsys.readouterr().err
