@@ -79,20 +79,21 @@ def rate_value(value: Any) -> float | None:
         return None
 
 
-def headline_index(summaries: Sequence[Mapping[str, Any]]) -> int | None:
-    """THE headline point of one run, as a position in ``summaries`` (point summaries, plan
-    order): the heaviest load, i.e. the highest concurrency (unbounded counts as the
-    highest), then the highest request rate; the last such point of the plan on a tie.
-    None when there is no point. A plan ``[c=64, c=1]`` headlines c=64."""
-    if not summaries:
+def headline_index(points: Sequence[Mapping[str, Any]]) -> int | None:
+    """THE headline point, as a position in ``points`` (load settings in plan order: a
+    plan's points, or each point summary's ``point``): the heaviest load, i.e. the highest
+    concurrency (unbounded counts as the highest), then the highest request rate; the
+    last such point on a tie. None when there is no point. A plan ``[c=64, c=1]``
+    headlines c=64: on the Runs page and the catalog (``result.json``) as on Compare."""
+    if not points:
         return None
 
     def weight(i: int) -> tuple[float, float, int]:
-        p = summaries[i].get("point") or {}
+        p = points[i]
         conc, rate = as_number(p.get("concurrency")), rate_value(p.get("request_rate"))
         return (math.inf if conc is None else conc, math.inf if rate is None else rate, i)
 
-    return max(range(len(summaries)), key=weight)
+    return max(range(len(points)), key=weight)
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,7 @@ def run_table() -> None:
                 "experiment", display_text=r"experiment\?experiment=(.*)"
             ),
             "out tok/s": st.column_config.NumberColumn(
-                format="%.1f", help="at the point named in 'headline at' (the plan's last point)"
+                format="%.1f", help="at the point named in 'headline at' (the plan's heaviest load)"
             ),
             "TTFT p50 ms": st.column_config.NumberColumn(format="%.1f"),
             "ITL p50 ms": st.column_config.NumberColumn(format="%.1f"),

@@ -8,7 +8,14 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from core.config import RunSpec, ServerConfig, config_error, parse_spec, validation_errors
+from core.config import (
+    RunSpec,
+    ServerConfig,
+    config_error,
+    parse_spec,
+    same_value,
+    validation_errors,
+)
 from core.errors import ConfigError
 
 
@@ -108,3 +115,22 @@ def test_spec_round_trips_through_json_with_infinite_rate() -> None:
 def test_default_warmup_is_at_least_the_concurrency() -> None:
     spec = parse_spec({"plan": {"points": [{"concurrency": 2}, {"concurrency": 16}]}})
     assert spec.plan.effective_warmup == 16
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        (True, True, True),
+        (0.85, 0.85, True),
+        (1, 1.0, True),
+        ("fa3", "fa3", True),
+        (None, None, True),
+        (True, 1, False),  # True == 1 in Python: still two different settings
+        (False, 0, False),
+        (1, True, False),
+        ("fa3", "triton", False),
+        (None, False, False),
+    ],
+)
+def test_same_value_tells_a_bool_from_a_number(a: object, b: object, same: bool) -> None:
+    assert same_value(a, b) is same

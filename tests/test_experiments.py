@@ -17,6 +17,7 @@ from core.experiments.design import (
     Arm,
     ExperimentSpec,
     KnobGrid,
+    baseline_arm,
     expand,
     grid_arms,
     list_experiments,
@@ -278,3 +279,43 @@ def test_grid_arms_are_labelled_with_the_names_a_team_says() -> None:
         )
     )
     assert arms[-1].label == "ab=flashinfer cgmb=160 d=bfloat16"
+
+
+def test_baseline_is_the_declared_arm_else_the_control() -> None:
+    arms = [
+        {"label": "graphs on", "changes": {"server.cuda_graphs": True}},
+        {"label": "graphs off", "changes": {"server.cuda_graphs": False}},
+    ]
+    assert baseline_arm({"arms": arms}) == "graphs off"
+    assert baseline_arm({"arms": arms, "baseline": "graphs on"}) == "graphs on"
+    sizes = [
+        {"label": "big", "changes": {"server.mem_fraction_static": 0.9}},
+        {"label": "small", "changes": {"server.mem_fraction_static": 0.7}},
+    ]
+    assert baseline_arm({"arms": sizes}) == "small"  # the lower value
+    # an arm that leaves the knob alone runs the base's value (here: default, None)
+    batching = [
+        {"label": "batching on", "changes": {"server.continuous_batching": True}},
+        {"label": "default", "changes": {}},
+    ]
+    assert baseline_arm({"arms": batching, "base": {"server": {}}}) == "default"
+
+
+def test_the_model_and_experiment_json_name_the_same_baseline_arm() -> None:
+    """ExperimentSpec.baseline_arm is baseline_arm over its JSON: no declared baseline
+    means the control (graphs off), wherever it sits among the arms (not the last arm)."""
+    for order in ((True, False), (False, True)):
+        exp = parse_experiment(
+            {
+                "name": "graphs",
+                "arms": [
+                    {
+                        "label": f"graphs {'on' if v else 'off'}",
+                        "changes": {"server.cuda_graphs": v},
+                    }
+                    for v in order
+                ],
+            }
+        )
+        assert exp.baseline_arm == "graphs off"
+        assert exp.baseline_arm == baseline_arm(exp.model_dump(mode="json"))

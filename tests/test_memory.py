@@ -4,10 +4,12 @@ unknown, never 0)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from core.analysis.memory import memory_headroom, peak_gpu_mib_by_point
+from core.analysis.card import summary_card
+from core.analysis.memory import headroom_gb, memory_headroom, peak_gpu_mib_by_point
 from core.analysis.runs import load_run
 from tests.runs_by_hand import (
     make_run,
@@ -95,3 +97,40 @@ def test_memory_headroom_falls_back_to_the_nvml_peak(tmp_path: Path) -> None:
     assert peak_gpu_mib_by_point(run.path) == {0: 127_600.0}
     server = memory_headroom([load_run(make_run(tmp_path, "s"))]).iloc[0]
     assert server["headroom_gb"] == 12.0 and server["headroom_from"] == "server facts"
+
+
+def test_headroom_gb_is_the_one_rule() -> None:
+    assert headroom_gb(12.0, 140.0, 5000.0) == 12.0  # the server's own figure first
+    assert headroom_gb(0.0, 140.0, 5000.0) == 0.0  # nothing free is 0, not "unknown"
+    assert headroom_gb(None, 140.0, 1024.0) == pytest.approx(139.0)  # total - NVML peak
+    assert headroom_gb(None, 140.0, 0.0) == 140.0  # a 0 peak is a measured value
+    assert headroom_gb(None, None, 1024.0) is None and headroom_gb(None, 140.0, None) is None
+
+
+def _nvml_run(tmp_path: Path, run_id: str, peak_mib: float) -> Any:
+    facts = {"engine_version": "5.17.0", "gpus": [{"gpu": 0, "total_mib": 10_240.0}]}
+    samples = [
+        {
+            "t_s": 0.0,
+            "point": 0,
+            "source": "nvml",
+            "name": "gpu_used_mib",
+            "labels": "gpu=0",
+            "value": peak_mib,
+        }
+    ]
+    return load_run(make_run(tmp_path, run_id, facts=facts, samples=samples))
+
+
+def test_the_card_and_the_table_read_the_same_headroom_a_zero_peak_included(
+    tmp_path: Path,
+) -> None:
+    idle, busy = _nvml_run(tmp_path, "idle", 0.0), _nvml_run(tmp_path, "busy", 1024.0)
+    table = memory_headroom([idle, busy]).set_index("run_id")["headroom_gb"]
+    assert table["idle"] == 10.0 and table["busy"] == 9.0
+    (row,) = [
+        r
+        for r in summary_card({"idle": [idle], "busy": [busy]}, "idle")
+        if r.metric == "headroom_gb"
+    ]
+    assert (row.base_mean, row.mean) == (table["idle"], table["busy"])

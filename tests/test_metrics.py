@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from core.metrics import compute_point_metrics, point_caveats, point_error_rate, summarize_ms
+from core.metrics import (
+    as_number,
+    compute_point_metrics,
+    headline_index,
+    point_caveats,
+    point_error_rate,
+    rate_value,
+    summarize_ms,
+)
 from core.records import CANCELLED, RequestRecord, records_from_table, records_to_table
 
 
@@ -176,3 +186,41 @@ def test_a_lagging_loop_with_cpu_to_spare_is_late_stamps_not_a_short_load() -> N
     assert [c.detail for c in point_caveats({"client": spread})] == [
         "event-loop lag p99 5.2 ms > 5 ms at 50% of a core"
     ]
+
+
+@pytest.mark.parametrize(
+    ("value", "number"),
+    [
+        (3, 3.0),
+        (0, 0.0),  # a measured 0 is a number, not "unknown"
+        (2.5, 2.5),
+        (True, None),  # True == 1 in Python; a flag is not a measurement
+        (False, None),
+        (math.nan, None),
+        (math.inf, None),
+        (-math.inf, None),
+        ("3", None),
+        (None, None),
+        ([1], None),
+    ],
+)
+def test_as_number_is_the_one_is_this_a_number_rule(value: object, number: float | None) -> None:
+    assert as_number(value) == number
+
+
+def test_rate_value_reads_a_stored_request_rate() -> None:
+    assert rate_value("inf") == math.inf and rate_value("Infinity") == math.inf
+    assert rate_value(4) == 4.0 and rate_value("2.5") == 2.5
+    assert rate_value(None) is None and rate_value("fast") is None and rate_value(True) is None
+
+
+def test_headline_index_is_the_heaviest_load_not_the_last_point() -> None:
+    def p(conc: int | None, rate: object = "inf") -> dict[str, object]:
+        return {"concurrency": conc, "request_rate": rate}
+
+    assert headline_index([p(64), p(1)]) == 0  # the plan [c=64, c=1] headlines c=64
+    assert headline_index([p(1), p(64)]) == 1
+    assert headline_index([p(8, 2), p(8, 10), p(4)]) == 1  # then the higher rate
+    assert headline_index([p(8), p(1), p(8)]) == 2  # a tie: the plan's last such point
+    assert headline_index([p(64), p(None)]) == 1  # unbounded concurrency is the heaviest
+    assert headline_index([]) is None

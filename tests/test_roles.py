@@ -3,11 +3,18 @@ point)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from core.analysis.roles import arm_names, baseline_index, headline_point
 from core.analysis.runs import load_run
 from core.experiments.design import control_of
+from core.interop.importers import Given, parse_text, plan_runs, store_runs
+from core.run_folder import RunFolder
+from core.settings import Settings
+from core.store import Catalog
+from core.views.runs_table import runs_frame
 from tests.runs_by_hand import (
     P1,
     P4,
@@ -70,3 +77,41 @@ def test_headline_point_is_the_heaviest_load_all_runs_share(tmp_path: Path) -> N
     assert head is not None and head.key[0] == 4  # c=8 is not common, c=4 is the heaviest
     c = make_run(tmp_path, "c", points=[(P8, {}, "d")])
     assert headline_point([load_run(b), load_run(c)]) is None
+
+
+def test_one_headline_rule_for_a_run_its_catalog_row_the_runs_page_and_compare(
+    settings: Settings,
+) -> None:
+    """A plan [c=64, c=1] headlines c=64 everywhere: result.json (the catalog, the Runs
+    page's numbers and its 'headline at') and Compare's headline point alike."""
+    heavy = {**_BENCH, "max_concurrency": 64, "output_throughput": 900.0}
+    light = {**_BENCH, "max_concurrency": 1, "output_throughput": 100.0}
+    parsed = parse_text(json.dumps([heavy, light]), "sweep.json")
+    (planned,) = plan_runs(parsed, settings, given=Given(input_len=1024, output_len=128))
+    (run_id,) = store_runs([planned], settings)
+    folder = RunFolder(settings.runs_dir / run_id)
+    result = folder.read("result.json")
+    assert result["headline_point"] == 0 and result["headline"]["output_throughput"] == 900.0
+    catalog = Catalog(settings.catalog_path, settings.runs_dir)
+    catalog.sync()
+    row = catalog.get_run(run_id)
+    assert row is not None and row["output_throughput"] == 900.0
+    assert runs_frame([row], settings.runs_dir).iloc[0]["headline at"] == "c=64"
+    head = headline_point([load_run(folder)])
+    assert head is not None and head.key[0] == 64 and head.indices == (0,)
+
+
+_BENCH: dict[str, Any] = {
+    "backend": "openai-chat",
+    "model_id": "Qwen/Qwen2-7B-Instruct",
+    "num_prompts": 100,
+    "request_rate": "inf",
+    "duration": 20.5,
+    "completed": 100,
+    "failed": 0,
+    "total_input_tokens": 102400,
+    "total_output_tokens": 12800,
+    "request_throughput": 4.87,
+    "median_ttft_ms": 110.0,
+    "p99_ttft_ms": 300.0,
+}

@@ -11,7 +11,6 @@ from scipy import stats as sps
 
 from core.analysis.runs import RunView
 from core.analysis.stats import RunOfArm, arm_stats, mean_ci, relative_diff, verdict
-from core.experiments.design import baseline_arm
 
 
 def view(
@@ -71,26 +70,6 @@ def test_intervals_stay_possible() -> None:
     assert -1.0 < low < rel < high
     mean, ci_low, _ = mean_ci([1.0, 50.0, 100.0])  # a t interval would reach -72 ms
     assert mean == pytest.approx(50.333, abs=1e-3) and ci_low == 0.0
-
-
-def test_baseline_is_the_declared_arm_else_the_control() -> None:
-    arms = [
-        {"label": "graphs on", "changes": {"server.cuda_graphs": True}},
-        {"label": "graphs off", "changes": {"server.cuda_graphs": False}},
-    ]
-    assert baseline_arm({"arms": arms}) == "graphs off"
-    assert baseline_arm({"arms": arms, "baseline": "graphs on"}) == "graphs on"
-    sizes = [
-        {"label": "big", "changes": {"server.mem_fraction_static": 0.9}},
-        {"label": "small", "changes": {"server.mem_fraction_static": 0.7}},
-    ]
-    assert baseline_arm({"arms": sizes}) == "small"  # the lower value
-    # an arm that leaves the knob alone runs the base's value (here: default, None)
-    batching = [
-        {"label": "batching on", "changes": {"server.continuous_batching": True}},
-        {"label": "default", "changes": {}},
-    ]
-    assert baseline_arm({"arms": batching, "base": {"server": {}}}) == "default"
 
 
 def test_arm_stats_of_an_experiment_without_results_has_its_columns() -> None:

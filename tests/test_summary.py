@@ -17,6 +17,7 @@ from core.analysis.card import (
     regression_lines,
     summary_card,
 )
+from core.analysis.points import metric_deltas
 from core.analysis.runs import RunView
 
 
@@ -139,3 +140,25 @@ def test_the_verdict_and_card_name_points_whose_numbers_are_suspect() -> None:
     # nothing suspect: nothing said
     clean = comparison_story([on[1], off[1]], 1, ["a", "b"])
     assert clean.caveats == [] and not any("read with care" in v.lower() for v in clean.verdict)
+
+
+def test_a_tiny_change_without_an_interval_is_no_change_never_within_noise() -> None:
+    """One run per arm, no A/A floor: nothing can say "noise", so a change below 0.5 %
+    reads "no change", on the card as in the single-run delta table and the verdict."""
+    a, b = view("a", {4: 100.3}), view("b", {4: 100.0})
+    tput = next(
+        r for r in summary_card({"a": [a], "b": [b]}, "b") if r.metric == "output_throughput"
+    )
+    assert tput.verdict == "no change" and not tput.confirmed
+    assert tput.cell_text().endswith("=") and "unconfirmed" not in tput.sentence()
+    deltas = metric_deltas([b, a], metrics=["output_throughput"], names=["b", "a"])
+    assert list(deltas["verdict_a"]) == ["no change"]
+    story = comparison_story([a, b], 1, ["a", "b"])
+    assert "output_throughput +0.3% (no change)" in story.verdict[-1]
+    assert "within noise" not in " ".join(story.verdict)
+    # an interval that covers 0 (three trials each) is what "within noise" means
+    trials_a = [view(f"a{t}", {4: v}) for t, v in enumerate((100.3, 99.0, 101.5))]
+    trials_b = [view(f"b{t}", {4: v}) for t, v in enumerate((100.0, 101.0, 99.2))]
+    rows = summary_card({"a": trials_a, "b": trials_b}, "b")
+    noisy = next(r for r in rows if r.metric == "output_throughput")
+    assert noisy.verdict == "within noise" and noisy.confirmed

@@ -102,5 +102,5 @@ def headline_point(views: Sequence[RunView]) -> MatchedPoint | None:
     ``core.metrics.headline_index``, which headlines one run's result). None when no load
     is common to all runs."""
     complete = [mp for mp in match_points(views) if mp.complete]
-    index = headline_index([mp.summaries[0] or {} for mp in complete])
+    index = headline_index([(mp.summaries[0] or {}).get("point") or {} for mp in complete])
     return None if index is None else complete[index]

@@ -612,7 +612,7 @@ def _result(folder: RunFolder) -> dict[str, Any]:
     points = folder.point_summaries()
     # The headline is the heaviest load (core.metrics.headline_index: the rule Compare's
     # headline follows too), not the plan's last point: a plan [c=64, c=1] headlines c=64.
-    head = headline_index(points)
+    head = headline_index([s.get("point") or {} for s in points])
     headline = (points[head].get("metrics") or {}) if head is not None else {}
     return {
         "points": len(points),

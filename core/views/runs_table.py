@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from core.config import knob_text
+from core.metrics import headline_index
 from core.portal.demo import DEMO_DIR
 from core.run_folder import read_json
 
@@ -45,11 +46,13 @@ def _tag(tags: Any, prefix: str) -> str | None:
 
 
 def _headline_label(spec: dict[str, Any]) -> str | None:
-    """The plan's last point, where the pipeline takes a run's headline metrics."""
-    points = (spec.get("plan") or {}).get("points") or []
-    if not points or not isinstance(points[-1], dict):
+    """The plan's heaviest load (``core.metrics.headline_index``), where the pipeline
+    takes a run's headline metrics."""
+    points = [p for p in (spec.get("plan") or {}).get("points") or [] if isinstance(p, dict)]
+    head = headline_index(points)
+    if head is None:
         return None
-    conc = points[-1].get("concurrency")
+    conc = points[head].get("concurrency")
     return "c=∞" if conc is None else f"c={conc}"
 
 
