@@ -7,11 +7,13 @@ import pandas as pd
 import streamlit as st
 
 from core.analysis.card import Story, card_grid, regression_lines
+from core.views.cells import CARD_LEGEND
 
 _CELL = {
     "better": "background-color: #d4edda",
     "worse": "background-color: #f8d7da",
     "within noise": "color: #555",
+    "no change": "color: #555",
 }
 
 
@@ -49,8 +51,7 @@ def summary_card(story: Story) -> None:
         st.table(text.style.apply(colour, axis=0))
     st.caption(
         "Change vs the baseline, [95% interval] over trials (ratio of means on the "
-        "log scale, so never below −100%); ▲ better / ▼ worse / ≈ within noise by each "
-        "metric's direction (green / red); '?' = one run per arm, no interval. " + story.noise
+        "log scale, so never below −100%); " + CARD_LEGEND + " " + story.noise
     )
 
 

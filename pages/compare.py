@@ -19,7 +19,7 @@ from core.analysis.runs import has_records, latency_samples, load_run, no_record
 from core.interop.export import selection_of
 from core.metrics import DEFINITION
 from core.run_folder import find_runs
-from core.views.cells import readable_cells
+from core.views.cells import DELTA_LEGEND, readable_cells
 from core.views.figures import (
     arm_colours,
     cdf_figure,
@@ -150,6 +150,7 @@ with details(f"Every metric at every point ({len(deltas)} rows)", "cmp_all_metri
             ),
             hide_index=True,
         )
+        st.caption(DELTA_LEGEND)
 
 st.subheader("Configuration differences")
 diff = config_diff(views, names)

@@ -10,7 +10,21 @@ import pandas as pd
 
 from core.config import knob_text
 
-__all__ = ["readable_cells"]
+__all__ = ["CARD_LEGEND", "DELTA_LEGEND", "readable_cells"]
+
+# The words for "no difference", one meaning each (the numbers that decide them:
+# core.analysis.points.is_no_change and core.analysis.card): "within noise" only where an
+# interval or the host's A/A noise floor covers the change; "no change" where neither
+# exists (one run each) and the change is under 0.5 %.
+CARD_LEGEND = (
+    "▲ better / ▼ worse by each metric's direction (green / red); ≈ within noise: the "
+    "interval or the host's A/A noise floor covers the change; = no change: one run per "
+    "arm and under 0.5 %; '?' = one run per arm, no interval."
+)
+DELTA_LEGEND = (
+    'One run each, so no interval: a change under 0.5 % reads "no change" (not "within '
+    'noise": only an interval or the A/A noise floor, on the card above, can say that).'
+)
 
 
 def readable_cells(frame: pd.DataFrame) -> pd.DataFrame:
