@@ -18,6 +18,7 @@ from core.analysis.attribution import (
 )
 from core.analysis.stats import RunOfArm
 from core.analysis.trials import noise_floor
+from core.metrics import as_number
 from core.settings import Settings
 from core.views.figures import metric_label
 from core.views.figures_attribution import attribution_waterfall, sweep_figure
@@ -58,7 +59,7 @@ def attribution_section(
             decompose(attr, metric, conc),
             metric,
             where,
-            float(floor_value) if isinstance(floor_value, int | float) else None,
+            as_number(floor_value),
         )
     )
     st.caption(

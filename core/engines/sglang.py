@@ -24,6 +24,7 @@ from core.engines import detect_cache
 from core.engines.base import EngineInfo, LaunchPlan
 from core.engines.sglang_log import FAILURE_REASONS, LOG_FACT_KEYS, parse_sglang_log
 from core.errors import ConfigError, EngineUnavailable
+from core.metrics import as_number
 
 __all__ = ["SERVER_INFO_FACT_KEYS", "SGLangAdapter", "build_sglang_argv", "facts_from"]
 
@@ -225,12 +226,6 @@ def _read_options(python: str, version: str) -> tuple[frozenset[str], str]:
     return options, ""
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    return None
-
-
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -278,9 +273,9 @@ def _server_info_facts(info: dict[str, Any]) -> dict[str, Any]:
     state = _dict(states[0]) if isinstance(states, list) and states else {}
     usage = _dict(state.get("memory_usage"))
     graph = usage.get("graph")
-    graph_gb = [v for v in _dict(graph).values() if _num(v) is not None]
+    graph_gb = [v for v in _dict(graph).values() if as_number(v) is not None]
     startup = _dict(info.get("startup_time")) or _dict(state.get("startup_time"))
-    capture = [v for v in _dict(startup.get("cuda_graph")).values() if _num(v) is not None]
+    capture = [v for v in _dict(startup.get("cuda_graph")).values() if as_number(v) is not None]
     version = info.get("version")
     command = info.get("launch_command")
     backend = info.get("attention_backend", state.get("attention_backend"))
@@ -289,23 +284,23 @@ def _server_info_facts(info: dict[str, Any]) -> dict[str, Any]:
         "max_total_num_tokens": _int(info.get("max_total_num_tokens")),
         "kv_cache_tokens": _int(info.get("max_total_num_tokens"))
         or _int(usage.get("token_capacity")),
-        "weight_mem_gb": _num(usage.get("weight")),
-        "kv_cache_gb": _num(usage.get("kvcache")),
-        "graph_mem_gb": round(sum(graph_gb), 3) if graph_gb else _num(graph),
-        "available_gpu_mem_gb": _num(usage.get("startup_available")),
+        "weight_mem_gb": as_number(usage.get("weight")),
+        "kv_cache_gb": as_number(usage.get("kvcache")),
+        "graph_mem_gb": round(sum(graph_gb), 3) if graph_gb else as_number(graph),
+        "available_gpu_mem_gb": as_number(usage.get("startup_available")),
         "cuda_graph_batch_sizes": _decode_batch_sizes(info, state),
         "cuda_graph_enabled": _graph_enabled(info, state),
-        "mem_fraction_static": _num(
+        "mem_fraction_static": as_number(
             info.get("mem_fraction_static", state.get("mem_fraction_static"))
         ),
         "attention_backend": backend if isinstance(backend, str) else None,
         "tp_size": _int(info.get("tp_size", state.get("tp_size"))),
         # /server_info has per-phase times only; the whole start-up comes from the log.
         "startup_s": None,
-        "load_weight_s": _num(startup.get("load_weight")),
-        "kv_cache_allocation_s": _num(startup.get("kv_cache_allocation")),
+        "load_weight_s": as_number(startup.get("load_weight")),
+        "kv_cache_allocation_s": as_number(startup.get("kv_cache_allocation")),
         "cuda_graph_capture_s": round(sum(capture), 3) if capture else None,
-        "last_gen_throughput": _num(state.get("last_gen_throughput")),
+        "last_gen_throughput": as_number(state.get("last_gen_throughput")),
         "launch_command": command if isinstance(command, str) else None,
     }
 
