@@ -611,8 +611,8 @@ def test_a_dead_node_marks_its_run_and_the_cluster_goes_on(
 def test_cuda_graph_ab_arms_run_in_parallel_on_ray(
     rh: RayHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from core.analysis.trials import experiment_runs
     from core.experiments.design import (
-        experiment_runs,
         load_experiment,
         parse_experiment,
         submit_experiment,
