@@ -62,3 +62,18 @@ def test_an_ab_experiment_is_no_noise_floor(settings: Settings) -> None:
     exp = parse_experiment({"name": "ab", "kind": "ab", "arms": [{"label": "x"}, {"label": "y"}]})
     save_experiment(settings, exp, [], "exp-ab")
     assert noise_floor(settings) is None
+
+
+def test_an_experiment_json_cannot_point_outside_the_runs_folder(settings: Settings) -> None:
+    """experiment.json names its runs by id, and ids go through the one run-id rule: a
+    hand-edited ``../elsewhere`` is no trial, even where such a folder exists."""
+    make_run(settings.data_dir, "elsewhere")
+    make_run(settings.runs_dir, "inside")
+    record = {
+        "spec": {},
+        "runs": [
+            {"run_id": "../elsewhere", "arm": "A", "trial": 0},
+            {"run_id": "inside", "arm": "A", "trial": 1},
+        ],
+    }
+    assert [r.view.run_id for r in experiment_runs(settings, record)] == ["inside"]

@@ -8,7 +8,7 @@ from typing import Any
 from core.analysis.runs import load_run
 from core.analysis.stats import RunOfArm, arm_stats
 from core.experiments.design import list_experiments
-from core.run_folder import RunFolder
+from core.run_folder import find_runs
 from core.settings import Settings
 
 __all__ = ["experiment_runs", "noise_floor"]
@@ -18,9 +18,9 @@ def experiment_runs(settings: Settings, record: dict[str, Any]) -> list[RunOfArm
     """The experiment's runs as ``core.analysis.stats.RunOfArm`` (arm, trial, loaded run)."""
     out = []
     for r in record.get("runs", []):
-        path = settings.runs_dir / str(r["run_id"])
-        if (path / "spec.json").is_file():
-            out.append(RunOfArm(str(r["arm"]), int(r["trial"]), load_run(RunFolder(path))))
+        found, _ = find_runs(settings.runs_dir, [str(r["run_id"])])
+        if found:  # an id experiment.json names but no folder (or no valid id): no trial
+            out.append(RunOfArm(str(r["arm"]), int(r["trial"]), load_run(found[0])))
     return out
 
 

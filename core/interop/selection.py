@@ -17,7 +17,7 @@ from core.analysis.card import Story, comparison_story, experiment_story, runs_h
 from core.analysis.roles import arm_names, baseline_index
 from core.analysis.runs import RunView, load_run, run_labels
 from core.errors import ConfigError, ServeLabError
-from core.run_folder import RunFolder, is_run_id, read_json
+from core.run_folder import find_runs, is_run_id, read_json
 from core.settings import Settings
 
 __all__ = [
@@ -105,20 +105,21 @@ def select(settings: Settings, ids: Sequence[str], baseline: str | None = None) 
             experiment = record if len(ids) == 1 else None
             for r in record.get("runs", []):
                 rid = str(r.get("run_id"))
-                if (settings.runs_dir / rid / "spec.json").is_file():
-                    views.append(load_run(RunFolder(settings.runs_dir / rid)))
+                found, _ = find_runs(settings.runs_dir, [rid])
+                if found:
+                    views.append(load_run(found[0]))
                     meta[rid] = {
                         "experiment_id": ident,
                         "arm": r.get("arm"),
                         "trial": r.get("trial"),
                     }
             continue
-        path = settings.runs_dir / ident
-        if not (path / "spec.json").is_file():
+        found, _ = find_runs(settings.runs_dir, [ident])
+        if not found:
             raise ConfigError(
                 "RUN_ID", f"no run or experiment {ident}; `python -m core runs` lists runs"
             )
-        views.append(load_run(RunFolder(path)))
+        views.append(load_run(found[0]))
     if not views:
         raise ConfigError("RUN_ID", f"{', '.join(ids)}: no runs to export")
     base = baseline_index(views)  # the control, unless told otherwise
