@@ -1,6 +1,9 @@
-"""Build a random-weight model with SmolLM2-135M's shape and tokenizer (bf16), for GPU
-hosts that cannot receive the real weights. Timing is real, text is not: use a probe that
-only checks for non-empty output.
+"""Build a random-weight model (bf16) from SRC_DIR's config.json and tokenizer, for GPU
+hosts that cannot receive the real weights: SmolLM2-135M's shape by default, another shape
+where bench/gpu/prepare.sh's MODEL_OVERRIDES changed the config (bench/gpu/model_kv_mem.json:
+docs/BENCHMARKS.md 5.3). Timing is real, text is not: use a probe that only checks for
+non-empty output, or none (a deep random model can answer punctuation only, which the
+probe's garbage rule rejects).
 
     python3 bench/gpu_make_model.py SRC_DIR(config+tokenizer) OUT_DIR
 """

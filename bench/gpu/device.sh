@@ -8,6 +8,10 @@
 #   REPO_TAR=.gpu/part2/repo.tar bash bench/gpu/device.sh start bench/gpu/plan_2x2.json
 #   bash bench/gpu/device.sh wait 540                  # progress + data so far in $OUT
 #
+# MODEL_NAME names the folder the random-weight model is built in (default
+# smollm2-135m-random); runs store that path as server.model, so a model of another shape
+# (prepare.sh MODEL_OVERRIDES, docs/BENCHMARKS.md 5.3) should get its own name.
+#
 # Everything it makes lives under /tmp/gpu (kept while the machine is warm). The experiment
 # runs from a copy of the repository, in its own session, so it outlives one call and a
 # later call's fresh copy of the working tree cannot change code under a running process.
@@ -17,7 +21,7 @@ export PYTHONPATH=$G/site:$G/extra HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHO
 export SERVELAB_DATA_DIR=$G/data SERVELAB_SGLANG_PYTHON=python3 SERVELAB_MODEL_ROOTS=$G/models
 # Several-GPU kinds: NVLink multicast stays off in NCCL, PyTorch and NVSHMEM (KINDS.md).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-model=$G/models/smollm2-135m-random
+model=$G/models/${MODEL_NAME:-smollm2-135m-random}
 mkdir -p $G/data
 
 unpack() {  # PART_DIR: every *.tar.xz (or its .partNN pieces) into $G/site or $G/extra

@@ -10,20 +10,84 @@ Two things change on the way, and each changed run says so in its facts (``demo_
   the engine's facts (GPU memory, placement) are kept as measured.
 * uvicorn's per-request access lines are dropped from server.log (they are most of its size
   and state no fact); every SGLang line stays.
+* The device's working folder (``G`` in bench/gpu/device.sh) becomes ``<device>`` in
+  every text and Parquet string the run stored (model path, launch command, logs), so no
+  machine path ships (runs imported before this step keep theirs).
+* Per-request records are re-encoded (zstd, byte-stream split) with each chunk's arrival
+  time (``chunk_s``, seconds on the point's clock) rounded to float32 precision: at most
+  4 µs at 64 s, against inter-token gaps of milliseconds, and a third of the bytes (a
+  point of 960 × 512 chunk times is 3.9 MB of float64 noise). summary.json stays as
+  measured.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 import tarfile
 import tempfile
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
 from core.engines.sglang import facts_from
 
 _ACCESS = ("INFO:     127.0.0.1:",)
+# One source for the device's working folder: the ``G=`` line of device.sh.
+DEVICE_ROOT = re.search(r"^G=(\S+)$", (Path(__file__).parent / "device.sh").read_text(), re.M)[1]
+_TEXT = (".json", ".log", ".txt", ".jsonl")
+
+
+def _strip_device_root(folder: Path) -> int:
+    """``DEVICE_ROOT`` → ``<device>`` in every text file and Parquet string column."""
+    changed = 0
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        if path.suffix in _TEXT:
+            text = path.read_text(errors="replace")
+            if DEVICE_ROOT in text:
+                path.write_text(text.replace(DEVICE_ROOT, "<device>"))
+                changed += 1
+        elif path.suffix == ".parquet":
+            table = pq.read_table(path)
+            cols = []
+            hit = False
+            for col in table.columns:
+                if (
+                    pa.types.is_string(col.type)
+                    and pc.any(pc.match_substring(col, DEVICE_ROOT)).as_py()
+                ):
+                    col = pc.replace_substring(col, DEVICE_ROOT, "<device>")
+                    hit = True
+                cols.append(col)
+            if hit:
+                pq.write_table(pa.table(cols, schema=table.schema), path)
+                changed += 1
+    return changed
+
+
+def _compact_records(path: Path) -> None:
+    """``chunk_s`` rounded to float32 precision (kept as float64), zstd + byte-stream split."""
+    table = pq.read_table(path)
+    if "chunk_s" in table.column_names:
+        col = table.column("chunk_s").combine_chunks()
+        rounded = col.values.to_numpy(zero_copy_only=False).astype(np.float32).astype(np.float64)
+        lists = pa.ListArray.from_arrays(col.offsets, pa.array(rounded), mask=col.is_null())
+        i = table.schema.get_field_index("chunk_s")
+        table = table.set_column(i, table.schema.field("chunk_s"), lists)
+    floats = [
+        f"{f.name}.list.element" if pa.types.is_list(f.type) else f.name
+        for f in table.schema
+        if pa.types.is_float64(f.type)
+        or (pa.types.is_list(f.type) and pa.types.is_float64(f.type.value_type))
+    ]
+    pq.write_table(
+        table, path, compression="zstd", compression_level=19, use_byte_stream_split=floats
+    )
 
 
 def _slim_log(path: Path) -> int:
@@ -51,10 +115,15 @@ def import_run(src: Path, dest: Path) -> None:
             )
         dropped = _slim_log(log)
         note.append(f"{dropped} uvicorn access lines dropped from server.log")
+        note.append(f"{DEVICE_ROOT} written as <device> in every stored path")
+        note.append("records.parquet chunk_s rounded to float32 precision, zstd")
         facts["demo_import"] = "; ".join(note)
         facts_path.write_text(json.dumps(facts, indent=2))
     elif log.is_file():
         _slim_log(log)
+    for records in sorted(dest.glob("points/*/records.parquet")):
+        _compact_records(records)
+    _strip_device_root(dest)
 
 
 def main(tar_path: Path, dest: Path) -> None:
@@ -72,6 +141,7 @@ def main(tar_path: Path, dest: Path) -> None:
                     import_run(src, out)
                 else:
                     shutil.copytree(src, out)
+                    _strip_device_root(out)
                 print(f"{out}")
 
 

@@ -6,6 +6,10 @@
 #
 #   bash bench/gpu/prepare.sh   # -> .gpu/part1 (SGLang, xz), .gpu/part2 (duckdb wheel + model files)
 #
+# MODEL_SRC (default SmolLM2-135M-Instruct) gives the config and tokenizer; MODEL_OVERRIDES,
+# a JSON file of config.json keys (e.g. bench/gpu/model_kv_mem.json), changes the model's
+# shape: bench/gpu_make_model.py builds random weights from whatever config.json travels.
+#
 # Everything lands under .gpu/ (git-ignored); only this script and the lists are in git.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -72,6 +76,14 @@ for f in config.json generation_config.json tokenizer.json tokenizer_config.json
          chat_template.jinja special_tokens_map.json; do
   if [[ -f "$model_src/$f" ]]; then cp "$model_src/$f" "$root/part2/model-src/"; fi
 done
+if [[ -n ${MODEL_OVERRIDES:-} ]]; then  # keys starting with "_" are comments
+  python3 - "$root/part2/model-src/config.json" "$MODEL_OVERRIDES" <<'PY'
+import json, sys
+config = json.load(open(sys.argv[1]))
+config.update({k: v for k, v in json.load(open(sys.argv[2])).items() if not k.startswith("_")})
+json.dump(config, open(sys.argv[1], "w"), indent=2)
+PY
+fi
 # The code that runs on the device: a commit, not the working tree (which other work may be
 # editing while the experiment runs there). device.sh start takes it as REPO_TAR.
 git archive --format=tar -o "$root/part2/repo.tar" HEAD core bench pyproject.toml
