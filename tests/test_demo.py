@@ -23,23 +23,30 @@ REPO = Path(__file__).resolve().parent.parent
 
 SGLANG_EXP = "exp-20261201-041412-6b50"  # the 2x2 grid, 3 trials
 SEED_PAIR = ("20261201-000311-8d8413", "20261201-000511-eb5799")  # before, after
+KV_EXP = "exp-20261201-204553-b919"  # mem 0.85 vs 0.92 under KV pressure (BENCHMARKS 5.3)
+KV_POOLS = {0.85: 478_752, 0.92: 518_662}  # KV tokens SGLang allocated per arm
 
 
 def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
     copied = install_demo(settings)
-    # 6 transformers-serve runs + the SGLang 2x2 x 3 trials + the seed pair
-    assert len([c for c in copied if not c.startswith("exp-")]) == 6 + 12 + 2
+    # 6 transformers-serve runs + the SGLang 2x2 x 3 trials + the seed pair + the KV A/B
+    assert len([c for c in copied if not c.startswith("exp-")]) == 6 + 12 + 2 + 6
     assert install_demo(settings) == []  # once only, never overwrites
     cat = Catalog(settings.catalog_path, settings.runs_dir)
     cat.sync()
     rows = cat.list_runs()
-    assert sorted(r["state"] for r in rows).count("succeeded") == 20
+    states = sorted(r["state"] for r in rows)
+    assert (states.count("succeeded"), states.count("failed"), states.count("cancelled")) == (
+        24,
+        1,
+        1,
+    )
     assert {r["cuda_graphs"] for r in rows} == {True, False}
     assert {r["engine"] for r in rows} == {"transformers", "sglang"}
     texts = {r["experiment_id"]: format_experiment(settings, r) for r in list_experiments(settings)}
-    assert len(texts) == 2
+    assert len(texts) == 3
     # the real H200 results: graphs on is far faster at every concurrency
-    tf = next(t for e, t in texts.items() if e != SGLANG_EXP)
+    tf = next(t for e, t in texts.items() if e not in (SGLANG_EXP, KV_EXP))
     assert "runs: succeeded=6" in tf and "confounders: none." in tf
     assert "(95% CI +" in tf
     sg = texts[SGLANG_EXP]
@@ -57,6 +64,40 @@ def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
     assert "On the log scale the parts add up: +1.184 +0.088 -0.035 = +1.237" in sg
     assert "KV pool cg=true mfs=0.92 +8%, cg=false mfs=0.92 +8%, cg=true mfs=0.85 +0%" in sg
     assert "confounders: none." in sg
+    # the memory-fraction A/B under KV pressure: one 0.85 run failed its verify step and
+    # one was never run (device time), so the verdict has no interval
+    kv = texts[KV_EXP]
+    assert "runs: cancelled=1, failed=1, succeeded=4" in kv
+    assert "+12% output throughput at concurrency 640 (interval unknown: fewer than 3 trials)" in kv
+    assert "KV pool +8%; confounders: none." in kv
+
+
+def test_kv_pressure_demo_filled_both_pools(settings: Settings) -> None:
+    """The workload the 2x2 lacked: every measured run filled its arm's KV pool, queued and
+    retracted requests (the server's own /metrics and log), with decode all in graphs."""
+    install_demo(settings)
+    measured = 0
+    for folder in sorted(settings.runs_dir.iterdir()):
+        spec = RunFolder(folder).read("spec.json")
+        if f"exp:{KV_EXP}" not in spec["tags"] or not (folder / "facts.json").exists():
+            continue
+        measured += 1
+        mfs = spec["server"]["mem_fraction_static"]
+        facts = RunFolder(folder).read("facts.json")
+        assert facts["kv_cache_tokens"] == KV_POOLS[mfs]
+        assert not any("/tmp/" in str(v) for v in (spec["server"]["model"], facts["model_path"]))
+        samples = pq.read_table(folder / "samples.parquet").to_pandas()
+        m = samples[(samples["source"] == "metrics") & (samples["point"] == 0)]
+        peak = m[m["name"] == "sglang:num_used_tokens"]["value"].max()
+        assert peak > 0.99 * KV_POOLS[mfs]
+        assert m[m["name"] == "sglang:num_queue_reqs"]["value"].max() > 100
+        log = (folder / "server.log").read_text()
+        assert log.count("KV cache pool is full. Retract requests.") > 50
+        graphs = m[m["name"] == "sglang:cuda_graph_passes_total"]
+        assert not graphs["labels"].str.contains("mode=decode_none").any()
+        records = pq.read_table(folder / "points" / "000" / "records.parquet")
+        assert records.num_rows == 960
+    assert measured == 5
 
 
 def test_sglang_demo_runs_carry_what_the_live_server_said(settings: Settings) -> None:
@@ -104,6 +145,8 @@ def test_experiment_page_shows_the_demo_verdict(
             ) in text
             assert "Of the +244.4% output throughput at concurrency 64" in text
             assert any("Runs (12/12 finished)" in label for label in labels), labels
+        elif record["experiment_id"] == KV_EXP:
+            assert "+12% output throughput at concurrency 640" in text
         else:
             assert "output throughput at concurrency 1 (95% CI +" in text
             assert any("Runs (6/6 finished)" in label for label in labels), labels
