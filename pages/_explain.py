@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import streamlit as st
 
 from core.analysis.runs import RunView
+from core.config import knob_text
 from core.errors import ConfigError
-from core.experiments.design import knob_text
 from core.launch.explain import explain_plan, submit_explanation
 from core.settings import Settings
 from pages._auth import can_launch

@@ -43,8 +43,8 @@ ACTIVE = ("queued", "running")
 
 settings, _worker = bootstrap()
 exp_id = st.query_params.get("experiment", "")
-record = load_experiment(settings, exp_id) if exp_id and is_run_id(exp_id) else None
-if record is None:
+loaded = load_experiment(settings, exp_id) if exp_id and is_run_id(exp_id) else None
+if loaded is None:
     st.title("Experiments")
     if exp_id:
         st.warning(f"No experiment {exp_id[:80]!r}: pick one below.")
@@ -63,7 +63,7 @@ if record is None:
             query_params={"experiment": e["experiment_id"]},
         )
     st.stop()
-assert record is not None
+record = loaded  # not None: a name of its own, so the fragment below sees it narrowed
 
 spec: dict[str, Any] = record.get("spec") or {}
 st.title(spec.get("name") or exp_id)

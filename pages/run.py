@@ -11,7 +11,6 @@ from core.analysis.runs import has_records, latency_samples, load_run, no_record
 from core.executors import node_line
 from core.executors.worker import cancel
 from core.metrics import DEFINITION, caveat_lines, point_cancelled, point_caveats, point_error_rate
-from core.run.launcher import tail
 from core.run_folder import RunFolder, find_runs
 from core.views.figures import cdf_figure, gpu_memory_figure
 from core.views.report import step_rows
@@ -24,15 +23,14 @@ from pages._services import bootstrap
 settings, _worker = bootstrap()
 run_id = st.query_params.get("run", "")
 found, _ = find_runs(settings.runs_dir, [run_id])
-folder: RunFolder | None = found[0] if found else None
-if folder is None:
+if not found:
     st.title("Run")
     st.warning(
         "No run selected, or no such run. Open one from the Runs page "
         "(links look like `/run?run=RUN_ID`)."
     )
     st.stop()
-assert folder is not None
+folder: RunFolder = found[0]
 
 st.title(f"Run {run_id}")
 drawn_state = folder.status().get("state", "?")
@@ -87,7 +85,7 @@ def live_status() -> None:
             and can_launch()
         ):
             st.toast(cancel(settings, run_id))
-        st.code(tail(folder.log_path, 15) or "(no server output yet)", language="log")
+        st.code(folder.log_tail(15) or "(no server output yet)", language="log")
     steps = status.get("steps") or []
     if steps:
         st.table(pd.DataFrame(step_rows(steps)).set_index("step"))
@@ -260,7 +258,7 @@ with details(
     "Last 200 lines", "run_log", expanded=drawn_state not in ("succeeded", *LIVE_STATES)
 ) as shown:
     if shown:
-        st.code(tail(folder.log_path, 200) or "(empty)", language="log")
+        st.code(folder.log_tail(200) or "(empty)", language="log")
 st.subheader("Raw artifacts")
 files = sorted(p for p in folder.path.rglob("*") if p.is_file() and not p.name.startswith("."))
 for path in files:
