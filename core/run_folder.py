@@ -43,6 +43,7 @@ __all__ = [
     "is_run_id",
     "new_run_id",
     "read_json",
+    "tail",
     "utc_now",
     "write_json_atomic",
 ]
@@ -127,6 +128,19 @@ def read_json(path: Path) -> Any:
         return None
     except (OSError, json.JSONDecodeError) as exc:
         raise StoreError(f"cannot read {path}: {exc}") from exc
+
+
+def tail(path: Path, max_lines: int = 50) -> str:
+    """The last lines of a log, read from the end so a huge log costs nothing."""
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 64 * 1024))
+            data = f.read().decode(errors="replace").replace("\r", "\n")
+    except OSError:
+        return ""
+    return "\n".join(data.splitlines()[-max_lines:])
 
 
 class Step(BaseModel):
@@ -216,6 +230,10 @@ class RunFolder:
     @property
     def log_path(self) -> Path:
         return self.path / "server.log"
+
+    def log_tail(self, max_lines: int = 50) -> str:
+        """The server log's last lines ("" while there is none)."""
+        return tail(self.log_path, max_lines)
 
     @property
     def cancel_path(self) -> Path:

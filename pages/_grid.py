@@ -9,8 +9,7 @@ from typing import Any
 import streamlit as st
 
 from core.errors import StoreError
-from core.executors import launch_host, with_executor
-from core.executors.registry import runs_here
+from core.executors import launch_host, runs_here, with_executor
 from core.experiments.design import GRID_KNOB_FIELDS, submit_experiment
 from core.launch.grid import GRID_ROWS, grid_estimate, grid_from_form
 from core.launch.host import HostInfo

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.engines import ENGINES
 from core.errors import ConfigError, StoreError
 from core.executors import (
     EXECUTORS,
     executor_summary,
     launch_host,
     ray_address,
+    runs_here,
     save_ray_address,
     with_executor,
 )
-from core.executors.registry import runs_here
 from core.executors.worker import submit
 from core.experiments.design import load_experiment, submit_experiment
 from core.launch.forms import FORM_DEFAULTS, experiment_from_form, launch_from_form
@@ -134,7 +133,8 @@ with st.form("launch"):
     st.subheader("Server")
     c1, c2, c3 = st.columns(3)
     with c1:
-        st.selectbox("Engine", ENGINES, key="engine", format_func=_engine_label)
+        # every engine, in core.engines.ENGINES order: detect_host checked each one
+        st.selectbox("Engine", list(host.engines), key="engine", format_func=_engine_label)
         err("engine")
         st.text_input("Model (folder, hub id, or the bundled default)", D["model"], key="model")
         err("model")

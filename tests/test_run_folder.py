@@ -140,3 +140,13 @@ def test_a_non_ascii_run_id_is_refused_everywhere(
     with pytest.raises(SystemExit):
         cli_main(["run", "--run-id", bad])
     assert "is not a run id" in capsys.readouterr().err
+
+
+def test_log_tail_reads_the_last_lines_of_the_server_log(tmp_path: Path) -> None:
+    folder = RunFolder.create(tmp_path)
+    assert folder.log_tail() == ""  # no server.log yet
+    lines = [f"line {i}" for i in range(20_000)]  # > 64 KiB: read from the end only
+    folder.log_path.write_text("\n".join(lines) + "\nprogress 1\rprogress 2\n")  # \r: a redraw
+    assert folder.log_tail(3).splitlines() == ["line 19999", "progress 1", "progress 2"]
+    assert folder.log_tail(200).splitlines()[:2] == ["line 19802", "line 19803"]
+    assert len(folder.log_tail().splitlines()) == 50

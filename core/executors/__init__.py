@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from core.config import RunSpec
 from core.errors import ConfigError
-from core.executors.base import EXECUTORS, check_executor
+from core.executors.base import EXECUTORS, RAY_CLUSTER_FILE, check_executor, ray_address
+from core.executors.registry import runs_here
 from core.run_folder import read_json, utc_now, write_json_atomic
 from core.settings import Settings
 
@@ -45,6 +46,7 @@ __all__ = [
     "ray_address",
     "ray_available",
     "run_nodes",
+    "runs_here",
     "save_ray_address",
     "with_executor",
 ]
@@ -152,20 +154,7 @@ def run_nodes(
     return out
 
 
-RAY_CLUSTER_FILE = "ray-cluster.json"  # in the data folder: the address set in the portal
 _ADDRESS_RE = r"(ray://)?[A-Za-z0-9][A-Za-z0-9.\-]{0,252}:\d{1,5}|auto"
-
-
-def ray_address(settings: Settings) -> str | None:
-    """The Ray cluster to use: the one set in the portal (data/ray-cluster.json), else
-    SERVELAB_RAY_ADDRESS; None when neither is set."""
-    try:
-        saved = read_json(settings.data_dir / RAY_CLUSTER_FILE)
-    except Exception:
-        saved = None
-    if isinstance(saved, dict) and isinstance(saved.get("address"), str) and saved["address"]:
-        return str(saved["address"])
-    return settings.ray_address
 
 
 def save_ray_address(settings: Settings, address: str) -> str | None:

@@ -12,10 +12,19 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
 
 from core.errors import ConfigError
-from core.run_folder import RunFolder, RunStatus
+from core.run_folder import RunFolder, RunStatus, read_json
 from core.settings import Settings
 
-__all__ = ["EXECUTORS", "Executor", "check_executor", "end_unfinished", "run_argv", "run_env"]
+__all__ = [
+    "EXECUTORS",
+    "RAY_CLUSTER_FILE",
+    "Executor",
+    "check_executor",
+    "end_unfinished",
+    "ray_address",
+    "run_argv",
+    "run_env",
+]
 
 EXECUTORS = ("local", "ray")
 """Every executor's name (``SERVELAB_EXECUTOR``, ``spec.placement.executor``); the classes
@@ -28,6 +37,21 @@ def check_executor(name: str, field: str = "SERVELAB_EXECUTOR") -> str:
     if name not in EXECUTORS:
         raise ConfigError(field, f"unknown executor {name!r}; allowed: {', '.join(EXECUTORS)}")
     return name
+
+
+RAY_CLUSTER_FILE = "ray-cluster.json"  # in the data folder: the address set in the portal
+
+
+def ray_address(settings: Settings) -> str | None:
+    """The Ray cluster to use: the one set in the portal (data/ray-cluster.json), else
+    SERVELAB_RAY_ADDRESS; None when neither is set."""
+    try:
+        saved = read_json(settings.data_dir / RAY_CLUSTER_FILE)
+    except Exception:
+        saved = None
+    if isinstance(saved, dict) and isinstance(saved.get("address"), str) and saved["address"]:
+        return str(saved["address"])
+    return settings.ray_address
 
 
 def run_argv(run_id: str) -> list[str]:

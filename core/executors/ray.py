@@ -57,8 +57,7 @@ from typing import Any, ClassVar
 
 from core.config import RunSpec
 from core.errors import ConfigError, StoreError
-from core.executors import ray_address
-from core.executors.base import end_unfinished, run_env
+from core.executors.base import end_unfinished, ray_address, run_env
 from core.executors.ray_node import LOG_TAIL_BYTES, UNCOLLECTED_TTL_S, RunHost, salvage_folder
 from core.run_folder import FINAL_STATES, EndState, RunFolder, RunStatus, read_json, utc_now
 from core.settings import Settings

@@ -25,6 +25,7 @@ import httpx
 import psutil
 
 from core.errors import ServerExitedError, ServerStartTimeout
+from core.run_folder import tail
 from core.safety import redact_argv
 
 __all__ = ["RUN_ID_ENV", "ManagedServer", "free_port", "last_error_line", "run_processes", "tail"]
@@ -54,19 +55,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
-
-
-def tail(path: Path, max_lines: int = 50) -> str:
-    """The last lines of a log, read from the end so a huge log costs nothing."""
-    try:
-        with path.open("rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - 64 * 1024))
-            data = f.read().decode(errors="replace").replace("\r", "\n")
-    except OSError:
-        return ""
-    return "\n".join(data.splitlines()[-max_lines:])
 
 
 _ERROR_LINE_RE = re.compile(
