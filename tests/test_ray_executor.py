@@ -724,8 +724,8 @@ def test_tearing_the_head_down_mid_run_ends_the_run_process_and_its_server(
             harness.close()
 
 
-# The actor's place taken by a plain process that is SIGKILLed: no parent-death signal
-# reaches the guard from it, only the change of its parent.
+# The actor's place taken by a plain process that is SIGKILLed: the guard sees it by its
+# parent-death signal (which the guard sets itself) and by the change of its parent.
 _PARENT = (
     "import os, subprocess, sys, time; "
     "p = subprocess.Popen([a.replace('PARENT', str(os.getpid())) for a in sys.argv[1:]]);"

@@ -59,13 +59,37 @@ GUARD_GRACE_S = 45.0
 _GUARD_POLL_S = 0.2
 
 
-def _pdeathsig_term() -> None:
-    """Before exec: SIGTERM when the parent (thread) dies: the guard's is the actor's runner
-    thread, the run process's is the guard."""
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """SIGTERM to this process when its parent (the thread that started it) ends. Called
+    by the process itself, at its start: never in a forked child before exec, where an
+    import or a dlopen can deadlock on a lock another thread of the parent (a Ray worker
+    has many) held at the fork. Linux only; elsewhere the parent-pid checks remain."""
     with contextlib.suppress(OSError, AttributeError):
         import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+# The run process's first step (``python -c`` this PARENT_PID ARGV...): it sets its own
+# parent-death signal (SIGTERM when the guard ends), exits if the guard already ended (the
+# signal would never come), then becomes the run process (exec: same pid, same
+# environment). Plain ``-c`` code: nothing but the standard library to import.
+_EXEC_DYING_WITH_PARENT = """\
+import contextlib, ctypes, os, signal, sys
+with contextlib.suppress(OSError, AttributeError):
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(f"servelab guard {sys.argv[1]} ended before its run process started")
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
+def _dying_with_parent(argv: list[str]) -> list[str]:
+    """``argv``, run so that it gets SIGTERM when this process ends (even by SIGKILL)."""
+    return [sys.executable, "-c", _EXEC_DYING_WITH_PARENT, str(os.getpid()), *argv]
 
 
 def guard_argv(run_id: str, parent_pid: int, grace_s: float = GUARD_GRACE_S) -> list[str]:
@@ -98,12 +122,14 @@ def guard(parent_pid: int, run_id: str, grace_s: float = GUARD_GRACE_S) -> int:
     """
     asked: list[bool] = []  # SIGTERM came (before or after the run process started)
     signal.signal(signal.SIGTERM, lambda _signum, _frame: asked.append(True))
+    # SIGTERM when the actor's runner thread ends; had it ended already, the parent-pid
+    # check below sees it.
+    _die_with_parent()
     # The run process gets SIGTERM if the guard itself is killed.
     proc = subprocess.Popen(
-        run_argv(run_id),
+        _dying_with_parent(run_argv(run_id)),
         stdin=subprocess.DEVNULL,
         start_new_session=True,
-        preexec_fn=_pdeathsig_term,
     )
     stop_at = 0.0  # when the run process was told to stop
     while proc.poll() is None:
@@ -221,8 +247,7 @@ class RunHost:
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    preexec_fn=_pdeathsig_term,
+                    start_new_session=True,  # the guard sets its parent-death signal itself
                 )
         except OSError as exc:
             self.error = f"could not start the run process on {platform.node()}: {exc}"
