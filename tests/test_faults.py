@@ -180,7 +180,7 @@ def no_process_left(run_id: str, *pids: int) -> None:
         return not run_processes(run_id) and not alive
 
     with contextlib.suppress(AssertionError):
-        wait_for(clean, 10, f"the processes of {run_id} to end")
+        wait_for(clean, 30, f"the processes of {run_id} to end")
     left = [(p.pid, p.name()) for p in run_processes(run_id)]
     assert left == [], f"orphan processes of {run_id}: {left}"
     for pid in pids:
@@ -608,7 +608,7 @@ class Jobs:
         self.procs.append(proc)
         return proc
 
-    def phase(self, rid: str, phase: str, timeout: float = 30) -> dict[str, Any]:
+    def phase(self, rid: str, phase: str, timeout: float = 120) -> dict[str, Any]:
         def at() -> dict[str, Any] | None:
             st_ = self.lab.folder(rid).status()
             assert st_.get("state") not in FINAL_STATES, st_
@@ -616,7 +616,7 @@ class Jobs:
 
         return wait_for(at, timeout, f"{rid} to reach {phase}")
 
-    def final(self, rid: str, timeout: float = 30) -> str:
+    def final(self, rid: str, timeout: float = 120) -> str:
         """The final state, once the run process (which indexes the run last) is gone."""
 
         def done() -> str | None:
@@ -760,7 +760,7 @@ def test_run_process_sigkilled_without_a_portal(
             not psutil.pid_exists(st_["server_pid"])
             or psutil.Process(st_["server_pid"]).status() == psutil.STATUS_ZOMBIE
         ),
-        10,
+        30,
         "the server to die with its run process",
     )
     assert [p.name()[:15] for p in run_processes(folder.run_id)] == ["sglang::schedul"]
@@ -824,7 +824,7 @@ def test_portal_restarted_mid_run_reattaches(
     portal.wait(10)
     assert psutil.Process(st_["pid"]).status() != psutil.STATUS_ZOMBIE
     w = jobs.worker()  # the restarted portal's worker
-    wait_for(lambda: w.snapshot()["running"], 10, "the new worker to re-attach")
+    wait_for(lambda: w.snapshot()["running"], 30, "the new worker to re-attach")
     assert w.snapshot()["running"][0]["attached"] is True
     assert jobs.final(rid) == "succeeded"
     survived(

@@ -293,7 +293,7 @@ def test_runs_go_in_parallel_on_distinct_gpus_and_never_share_one(rh: RayHarness
         return all(r in rows and rows[r]["state"] == "succeeded" for r in ids)
 
     wait_for(indexed, 60, "the catalog to list the 4 Ray runs as succeeded")
-    wait_for(lambda: not w.snapshot()["running"], 30, "the dispatcher to forget the runs")
+    wait_for(lambda: not w.snapshot()["running"], 60, "the dispatcher to forget the runs")
     assert recover_runs(rh.settings) == []
 
 
@@ -358,7 +358,7 @@ def test_cancel_reaches_the_remote_run(rh: RayHarness, monkeypatch: pytest.Monke
     assert "Gracefully exiting" in rh.folder(slow).log_path.read_text()
     assert rh.status(waiting)["state"] == "cancelled"
     assert not (rh.folder(waiting).path / "runner.log").exists()  # it never ran
-    wait_for(lambda: not w.snapshot()["running"], 30, "the dispatcher to forget the runs")
+    wait_for(lambda: not w.snapshot()["running"], 60, "the dispatcher to forget the runs")
 
 
 def test_core_imports_ray_lazily() -> None:
@@ -518,7 +518,7 @@ def test_unreachable_cluster_is_reported_and_local_runs_go_on(
         assert h.status(on_ray)["state"] == "queued"
         assert on_ray in w.snapshot()["queued"]
         assert cancel(s, on_ray) == f"{on_ray} cancelled before it started"
-        wait_for(lambda: not w.snapshot()["running"], 30, "the worker to reap the local run")
+        wait_for(lambda: not w.snapshot()["running"], 60, "the worker to reap the local run")
     finally:
         h.close()
 
@@ -563,7 +563,7 @@ def test_a_dead_node_marks_its_run_and_the_cluster_goes_on(
     st = rh.status(rid)
     wait_for(
         lambda: "The server is fired up" in rh.folder(rid).log_path.read_text(),
-        30,
+        60,
         "the server log's tail from the node",
     )
     node = next(n for n in ray.nodes() if n["NodeID"] == st["node_id"])
@@ -671,7 +671,7 @@ def test_a_run_that_ended_while_nobody_watched_is_fetched_from_its_node(
         "the run to end on its node",
     )
     os.kill(st["ray_worker_pid"], signal.SIGKILL)
-    wait_for(lambda: gone(st["ray_worker_pid"]), 30, "the actor's worker to die")
+    wait_for(lambda: gone(st["ray_worker_pid"]), 60, "the actor's worker to die")
     rh.worker()
     rh.wait_final([rid])
     st = rh.status(rid)
