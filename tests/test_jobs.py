@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -40,6 +39,14 @@ def gone(pid: int) -> bool:
         return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
     except psutil.NoSuchProcess:
         return True
+
+
+def after_ticks(w: Worker, what: str, timeout: float = 30) -> None:
+    """Return once ``w`` has looked at the queue and its runs at least once from start to
+    end after this call (two ticks more: the one under way may have begun before)."""
+    seen = w.ticks
+    w.wake()
+    wait_for(lambda: w.ticks >= seen + 2, timeout, what)
 
 
 class Harness:
@@ -88,7 +95,7 @@ class Harness:
     def state(self, rid: str) -> str | None:
         return self.status(rid).get("state")
 
-    def wait_final(self, ids: list[str], timeout: float = 60) -> None:
+    def wait_final(self, ids: list[str], timeout: float = 120) -> None:
         wait_for(lambda: all(self.state(r) in FINAL_STATES for r in ids), timeout, f"{ids} to end")
 
     def close(self) -> None:
@@ -168,8 +175,8 @@ def test_queued_runs_run_one_at_a_time_in_order(h: Harness) -> None:
         seen_running.append(w.snapshot()["running"])
         return all(h.state(r) in FINAL_STATES for r in ids)
 
-    wait_for(all_done, 90, "4 runs to end")
-    wait_for(lambda: not w.snapshot()["running"], 10, "the worker to reap the last run")
+    wait_for(all_done, 240, "4 runs to end")
+    wait_for(lambda: not w.snapshot()["running"], 30, "the worker to reap the last run")
     assert max(len(r) for r in seen_running) == 1
     assert {tuple(j["gpus"]) for r in seen_running for j in r} == {("cpu",)}
     sts = [h.status(r) for r in ids]
@@ -207,7 +214,7 @@ def test_concurrent_submits_and_cancels_lose_nothing(h: Harness) -> None:
 
     # Now cancel all of them from 4 threads while a worker races to start them.
     w = h.worker(poll_interval_s=0.02)
-    wait_for(lambda: w.snapshot()["running"], 10, "the worker to start the first run")
+    wait_for(lambda: w.snapshot()["running"], 30, "the worker to start the first run")
     messages: list[str] = []
 
     def canceller(chunk: list[str]) -> None:
@@ -220,8 +227,8 @@ def test_concurrent_submits_and_cancels_lose_nothing(h: Harness) -> None:
     for t in threads:
         t.join()
     assert len(messages) == 20
-    h.wait_final(ids, 30)
-    wait_for(lambda: not w.snapshot()["running"], 20, "the worker to reap its runs")
+    h.wait_final(ids, 120)
+    wait_for(lambda: not w.snapshot()["running"], 30, "the worker to reap its runs")
     started = []
     for rid in ids:
         st = h.status(rid)
@@ -234,7 +241,7 @@ def test_concurrent_submits_and_cancels_lose_nothing(h: Harness) -> None:
             assert (h.folder(rid).path / "runner.log").is_file()
     assert 1 <= len(started) < 20
     assert sorted(started)[0] == sorted(ids)[0]  # the one it had started before the cancels
-    wait_for(lambda: w.snapshot()["queued"] == [], 5, "the worker to see an empty queue")
+    wait_for(lambda: w.snapshot()["queued"] == [], 30, "the worker to see an empty queue")
 
 
 def test_cancel_queued_and_running(h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -243,7 +250,7 @@ def test_cancel_queued_and_running(h: Harness, monkeypatch: pytest.MonkeyPatch) 
     w = h.worker()
     slow, later = submit(h.settings, [h.spec(prompts=4, probe=False), h.spec(probe=False)])
     w.wake()
-    wait_for(lambda: h.status(slow).get("phase") == "point 0", 30, "the slow run's benchmark")
+    wait_for(lambda: h.status(slow).get("phase") == "point 0", 120, "the slow run's benchmark")
     assert w.snapshot()["queued"] == [later]
 
     msg = cancel(h.settings, later)
@@ -254,13 +261,13 @@ def test_cancel_queued_and_running(h: Harness, monkeypatch: pytest.MonkeyPatch) 
     server_pid = h.status(slow)["server_pid"]
     assert not gone(server_pid)
     assert "cancel requested" in cancel(h.settings, slow)
-    h.wait_final([slow], 30)
+    h.wait_final([slow], 60)
     st = h.status(slow)
     assert st["state"] == "cancelled", st
-    wait_for(lambda: gone(server_pid), 10, "the server to stop")
-    wait_for(lambda: not w.snapshot()["running"], 10, "the worker to reap the run")
-    time.sleep(0.5)  # a few more worker ticks: the cancelled job still never starts
-    assert h.state(later) == "cancelled"
+    wait_for(lambda: gone(server_pid), 30, "the server to stop")
+    wait_for(lambda: not w.snapshot()["running"], 30, "the worker to reap the run")
+    after_ticks(w, "the worker to look at the queue again")
+    assert h.state(later) == "cancelled"  # the cancelled job still never starts
     assert not (h.folder(later).path / "runner.log").exists()
     assert cancel(h.settings, slow) == f"{slow} already ended (cancelled)"
     assert cancel(h.settings, "no-such-run") == "no run no-such-run"
@@ -275,7 +282,7 @@ def test_killed_run_process_is_marked_interrupted(
     w = h.worker()
     (rid,) = submit(h.settings, [h.spec(prompts=4, probe=False)])
     w.wake()
-    wait_for(lambda: h.status(rid).get("phase") == "point 0", 30, "the run's benchmark")
+    wait_for(lambda: h.status(rid).get("phase") == "point 0", 120, "the run's benchmark")
     st = h.status(rid)
     run_pid, server_pid = st["pid"], st["server_pid"]
     assert [j["pid"] for j in w.snapshot()["running"]] == [run_pid]
@@ -287,19 +294,19 @@ def test_killed_run_process_is_marked_interrupted(
     h.folder(rid).update_status(server_pid=stand_in.pid)
     os.kill(run_pid, signal.SIGKILL)
 
-    wait_for(lambda: h.state(rid) == "interrupted", 20, "the run to be marked interrupted")
+    wait_for(lambda: h.state(rid) == "interrupted", 60, "the run to be marked interrupted")
     st = h.status(rid)
     assert f"run process {run_pid} was killed by SIGKILL" in st["reason"], st["reason"]
     assert f"server process group {stand_in.pid} killed" in st["reason"]
     assert st["finished_at"]
     assert not any(s["outcome"] == "running" for s in st["steps"])
     assert stand_in.wait(10) == -signal.SIGTERM
-    wait_for(lambda: gone(server_pid), 10, "the real server to die with its run process")
+    wait_for(lambda: gone(server_pid), 30, "the real server to die with its run process")
     assert gone(run_pid)  # reaped by the worker
     folder = h.folder(rid)
     assert "The server is fired up" in folder.log_path.read_text()  # server log kept
     assert (folder.path / "runner.log").is_file()
-    wait_for(lambda: not w.snapshot()["running"], 5, "the worker to forget the run")
+    wait_for(lambda: not w.snapshot()["running"], 30, "the worker to forget the run")
     row = Catalog(h.settings.catalog_path, h.settings.runs_dir).get_run(rid)
     assert row is not None and row["state"] == "interrupted"
 
@@ -332,7 +339,7 @@ def test_recover_runs(h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    wait_for(lambda: live.status().get("pid") == runner.pid, 20, "the live run to start")
+    wait_for(lambda: live.status().get("pid") == runner.pid, 120, "the live run to start")
 
     assert recover_runs(h.settings) == [orphan.run_id]
     st = orphan.status()
@@ -349,12 +356,12 @@ def test_recover_runs(h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
     w = h.worker()
     (after,) = submit(h.settings, [h.spec()])
     w.wake()
-    wait_for(lambda: w.snapshot()["running"], 10, "the worker to attach")
+    wait_for(lambda: w.snapshot()["running"], 30, "the worker to attach")
     assert w.snapshot()["running"] == [
         {"run_id": live.run_id, "gpus": ["cpu"], "pid": runner.pid, "attached": True}
     ]
-    assert runner.wait(60) == 0
-    h.wait_final([after], 60)
+    assert runner.wait(120) == 0
+    h.wait_final([after])
     assert live.status()["state"] == "succeeded"
     assert h.state(after) == "succeeded"
     assert ts(h.status(after)["started_at"]) >= ts(live.status()["finished_at"])
@@ -362,19 +369,20 @@ def test_recover_runs(h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_second_worker_on_the_same_data_dir_is_passive(h: Harness) -> None:
     first = h.worker(poll_interval_s=60)  # active, but looks at the queue only at start
+    wait_for(lambda: first.ticks, 30, "the active worker's look at start")
     second = h.worker(poll_interval_s=0.05)
     assert first.snapshot()["active"] is True
     snap = second.snapshot()
     assert snap["active"] is False and "another ServeLab portal" in snap["reason"]
     assert str(os.getpid()) in snap["reason"]
     (rid,) = submit(h.settings, [h.spec()])
-    wait_for(lambda: second.snapshot()["queued"] == [rid], 5, "the passive worker to see it")
-    time.sleep(1.0)
+    wait_for(lambda: second.snapshot()["queued"] == [rid], 30, "the passive worker to see it")
+    after_ticks(second, "the passive worker to look at the queue again")
     assert h.state(rid) == "queued"  # the passive worker launched nothing
     assert not (h.folder(rid).path / "runner.log").exists()
     # When the active one goes away, the passive one takes over the queue.
     first.stop()
-    wait_for(lambda: second.snapshot()["active"], 5, "the second worker to take over")
-    h.wait_final([rid], 60)
+    wait_for(lambda: second.snapshot()["active"], 30, "the second worker to take over")
+    h.wait_final([rid])
     assert h.state(rid) == "succeeded"
-    wait_for(lambda: not second.snapshot()["running"], 5, "the worker to reap the run")
+    wait_for(lambda: not second.snapshot()["running"], 30, "the worker to reap the run")

@@ -230,6 +230,7 @@ class Worker:
         self._kinds: dict[str, str] = {}
         self._seen: dict[str, Any] = {}
         self._tick_error = ""
+        self._ticks = 0  # looks at the queue so far (public: ``ticks``)
         # At start-up: an unknown SERVELAB_EXECUTOR is a ConfigError now, not at the
         # first run; the default executor is ready before the first tick.
         self._executor(settings.executor)
@@ -269,6 +270,13 @@ class Worker:
     def active(self) -> bool:
         with self._lock:
             return self._active
+
+    @property
+    def ticks(self) -> int:
+        """How many times the thread has looked at the queue and the runs (failed looks
+        count too). Two more than now: it has looked at least once after this moment."""
+        with self._lock:
+            return self._ticks
 
     def snapshot(self) -> dict[str, Any]:
         """``active``, ``reason``, ``running`` (dicts with ``run_id``, ``gpus``, ``pid``,
@@ -347,6 +355,8 @@ class Worker:
                 log.exception("worker tick failed")
                 with self._lock:
                     self._last_error = f"{type(exc).__name__}: {exc}"
+            with self._lock:
+                self._ticks += 1
             self._wake.wait(self.poll_interval_s)
             self._wake.clear()
 
