@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 
@@ -35,12 +36,18 @@ def test_ready_then_stop_kills_the_whole_tree(
     fake_sglang: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_SGLANG_SPAWN_CHILD", "1")
+    # /health answers 503 until the fake's warmup ends, this long after it started.
+    monkeypatch.setenv("FAKE_SGLANG_STARTUP_S", "1.5")
     port = free_port()
-    server = ManagedServer(_argv(port), tmp_path / "server.log", f"http://127.0.0.1:{port}/health")
+    health = f"http://127.0.0.1:{port}/health"
+    server = ManagedServer(_argv(port), tmp_path / "server.log", health)
     server.start()
     try:
-        ready_s = server.wait_ready(30)
-        assert 0 < ready_s < 30
+        ready_s = server.wait_ready(60)
+        # Ready means healthy, not merely listening: never before the warmup's end, and
+        # recorded for the run's facts.
+        assert ready_s >= 1.5 and server.ready_after_s == ready_s
+        assert httpx.get(health, timeout=10).status_code == 200
         tree = [server.pid, *(c.pid for c in psutil.Process(server.pid).children(True))]
         assert len(tree) >= 2  # the fake's scheduler-like child
     finally:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -99,7 +101,18 @@ def test_full_run_against_fake_sglang(
     summary = folder.read("points/001/summary.json")
     m = summary["metrics"]
     assert m["total_output_tokens"] == 8 * 12 and m["output_len_ratio"] == 1.0
-    assert 25 < m["median_ttft_ms"] < 60 and 3 < m["median_itl_ms"] < 15
+    # The fake sends chunk i of a body at t_body + TTFT + i * ITL (absolute deadlines,
+    # tests/fakes/sglang_pkg): no chunk arrives before its deadline, counted from the send.
+    rows = recs.to_pylist()
+    for r in rows:
+        chunks = [t - r["send_s"] for t in r["chunk_s"]]
+        assert len(chunks) == 12 and chunks == sorted(chunks)
+        assert all(t >= 0.030 + i * 0.005 for i, t in enumerate(chunks)), chunks
+    # The summary's latencies are these records' (medians as bench_serving takes them).
+    ttfts = [1000 * (r["chunk_s"][0] - r["send_s"]) for r in rows]
+    itls = [1000 * (b - a) for r in rows for a, b in itertools.pairwise(r["chunk_s"])]
+    assert m["median_ttft_ms"] == pytest.approx(statistics.median(ttfts))
+    assert m["median_itl_ms"] == pytest.approx(statistics.median(itls))
     assert summary["token_source"] == "server"
     samples = pq.read_table(folder.path / "samples.parquet").to_pylist()
     assert any(s["name"].startswith("sglang:") for s in samples)
