@@ -365,6 +365,7 @@ def test_recover_runs(h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
     assert live.status()["state"] == "succeeded"
     assert h.state(after) == "succeeded"
     assert ts(h.status(after)["started_at"]) >= ts(live.status()["finished_at"])
+    wait_for(lambda: not w.snapshot()["running"], 30, "the worker to reap its run")
 
 
 def test_second_worker_on_the_same_data_dir_is_passive(h: Harness) -> None:

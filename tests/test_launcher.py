@@ -118,3 +118,5 @@ def test_server_dies_when_the_run_process_is_killed(fake_sglang: Path, tmp_path:
     finally:
         parent.kill()
         parent.wait()
+        if parent.stdout is not None:
+            parent.stdout.close()
