@@ -894,6 +894,8 @@ def test_catalog_locked_by_another_process(lab: Lab, monkeypatch: pytest.MonkeyP
     finally:
         holder.kill()
         holder.wait(10)
+        if holder.stdout is not None:
+            holder.stdout.close()
     out = subprocess.run(
         [sys.executable, "-m", "core", "reindex"],
         cwd=REPO,
