@@ -70,32 +70,37 @@ async def _server(
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connections.append(1)
-        while True:
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = int(
-                next(
-                    line.split(b":")[1]
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length")
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(
+                    next(
+                        line.split(b":")[1]
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length")
+                    )
                 )
-            )
-            await reader.readexactly(length)
-            if content_length_error:
-                body = b'{"error": "nope"}'
-                writer.write(
-                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: %d\r\n\r\n%s"
-                    % (len(body), body)
-                )
-            else:
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-                    + b"%X\r\n%s\r\n0\r\n\r\n" % (len(SSE), SSE)
-                )
-            await writer.drain()
-            if close_after_response:  # an idle keep-alive connection the server drops
-                await asyncio.sleep(0.05)
-                writer.close()
-                return
+                await reader.readexactly(length)
+                if content_length_error:
+                    body = b'{"error": "nope"}'
+                    writer.write(
+                        b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: %d\r\n\r\n%s"
+                        % (len(body), body)
+                    )
+                else:
+                    writer.write(
+                        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                        + b"%X\r\n%s\r\n0\r\n\r\n" % (len(SSE), SSE)
+                    )
+                await writer.drain()
+                if close_after_response:  # an idle keep-alive connection the server drops
+                    await asyncio.sleep(0.05)
+                    writer.close()
+                    return
+        except asyncio.IncompleteReadError:
+            pass  # the client closed its keep-alive connection
+        finally:
+            writer.close()  # this side of the connection too, whoever ended it
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
@@ -103,6 +108,7 @@ async def _server(
         yield f"http://127.0.0.1:{port}", connections
     finally:
         server.close()
+        await server.wait_closed()
 
 
 def test_keep_alive_reuse_and_stale_connection_retry() -> None:
