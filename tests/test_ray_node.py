@@ -101,5 +101,7 @@ def test_the_run_process_ends_when_its_guard_is_killed() -> None:
     finally:
         guard.kill()
         guard.wait(10)
+        if guard.stdout is not None:
+            guard.stdout.close()
         if child and not _gone(child):
             os.kill(child, signal.SIGKILL)
