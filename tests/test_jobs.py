@@ -307,6 +307,8 @@ def test_killed_run_process_is_marked_interrupted(
     assert "The server is fired up" in folder.log_path.read_text()  # server log kept
     assert (folder.path / "runner.log").is_file()
     wait_for(lambda: not w.snapshot()["running"], 30, "the worker to forget the run")
+    # The tick that forgot it indexes the catalog at its end: let it finish.
+    after_ticks(w, "the worker's tick that ended the run to finish")
     row = Catalog(h.settings.catalog_path, h.settings.runs_dir).get_run(rid)
     assert row is not None and row["state"] == "interrupted"
 
