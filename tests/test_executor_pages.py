@@ -20,7 +20,6 @@ from core.executors import (
     EXECUTORS,
     executor_for,
     executor_summary,
-    node_line,
     run_nodes,
     with_executor,
 )
@@ -57,8 +56,6 @@ def test_executor_helpers(settings: Settings) -> None:
     assert RunSpec.model_validate(json.loads(spec.model_dump_json())) == spec
     with pytest.raises(ValueError):
         with_executor(spec, "slurm")
-    assert node_line({"executor": "ray"}) == "Ray: waiting for a node with free GPUs"
-    assert node_line({"state": "running"}) == ""
     assert run_nodes(
         settings.runs_dir,
         ["x"],

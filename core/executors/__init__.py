@@ -39,7 +39,6 @@ __all__ = [
     "executor_for",
     "executor_summary",
     "launch_host",
-    "node_line",
     "node_of",
     "placement_fields",
     "ray_address",
@@ -116,16 +115,6 @@ def launch_host(settings: Settings, host: HostInfo, executor: str) -> HostInfo:
         gpus=(f"Ray cluster {ray_address(settings) or '?'}",),
         engines={n: EngineInfo(n, True, reason="checked on the Ray node") for n in ENGINES},
     )
-
-
-def node_line(status: dict[str, Any]) -> str:
-    """Where a Ray run runs or ran, in words; "" for a local run."""
-    if status.get("executor") != "ray":
-        return ""
-    if not status.get("node_ip"):
-        return "Ray: waiting for a node with free GPUs"
-    gpus = ",".join(map(str, status.get("gpu_ids") or [])) or "none"
-    return f"Ray node {status['node_ip']} ({status.get('node_name') or '?'}) · GPU ids {gpus}"
 
 
 def run_nodes(

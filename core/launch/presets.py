@@ -13,7 +13,14 @@ from core.launch.host import HostInfo
 from core.settings import Settings
 from core.store import Catalog
 
-__all__ = ["PRESETS", "Preset", "estimate_text", "expand_preset", "recent_durations_s"]
+__all__ = [
+    "PRESETS",
+    "Preset",
+    "estimate_text",
+    "expand_preset",
+    "minutes_text",
+    "recent_durations_s",
+]
 
 
 @dataclass(frozen=True)
@@ -123,10 +130,11 @@ def estimate_text(
     total = per_run if parallel else per_run * runs
     how = "in parallel on the cluster" if parallel else "one after another"
     return (
-        f"{count}, {how}: about {_minutes(total)} (median {_minutes(per_run)} per run "
+        f"{count}, {how}: about {minutes_text(total)} (median {minutes_text(per_run)} per run "
         f"over the last {len(history_s)} finished run(s) of {what or 'this configuration'})"
     )
 
 
-def _minutes(seconds: float) -> str:
+def minutes_text(seconds: float) -> str:
+    """A duration as an estimate says it: seconds below two minutes, else minutes."""
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"

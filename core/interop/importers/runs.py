@@ -239,9 +239,9 @@ def _facts(server_info: dict[str, Any] | None, log_facts: dict[str, Any] | None)
     key it does not state filled from the log."""
     # The SGLang adapter's own reading of /server_info, so imported and launched runs name
     # every fact the same way.
-    from core.engines.sglang import _server_info_facts, merge_facts
+    from core.engines.sglang import merge_facts, server_info_facts
 
-    from_info = _server_info_facts(server_info) if server_info else {}
+    from_info = server_info_facts(server_info) if server_info else {}
     from_log = log_facts or {}
     facts, by_key = merge_facts(from_info, from_log) if (from_info or from_log) else ({}, {})
     sources = sorted(set(by_key.values()), reverse=True)
