@@ -382,7 +382,7 @@ def _progress_printer(quiet: bool) -> Any:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from core.run.pipeline import execute_run, install_signal_handlers, prepare_run
+    from core.run.pipeline import execute_run, install_signal_handlers
     from core.run_folder import RunFolder
     from core.settings import load_settings
     from core.views.report import format_run
@@ -408,7 +408,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         if not runs_here(executor_for(spec, settings)):  # e.g. Ray: queue it and wait
             return _run_queued(spec, settings, args)
-        folder = prepare_run(spec, settings, run_now=True)
+        # Runs in this process: its folder starts running, never queued for a worker.
+        folder = RunFolder.prepare(settings.runs_dir, spec, run_now=True)
     status = execute_run(folder, settings, _progress_printer(args.quiet), stop)
     if args.json:
         print(json.dumps(status, indent=2))

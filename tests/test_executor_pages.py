@@ -25,8 +25,7 @@ from core.executors import (
 )
 from core.executors.registry import executor_class
 from core.executors.worker import Worker
-from core.run.pipeline import prepare_run
-from core.run_folder import utc_now
+from core.run_folder import RunFolder, utc_now
 from core.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -71,7 +70,7 @@ def test_pages_show_executor_and_node_and_launch_on_ray(
     (data / ".demo-installed").write_text("")
     settings = Settings(data, sys.executable, sys.executable)
     spec = RunSpec(server=ServerConfig(engine="sglang", model=str(tiny_tokenizer_dir)))
-    folder = prepare_run(with_executor(spec, "ray"), settings)
+    folder = RunFolder.prepare(settings.runs_dir, with_executor(spec, "ray"))
     where = {
         "executor": "ray",
         "node_ip": "10.1.2.3",

@@ -32,7 +32,6 @@ from core.executors.ray import num_gpus_for
 from core.executors.ray_node import guard_argv
 from core.executors.worker import Worker, cancel, recover_runs, submit
 from core.run.launcher import run_processes
-from core.run.pipeline import prepare_run
 from core.run_folder import FINAL_STATES, RunFolder
 from core.settings import Settings
 from core.store import Catalog
@@ -753,7 +752,9 @@ def test_the_guard_ends_the_run_and_its_server_when_its_actor_dies(
     monkeypatch.setenv("SERVELAB_DATA_DIR", str(settings.data_dir))
     monkeypatch.setenv("SERVELAB_SGLANG_PYTHON", sys.executable)
     spec = RayHarness(settings, tiny_tokenizer_dir).spec(prompts=50, tp=2)
-    folder = prepare_run(spec.model_copy(update={"placement": Placement()}), settings)
+    folder = RunFolder.prepare(
+        settings.runs_dir, spec.model_copy(update={"placement": Placement()})
+    )
     rid = folder.run_id
     argv = guard_argv(rid, 0, grace_s)
     argv[argv.index("0")] = "PARENT"

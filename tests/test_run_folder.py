@@ -4,6 +4,7 @@ run-id rule with its lookup."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,24 @@ def test_a_non_ascii_run_id_is_refused_everywhere(
     with pytest.raises(SystemExit):
         cli_main(["run", "--run-id", bad])
     assert "is not a run id" in capsys.readouterr().err
+
+
+def test_prepare_queues_a_folder_or_starts_it_here(tmp_path: Path) -> None:
+    from core.config import ServerConfig
+
+    spec = RunSpec(server=ServerConfig(engine="sglang", extra_args=("--api-key", "sk-0123456789")))
+    queued = RunFolder.prepare(tmp_path, spec, "20260101-000000-000001")
+    assert queued.run_id == "20260101-000000-000001"
+    st = queued.read_status()
+    assert (st.state, st.phase, st.pid) == ("queued", "queued", None)
+    data = queued.read("spec.json")
+    assert data["run_id"] == queued.run_id and data["created_at"]
+    # The API key stays out of spec.json: in the owner-only file the run process reads.
+    assert data["server"]["extra_args"] == ["--api-key", "***"]
+    assert "sk-0123456789" in json.dumps(queued.read_secrets())
+    here = RunFolder.prepare(tmp_path, RunSpec(), run_now=True)  # the CLI runs it itself
+    st = here.read_status()
+    assert (st.state, st.phase, st.pid) == ("running", "starting", os.getpid())
+    assert st.started_at and not here.secrets_path.exists()
+    with pytest.raises(StoreError, match="cannot create run folder"):
+        RunFolder.prepare(tmp_path, spec, queued.run_id)  # an id is taken once

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 from core.config import RunSpec
-from core.run.pipeline import prepare_run
 from core.run_folder import RunFolder
 from core.settings import Settings
 from core.store import Catalog
@@ -22,7 +21,7 @@ def _finished_run(settings: Settings, engine: str = "sglang", tput: float = 100.
             else {"engine": engine}
         }
     )
-    folder = prepare_run(spec, settings)
+    folder = RunFolder.prepare(settings.runs_dir, spec)
     folder.write("facts.json", {"kv_cache_tokens": 370000, "engine_version": "0.5.23"})
     folder.write("result.json", {"headline": {"output_throughput": tput, "median_ttft_ms": 12.5}})
     d = folder.point_dir(0)

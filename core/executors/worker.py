@@ -13,7 +13,7 @@ until that lock is free.
 Who writes ``status.json`` when (every transition of a queued folder happens under the
 folder's ``RunFolder.transition`` lock, so a cancel and a launch never both win):
 
-* ``submit``: ``queued`` (``prepare_run``);
+* ``submit``: ``queued`` (``RunFolder.prepare``);
 * the executor, when it starts the run: ``running`` (the run process then writes its own
   steps, and its final state through ``RunFolder.end``);
 * ``cancel`` of a queued folder: ``cancelled`` plus a ``CANCEL`` file;
@@ -42,7 +42,6 @@ from core.errors import StoreError
 from core.executors import executor_for
 from core.executors.base import EXECUTORS, Executor
 from core.executors.registry import executor_class, executor_of
-from core.run.pipeline import prepare_run
 from core.run_folder import RunFolder, RunStatus, is_run_id, new_run_id
 from core.settings import Settings
 from core.store import Catalog
@@ -104,7 +103,7 @@ def submit(settings: Settings, specs: Sequence[RunSpec]) -> list[str]:
         for _attempt in range(50):
             rid = _next_run_id()
             try:
-                folder = prepare_run(spec, settings, rid)
+                folder = RunFolder.prepare(settings.runs_dir, spec, rid)
             except StoreError as exc:
                 if isinstance(exc.__cause__, FileExistsError):
                     continue
