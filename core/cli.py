@@ -423,7 +423,8 @@ def _run_queued(spec: Any, settings: Any, args: argparse.Namespace) -> int:
     runs the queue unless a portal's worker already owns the data folder."""
     import time
 
-    from core.executors.worker import Worker, cancel, submit
+    from core.executors.queue import cancel, submit
+    from core.executors.worker import Worker
     from core.run_folder import FINAL_STATES, RunFolder
     from core.views.report import format_run
 
@@ -464,7 +465,7 @@ def _catalog() -> Any:
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
-    from core.executors.worker import recover_runs
+    from core.executors.queue import recover_runs
     from core.settings import load_settings
     from core.views.report import format_runs
 
@@ -493,7 +494,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_cancel(args: argparse.Namespace) -> int:
-    from core.executors.worker import cancel
+    from core.executors.queue import cancel
     from core.settings import load_settings
 
     settings = load_settings()

@@ -14,8 +14,8 @@ from core.executors import (
     save_ray_address,
     with_executor,
 )
+from core.executors.queue import submit
 from core.executors.registry import runs_here
-from core.executors.worker import submit
 from core.experiments.design import load_experiment, submit_experiment
 from core.launch.forms import FORM_DEFAULTS, experiment_from_form, launch_from_form
 from core.launch.host import detect_host

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from core.analysis.runs import has_records, latency_samples, load_run, no_records_note
-from core.executors.worker import cancel
+from core.executors.queue import cancel
 from core.metrics import DEFINITION, caveat_lines, point_cancelled, point_caveats, point_error_rate
 from core.run.launcher import tail
 from core.run_folder import RunFolder, find_runs

@@ -46,7 +46,8 @@ from streamlit.testing.v1 import AppTest
 
 from core.config import BenchmarkPlan, Point, ProbeSpec, RunSpec, ServerConfig
 from core.errors import StoreError
-from core.executors.worker import Worker, cancel, recover_runs, submit
+from core.executors.queue import cancel, recover_runs, submit
+from core.executors.worker import Worker
 from core.run import pipeline
 from core.run.launcher import run_processes
 from core.run.pipeline import execute_run

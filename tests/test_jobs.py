@@ -1,5 +1,5 @@
-"""The job queue and worker (core/executors/worker.py): real run processes against the fake
-SGLang."""
+"""The queue and the worker together (core/executors/queue.py, core/executors/worker.py): real
+run processes against the fake SGLang. The queue alone: tests/test_queue.py."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ import pytest
 
 from core.config import BenchmarkPlan, Point, ProbeSpec, RunSpec, ServerConfig
 from core.executors.local import gpu_set, plan_launches
-from core.executors.worker import Worker, cancel, recover_runs, submit
+from core.executors.queue import cancel, recover_runs, submit
+from core.executors.worker import Worker
 from core.run_folder import FINAL_STATES, RunFolder, utc_now
 from core.settings import Settings
 from core.store import Catalog

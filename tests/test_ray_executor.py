@@ -28,9 +28,10 @@ import pytest
 
 from core.config import BenchmarkPlan, Placement, Point, RunSpec, ServerConfig
 from core.executors import executor_for, node_of
+from core.executors.queue import cancel, recover_runs, submit
 from core.executors.ray import num_gpus_for
 from core.executors.ray_node import guard_argv
-from core.executors.worker import Worker, cancel, recover_runs, submit
+from core.executors.worker import Worker
 from core.run.launcher import run_processes
 from core.run_folder import FINAL_STATES, RunFolder
 from core.settings import Settings

@@ -12,7 +12,7 @@ import pytest
 from core.cli import main as cli_main
 from core.config import RunSpec
 from core.errors import ConfigError, StoreError
-from core.executors.worker import cancel
+from core.executors.queue import cancel
 from core.launch.explain import submit_explanation
 from core.run_folder import FINAL_STATES, RunFolder, find_runs, is_run_id, utc_now
 from core.settings import Settings

@@ -482,7 +482,7 @@ def list_experiments(settings: Settings) -> list[dict[str, Any]]:
 
 def submit_experiment(settings: Settings, exp: ExperimentSpec) -> str:
     """Queue every run of the experiment, interleaved, and record which is which."""
-    from core.executors.worker import submit
+    from core.executors.queue import submit
 
     exp_id = new_experiment_id()
     planned = expand(exp, exp_id)
