@@ -9,13 +9,13 @@ from typing import Any
 import streamlit as st
 
 from core.errors import StoreError
-from core.executors import launch_host, with_executor
+from core.executors import with_executor
 from core.executors.registry import runs_here
 from core.experiments.design import GRID_KNOB_FIELDS, submit_experiment
 from core.launch.grid import GRID_ROWS, grid_estimate, grid_from_form
-from core.launch.host import HostInfo
-from core.launch.presets import recent_durations_s
+from core.launch.host import HostInfo, launch_host
 from core.settings import Settings
+from core.store import Catalog
 from pages._auth import can_launch
 
 DESIGNS = ("auto", "factorial", "one-at-a-time")
@@ -91,7 +91,9 @@ def queue_grid(settings: Settings, host: HostInfo, defaults: dict[str, Any], sub
         if exp is None
         else grid_estimate(
             exp,
-            recent_durations_s(settings, exp.base.server.engine, exp.base.server.model),
+            Catalog(settings.catalog_path, settings.runs_dir).recent_durations_s(
+                exp.base.server.engine, exp.base.server.model
+            ),
             parallel=not local,
         )
     )

@@ -9,7 +9,6 @@ from core.errors import ConfigError, StoreError
 from core.executors import (
     EXECUTORS,
     executor_summary,
-    launch_host,
     ray_address,
     save_ray_address,
     with_executor,
@@ -18,8 +17,9 @@ from core.executors.queue import submit
 from core.executors.registry import runs_here
 from core.experiments.design import load_experiment, submit_experiment
 from core.launch.forms import FORM_DEFAULTS, experiment_from_form, launch_from_form
-from core.launch.host import detect_host
-from core.launch.presets import PRESETS, estimate_text, recent_durations_s
+from core.launch.host import detect_host, launch_host
+from core.launch.presets import PRESETS, estimate_text
+from core.store import Catalog
 from pages._auth import can_launch
 from pages._grid import grid_fields, queue_grid
 from pages._services import bootstrap
@@ -92,7 +92,7 @@ def estimate() -> str:
     return estimate_text(
         preset,
         max(trials, 1),
-        recent_durations_s(settings, engine, model),
+        Catalog(settings.catalog_path, settings.runs_dir).recent_durations_s(engine, model),
         what=f"{engine} {model}",
         parallel=chosen is not None and not runs_here(chosen),
     )

@@ -84,3 +84,19 @@ def test_second_process_waits_for_the_lock_instead_of_failing(settings: Settings
     assert not finished_early
     assert proc.returncode == 0
     assert out.strip() in ("0", "1")
+
+
+def test_recent_durations_of_an_engine_and_model(settings: Settings) -> None:
+    cat = Catalog(settings.catalog_path, settings.runs_dir)
+    assert cat.recent_durations_s("sglang", "smollm2-135m-instruct") == []  # no catalog yet
+    a = _finished_run(settings, "sglang")
+    _finished_run(settings, "transformers")
+    failed = _finished_run(settings, "sglang")
+    failed.update_status(state="failed", duration_s=1.0)
+    a.update_status(duration_s=7.25)
+    cat.sync()
+    # Only finished (succeeded) runs of this engine and model count.
+    assert cat.recent_durations_s("sglang", "smollm2-135m-instruct") == [7.25]
+    assert cat.recent_durations_s("sglang", "another-model") == []
+    settings.catalog_path.write_text("not a database")
+    assert cat.recent_durations_s("sglang", "smollm2-135m-instruct") == []  # never an error

@@ -8,19 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from core.config import RunSpec
-from core.errors import StoreError
 from core.launch.host import HostInfo
-from core.settings import Settings
-from core.store import Catalog
 
-__all__ = [
-    "PRESETS",
-    "Preset",
-    "estimate_text",
-    "expand_preset",
-    "minutes_text",
-    "recent_durations_s",
-]
+__all__ = ["PRESETS", "Preset", "estimate_text", "expand_preset", "minutes_text"]
 
 
 @dataclass(frozen=True)
@@ -96,24 +86,13 @@ def expand_preset(preset: Preset, base: RunSpec) -> list[RunSpec]:
     return specs
 
 
-def recent_durations_s(settings: Settings, engine: str, model: str, limit: int = 10) -> list[float]:
-    """Durations of the last finished runs of this engine and model here (the catalog);
-    [] when there are none or the catalog cannot be read."""
-    try:
-        rows = Catalog(settings.catalog_path, settings.runs_dir).list_runs(
-            limit=limit, engine=engine, model=model, state="succeeded"
-        )
-    except StoreError:
-        return []
-    return [float(r["duration_s"]) for r in rows if r.get("duration_s")]
-
-
 def estimate_text(
     preset: Preset, trials: int, history_s: list[float], *, parallel: bool = False, what: str = ""
 ) -> str:
     """How many runs a launch queues and, from earlier runs like it (``history_s``: the
-    durations of finished runs of the same engine and model here), about how long they
-    take, in words; shown before anything is queued."""
+    durations of finished runs of the same engine and model here, as
+    ``Catalog.recent_durations_s`` gives them), about how long they take, in words; shown
+    before anything is queued."""
     arms = len(preset.arms)
     runs = arms * trials if arms > 1 else 1
     count = (
