@@ -423,12 +423,13 @@ def _run_queued(spec: Any, settings: Any, args: argparse.Namespace) -> int:
     runs the queue unless a portal's worker already owns the data folder."""
     import time
 
-    from core.executors.queue import cancel, submit
+    from core.executors.queue import cancel
     from core.executors.worker import Worker
+    from core.launch.queue import queue_launch
     from core.run_folder import FINAL_STATES, RunFolder
     from core.views.report import format_run
 
-    (run_id,) = submit(settings, [spec])
+    (run_id,) = queue_launch(settings, [spec]).run_ids
     folder = RunFolder(settings.runs_dir / run_id)
     show = _progress_printer(args.quiet)
     worker = Worker(settings, poll_interval_s=0.5, settle_s=0.0)
@@ -519,7 +520,8 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
     import time
 
     from core.executors.worker import Worker
-    from core.experiments.design import load_experiment, parse_experiment, submit_experiment
+    from core.experiments.design import load_experiment, parse_experiment
+    from core.launch.queue import queue_experiment
     from core.settings import load_settings
     from core.views.report import format_experiment
 
@@ -550,7 +552,7 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
         )
     ):
         raise FieldErrors(problems)
-    exp_id = submit_experiment(settings, exp)
+    exp_id = queue_experiment(settings, exp)
     print(f"experiment {exp_id} queued")
     if args.no_wait:
         return 0

@@ -314,7 +314,8 @@ def test_secrets_an_engine_echoed_are_scrubbed_when_the_run_ends(tmp_path: Path)
 
 def test_experiment_records_hold_no_api_key(tmp_path: Path) -> None:
     from core.config import RunSpec, ServerConfig
-    from core.experiments.design import experiment_from_preset, submit_experiment
+    from core.experiments.design import experiment_from_preset
+    from core.launch.queue import queue_experiment
     from core.settings import Settings
 
     secret = "sk-experiment-0123456789abcdef"
@@ -327,7 +328,7 @@ def test_experiment_records_hold_no_api_key(tmp_path: Path) -> None:
     exp = experiment_from_preset(
         "A/B", base, [("on", {"cuda_graphs": True}), ("off", {"cuda_graphs": False})], trials=2
     )
-    submit_experiment(settings, exp)
+    queue_experiment(settings, exp)
     stored = [p for p in settings.data_dir.rglob("*") if p.is_file()]
     assert len([p for p in stored if p.name == "spec.json"]) == 4
     assert [p.name for p in stored if secret.encode() in p.read_bytes()] == [

@@ -35,6 +35,7 @@ PAGES_MAY_IMPORT = frozenset(
         "core.launch.forms",
         "core.launch.grid",
         "core.launch.host",
+        "core.launch.queue",
         "core.interop.importers",
         "core.executors.worker",
         "core.run.launcher",

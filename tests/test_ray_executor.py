@@ -615,8 +615,8 @@ def test_cuda_graph_ab_arms_run_in_parallel_on_ray(
     from core.experiments.design import (
         load_experiment,
         parse_experiment,
-        submit_experiment,
     )
+    from core.launch.queue import queue_experiment
 
     monkeypatch.setenv("FAKE_SGLANG_ITL_MS", "150")
     exp = parse_experiment(
@@ -630,7 +630,7 @@ def test_cuda_graph_ab_arms_run_in_parallel_on_ray(
             ],
         }
     )
-    exp_id = submit_experiment(rh.settings, exp)
+    exp_id = queue_experiment(rh.settings, exp)
     record = load_experiment(rh.settings, exp_id)
     assert record is not None
     ids = [r["run_id"] for r in record["runs"]]
