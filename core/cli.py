@@ -382,7 +382,7 @@ def _progress_printer(quiet: bool) -> Any:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from core.run.pipeline import execute_run, install_signal_handlers, prepare_run
+    from core.run.pipeline import execute_run, install_signal_handlers
     from core.run_folder import RunFolder
     from core.settings import load_settings
     from core.views.report import format_run
@@ -408,7 +408,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         if not runs_here(executor_for(spec, settings)):  # e.g. Ray: queue it and wait
             return _run_queued(spec, settings, args)
-        folder = prepare_run(spec, settings, run_now=True)
+        # Runs in this process: its folder starts running, never queued for a worker.
+        folder = RunFolder.prepare(settings.runs_dir, spec, run_now=True)
     status = execute_run(folder, settings, _progress_printer(args.quiet), stop)
     if args.json:
         print(json.dumps(status, indent=2))
@@ -422,11 +423,13 @@ def _run_queued(spec: Any, settings: Any, args: argparse.Namespace) -> int:
     runs the queue unless a portal's worker already owns the data folder."""
     import time
 
-    from core.executors.worker import Worker, cancel, submit
+    from core.executors.queue import cancel
+    from core.executors.worker import Worker
+    from core.launch.queue import queue_launch
     from core.run_folder import FINAL_STATES, RunFolder
     from core.views.report import format_run
 
-    (run_id,) = submit(settings, [spec])
+    (run_id,) = queue_launch(settings, [spec]).run_ids
     folder = RunFolder(settings.runs_dir / run_id)
     show = _progress_printer(args.quiet)
     worker = Worker(settings, poll_interval_s=0.5, settle_s=0.0)
@@ -463,7 +466,7 @@ def _catalog() -> Any:
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
-    from core.executors.worker import recover_runs
+    from core.executors.queue import recover_runs
     from core.settings import load_settings
     from core.views.report import format_runs
 
@@ -492,7 +495,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_cancel(args: argparse.Namespace) -> int:
-    from core.executors.worker import cancel
+    from core.executors.queue import cancel
     from core.settings import load_settings
 
     settings = load_settings()
@@ -517,7 +520,8 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
     import time
 
     from core.executors.worker import Worker
-    from core.experiments.design import load_experiment, parse_experiment, submit_experiment
+    from core.experiments.design import load_experiment, parse_experiment
+    from core.launch.queue import queue_experiment
     from core.settings import load_settings
     from core.views.report import format_experiment
 
@@ -548,7 +552,7 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
         )
     ):
         raise FieldErrors(problems)
-    exp_id = submit_experiment(settings, exp)
+    exp_id = queue_experiment(settings, exp)
     print(f"experiment {exp_id} queued")
     if args.no_wait:
         return 0

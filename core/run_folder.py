@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from core.config import RunSpec
 from core.errors import StoreError
+from core.metrics import headline_index
 
 __all__ = [
     "ACTIVE_STATES",
@@ -43,6 +44,7 @@ __all__ = [
     "is_run_id",
     "new_run_id",
     "read_json",
+    "run_result",
     "tail",
     "utc_now",
     "write_json_atomic",
@@ -225,6 +227,33 @@ class RunFolder:
         except OSError as exc:
             raise StoreError(f"cannot create run folder {path}: {exc.strerror or exc}") from exc
         return cls(path)
+
+    @classmethod
+    def prepare(
+        cls, runs_dir: Path, spec: RunSpec, run_id: str | None = None, *, run_now: bool = False
+    ) -> RunFolder:
+        """Create the run folder with its spec: queued for the worker, or (``run_now``, the
+        CLI) already running in this process, so no worker ever mistakes it for a job.
+        API keys in the engine flags go to the owner-only secrets file, never spec.json."""
+        from core.safety import split_secrets
+
+        folder = cls.create(runs_dir, run_id)
+        data = spec.model_dump(mode="json")
+        redacted, hidden = split_secrets(spec.server.extra_args)
+        if hidden:  # the run process reads them back once
+            folder.write_secrets({"extra_args": hidden})
+            data["server"]["extra_args"] = list(redacted)
+        folder.write("spec.json", {"run_id": folder.run_id, "created_at": utc_now(), **data})
+        status: dict[str, Any] = {
+            "run_id": folder.run_id,
+            "state": "queued",
+            "phase": "queued",
+            "updated_at": utc_now(),
+        }
+        if run_now:
+            status.update(state="running", phase="starting", pid=os.getpid(), started_at=utc_now())
+        folder.write("status.json", status)
+        return folder
 
     # --- paths -------------------------------------------------------------
     @property
@@ -442,3 +471,29 @@ class RunFolder:
             return time.time() - (self.path / "status.json").stat().st_mtime
         except OSError:
             return math.inf
+
+
+def run_result(folder: RunFolder) -> dict[str, Any]:
+    """``result.json``: the run's headline metrics from its point summaries. One builder for
+    every writer of result.json (the run pipeline, the importers)."""
+    points = folder.point_summaries()
+    # The headline is the heaviest load (core.metrics.headline_index: the rule Compare's
+    # headline follows too), not the plan's last point: a plan [c=64, c=1] headlines c=64.
+    head = headline_index([s.get("point") or {} for s in points])
+    headline = (points[head].get("metrics") or {}) if head is not None else {}
+    return {
+        "points": len(points),
+        "headline_point": points[head]["index"] if head is not None else None,
+        "headline": {
+            k: headline.get(k)
+            for k in (
+                "output_throughput",
+                "median_ttft_ms",
+                "median_itl_ms",
+                "median_tpot_ms",
+                "error_rate",
+                "completed",
+                "num_requests",
+            )
+        },
+    }

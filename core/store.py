@@ -367,6 +367,16 @@ class Catalog:
             cols = [d[0] for d in cur.description]
             return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
 
+    def recent_durations_s(self, engine: str, model: str, limit: int = 10) -> list[float]:
+        """How long the last ``limit`` succeeded runs of this engine and model took, newest
+        first: what a launch's estimate is made from (core/launch/presets.py). [] when there
+        are none or the catalog cannot be read: an estimate never stops a launch."""
+        try:
+            rows = self.list_runs(limit=limit, engine=engine, model=model, state="succeeded")
+        except StoreError:
+            return []
+        return [float(r["duration_s"]) for r in rows if r.get("duration_s")]
+
     def get_run(self, run_id: str) -> dict[str, Any] | None:
         with self.connect() as con:
             cur = con.execute("SELECT * FROM runs WHERE run_id = ?", [run_id])

@@ -9,12 +9,13 @@ from typing import Any
 import streamlit as st
 
 from core.errors import StoreError
-from core.executors import launch_host, runs_here, with_executor
-from core.experiments.design import GRID_KNOB_FIELDS, submit_experiment
+from core.executors import runs_here
+from core.experiments.design import GRID_KNOB_FIELDS
 from core.launch.grid import GRID_ROWS, grid_estimate, grid_from_form
-from core.launch.host import HostInfo
-from core.launch.presets import recent_durations_s
+from core.launch.host import HostInfo, launch_host
+from core.launch.queue import queue_launch
 from core.settings import Settings
+from core.store import Catalog
 from pages._auth import can_launch
 
 DESIGNS = ("auto", "factorial", "one-at-a-time")
@@ -90,14 +91,16 @@ def queue_grid(settings: Settings, host: HostInfo, defaults: dict[str, Any], sub
         if exp is None
         else grid_estimate(
             exp,
-            recent_durations_s(settings, exp.base.server.engine, exp.base.server.model),
+            Catalog(settings.catalog_path, settings.runs_dir).recent_durations_s(
+                exp.base.server.engine, exp.base.server.model
+            ),
             parallel=not local,
         )
     )
     if exp is not None and submit and can_launch():  # never trust a disabled button alone
         try:
-            exp = exp.model_copy(update={"base": with_executor(exp.base, executor)})
-            st.session_state["experiment"] = submit_experiment(settings, exp)
+            queued = queue_launch(settings, exp, executor=executor)
+            st.session_state["experiment"] = queued.experiment_id
         except StoreError as exc:
             errors = {"submit": f"could not queue: {exc}"}
     st.session_state["launch_errors"] = errors

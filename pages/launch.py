@@ -5,20 +5,13 @@ from __future__ import annotations
 import streamlit as st
 
 from core.errors import ConfigError, StoreError
-from core.executors import (
-    EXECUTORS,
-    executor_summary,
-    launch_host,
-    ray_address,
-    runs_here,
-    save_ray_address,
-    with_executor,
-)
-from core.executors.worker import submit
-from core.experiments.design import load_experiment, submit_experiment
+from core.executors import EXECUTORS, executor_summary, ray_address, runs_here, save_ray_address
+from core.experiments.design import load_experiment
 from core.launch.forms import FORM_DEFAULTS, experiment_from_form, launch_from_form
-from core.launch.host import detect_host
-from core.launch.presets import PRESETS, estimate_text, recent_durations_s
+from core.launch.host import detect_host, launch_host
+from core.launch.presets import PRESETS, estimate_text
+from core.launch.queue import queue_launch
+from core.store import Catalog
 from pages._auth import can_launch
 from pages._grid import grid_fields, queue_grid
 from pages._services import bootstrap
@@ -91,7 +84,7 @@ def estimate() -> str:
     return estimate_text(
         preset,
         max(trials, 1),
-        recent_durations_s(settings, engine, model),
+        Catalog(settings.catalog_path, settings.runs_dir).recent_durations_s(engine, model),
         what=f"{engine} {model}",
         parallel=chosen is not None and not runs_here(chosen),
     )
@@ -240,13 +233,13 @@ if submitted or checked:
         if len(preset.arms) > 1:
             exp, errors = experiment_from_form(form, form_host, settings=settings, local=local)
             if exp is not None and submitted:
-                exp = exp.model_copy(update={"base": with_executor(exp.base, executor)})
-                st.session_state["experiment"] = submit_experiment(settings, exp)
+                queued = queue_launch(settings, exp, executor=executor)
+                st.session_state["experiment"] = queued.experiment_id
         else:
             specs, errors = launch_from_form(form, form_host, settings=settings, local=local)
             if not errors and submitted:
-                specs = [with_executor(s, executor) for s in specs]
-                st.session_state["launched"] = submit(settings, specs)
+                queued = queue_launch(settings, specs, executor=executor)
+                st.session_state["launched"] = list(queued.run_ids)
     except StoreError as exc:  # data folder not writable, disk full
         errors = {"submit": f"could not queue: {exc}"}
     st.session_state["launch_errors"] = errors

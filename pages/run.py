@@ -8,12 +8,11 @@ import pandas as pd
 import streamlit as st
 
 from core.analysis.runs import has_records, latency_samples, load_run, no_records_note
-from core.executors import node_line
-from core.executors.worker import cancel
+from core.executors.queue import cancel
 from core.metrics import DEFINITION, caveat_lines, point_cancelled, point_caveats, point_error_rate
 from core.run_folder import RunFolder, find_runs
 from core.views.figures import cdf_figure, gpu_memory_figure
-from core.views.report import step_rows
+from core.views.report import node_line, step_rows
 from core.views.runs_table import LIVE_STATES, is_demo_run
 from pages._auth import can_launch
 from pages._details import details

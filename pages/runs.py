@@ -6,7 +6,7 @@ import streamlit as st
 
 from core.errors import StoreError
 from core.executors import run_nodes
-from core.executors.worker import cancel
+from core.executors.queue import cancel
 from core.store import Catalog, folder_rows
 from core.views.runs_table import knob_columns, live_runs, runs_frame
 from pages._auth import can_launch

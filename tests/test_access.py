@@ -284,7 +284,7 @@ def test_no_secrets_in_the_repository() -> None:
 
 def test_secrets_an_engine_echoed_are_scrubbed_when_the_run_ends(tmp_path: Path) -> None:
     from core.config import RunSpec, ServerConfig
-    from core.run.pipeline import prepare_run
+    from core.run_folder import RunFolder
     from core.safety import redact_env
     from core.settings import Settings
 
@@ -295,7 +295,7 @@ def test_secrets_an_engine_echoed_are_scrubbed_when_the_run_ends(tmp_path: Path)
     spec = RunSpec(
         server=ServerConfig(engine="sglang", model="/models/m", extra_args=(f"--api-key={secret}",))
     )
-    folder = prepare_run(spec, settings)
+    folder = RunFolder.prepare(settings.runs_dir, spec)
     assert folder.read("spec.json")["server"]["extra_args"] == ["--api-key=***"]
     assert oct(folder.secrets_path.stat().st_mode & 0o777) == "0o600"
     folder.log_path.write_text(f"server_args=ServerArgs(api_key='{secret}')\n")
@@ -314,7 +314,8 @@ def test_secrets_an_engine_echoed_are_scrubbed_when_the_run_ends(tmp_path: Path)
 
 def test_experiment_records_hold_no_api_key(tmp_path: Path) -> None:
     from core.config import RunSpec, ServerConfig
-    from core.experiments.design import experiment_from_preset, submit_experiment
+    from core.experiments.design import experiment_from_preset
+    from core.launch.queue import queue_experiment
     from core.settings import Settings
 
     secret = "sk-experiment-0123456789abcdef"
@@ -327,7 +328,7 @@ def test_experiment_records_hold_no_api_key(tmp_path: Path) -> None:
     exp = experiment_from_preset(
         "A/B", base, [("on", {"cuda_graphs": True}), ("off", {"cuda_graphs": False})], trials=2
     )
-    submit_experiment(settings, exp)
+    queue_experiment(settings, exp)
     stored = [p for p in settings.data_dir.rglob("*") if p.is_file()]
     assert len([p for p in stored if p.name == "spec.json"]) == 4
     assert [p.name for p in stored if secret.encode() in p.read_bytes()] == [

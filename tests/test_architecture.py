@@ -25,6 +25,7 @@ PAGES_MAY_IMPORT = frozenset(
         "core.portal.demo",
         "core.errors",
         "core.executors",
+        "core.executors.queue",
         "core.experiments.design",
         "core.launch.explain",
         "core.interop.export",
@@ -33,6 +34,7 @@ PAGES_MAY_IMPORT = frozenset(
         "core.launch.forms",
         "core.launch.grid",
         "core.launch.host",
+        "core.launch.queue",
         "core.interop.importers",
         "core.executors.worker",
         "core.metrics",
@@ -141,19 +143,24 @@ def test_pages_import_only_the_allowed_core_modules() -> None:
 
 
 def test_the_worker_only_schedules_and_dispatches() -> None:
-    """core/executors/worker.py starts no process and knows no executor by name: processes are the
-    executors' (core/executors), which the worker reaches through the registry."""
-    tree = ast.parse((REPO / "core" / "executors" / "worker.py").read_text())
-    assert not {"subprocess", "psutil", "signal", "ray"} & _imports(
-        REPO / "core" / "executors" / "worker.py"
-    )
-    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-    attrs = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
-    assert not {"Popen", "kill", "killpg", "send_signal"} & (names | attrs)
-    strings = {
-        n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-    }
-    assert not {"ray", "local"} & strings
+    """core/executors/worker.py and the queue it reads (core/executors/queue.py) start no
+    process and know no executor by name: processes are the executors' (core/executors),
+    which the worker and the queue reach through the registry."""
+    for path in (
+        REPO / "core" / "executors" / "worker.py",
+        REPO / "core" / "executors" / "queue.py",
+    ):
+        tree = ast.parse(path.read_text())
+        assert not {"subprocess", "psutil", "signal", "ray"} & _imports(path), path.name
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        attrs = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        assert not {"Popen", "kill", "killpg", "send_signal"} & (names | attrs), path.name
+        strings = {
+            n.value
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        }
+        assert not {"ray", "local"} & strings, path.name
 
 
 def test_no_shell_true_outside_tests() -> None:

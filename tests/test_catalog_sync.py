@@ -7,7 +7,6 @@ import json
 import shutil
 
 from core.config import RunSpec
-from core.run.pipeline import prepare_run
 from core.run_folder import RunFolder
 from core.settings import Settings
 from core.store import _SYNCED, Catalog
@@ -20,7 +19,7 @@ def _run(settings: Settings, i: int) -> RunFolder:
             "tags": [f"t{i}"],
         }
     )
-    folder = prepare_run(spec, settings, run_id=f"20260101-000000-{i:06x}")
+    folder = RunFolder.prepare(settings.runs_dir, spec, f"20260101-000000-{i:06x}")
     folder.write("facts.json", {"kv_cache_tokens": 1000 + i} if i % 3 else {})
     folder.write(
         "result.json",

@@ -12,9 +12,9 @@ from streamlit.testing.v1 import AppTest
 from core.analysis.diff import confounders
 from core.analysis.runs import load_run
 from core.experiments.design import list_experiments
-from core.portal.demo import DEMO_DIR, install_demo
+from core.portal.demo import install_demo
 from core.run_folder import RunFolder
-from core.settings import Settings
+from core.settings import DEMO_DIR, Settings
 from core.store import Catalog
 from core.views.report import format_experiment
 

@@ -22,7 +22,7 @@ import pytest
 
 from bench.common import portal as start_portal
 from core.engines.model_setup import ensure_default_model
-from core.executors.worker import cancel
+from core.executors.queue import cancel
 from core.portal.demo import install_demo
 from core.run_folder import RunFolder
 from core.settings import Settings, load_settings

@@ -20,14 +20,12 @@ from core.executors import (
     EXECUTORS,
     executor_for,
     executor_summary,
-    node_line,
     run_nodes,
     with_executor,
 )
 from core.executors.registry import executor_class
 from core.executors.worker import Worker
-from core.run.pipeline import prepare_run
-from core.run_folder import utc_now
+from core.run_folder import RunFolder, utc_now
 from core.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -57,8 +55,6 @@ def test_executor_helpers(settings: Settings) -> None:
     assert RunSpec.model_validate(json.loads(spec.model_dump_json())) == spec
     with pytest.raises(ValueError):
         with_executor(spec, "slurm")
-    assert node_line({"executor": "ray"}) == "Ray: waiting for a node with free GPUs"
-    assert node_line({"state": "running"}) == ""
     assert run_nodes(
         settings.runs_dir,
         ["x"],
@@ -74,7 +70,7 @@ def test_pages_show_executor_and_node_and_launch_on_ray(
     (data / ".demo-installed").write_text("")
     settings = Settings(data, sys.executable, sys.executable)
     spec = RunSpec(server=ServerConfig(engine="sglang", model=str(tiny_tokenizer_dir)))
-    folder = prepare_run(with_executor(spec, "ray"), settings)
+    folder = RunFolder.prepare(settings.runs_dir, with_executor(spec, "ray"))
     where = {
         "executor": "ray",
         "node_ip": "10.1.2.3",

@@ -46,10 +46,11 @@ from streamlit.testing.v1 import AppTest
 
 from core.config import BenchmarkPlan, Point, ProbeSpec, RunSpec, ServerConfig
 from core.errors import StoreError
-from core.executors.worker import Worker, cancel, recover_runs, submit
+from core.executors.queue import cancel, recover_runs, submit
+from core.executors.worker import Worker
 from core.run import pipeline
 from core.run.launcher import run_processes
-from core.run.pipeline import execute_run, prepare_run
+from core.run.pipeline import execute_run
 from core.run_folder import FINAL_STATES, RunFolder
 from core.settings import Settings
 from core.store import Catalog
@@ -119,7 +120,7 @@ class Lab:
 
     def run(self, spec: RunSpec) -> RunFolder:
         """One whole run in this process, as the CLI does it."""
-        folder = prepare_run(spec, self.settings, run_now=True)
+        folder = RunFolder.prepare(self.settings.runs_dir, spec, run_now=True)
         execute_run(folder, self.settings)
         return folder
 
@@ -748,7 +749,7 @@ def test_run_process_sigkilled_without_a_portal(
     lab: Lab, jobs: Jobs, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "20000")
-    folder = prepare_run(lab.spec(), lab.settings)
+    folder = RunFolder.prepare(lab.settings.runs_dir, lab.spec())
     runner = jobs.popen([sys.executable, "-m", "core", "run", "--run-id", folder.run_id, "--quiet"])
     st_ = jobs.phase(folder.run_id, "point 0")
     os.kill(runner.pid, signal.SIGKILL)
@@ -1051,7 +1052,9 @@ def test_disk_really_fills_up_mid_run(
                     f.write(b"\0" * 2**20)
                     f.flush()
 
-    folder = prepare_run(small.spec(prompts=8, output_len=20), small.settings, run_now=True)
+    folder = RunFolder.prepare(
+        small.settings.runs_dir, small.spec(prompts=8, output_len=20), run_now=True
+    )
     status = execute_run(folder, small.settings, progress=fill_the_disk)
     assert status["state"] == "failed" and "No space left on device" in status["reason"]
     assert "could not be written" in status["unrecorded"]

@@ -1,5 +1,5 @@
-"""The job queue and worker (core/executors/worker.py): real run processes against the fake
-SGLang."""
+"""The queue and the worker together (core/executors/queue.py, core/executors/worker.py): real
+run processes against the fake SGLang. The queue alone: tests/test_queue.py."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ import pytest
 
 from core.config import BenchmarkPlan, Point, ProbeSpec, RunSpec, ServerConfig
 from core.executors.local import gpu_set, plan_launches
-from core.executors.worker import Worker, cancel, recover_runs, submit
-from core.run.pipeline import prepare_run
+from core.executors.queue import cancel, recover_runs, submit
+from core.executors.worker import Worker
 from core.run_folder import FINAL_STATES, RunFolder, utc_now
 from core.settings import Settings
 from core.store import Catalog
@@ -317,7 +317,7 @@ def test_recover_runs(h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
     # A folder left running by a process that is gone, with its server still alive.
     dead = h.popen([sys.executable, "-c", "pass"])
     dead.wait(10)
-    orphan = prepare_run(h.spec(), h.settings)
+    orphan = RunFolder.prepare(h.settings.runs_dir, h.spec())
     orphan.update_status(
         state="running",
         pid=dead.pid,
@@ -327,7 +327,7 @@ def test_recover_runs(h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
     stand_in = h.sleeper()
     orphan.update_status(server_pid=stand_in.pid)
     # A folder whose run process is alive: a real `python -m core run --run-id`, not ours.
-    live = prepare_run(h.spec(prompts=4), h.settings)
+    live = RunFolder.prepare(h.settings.runs_dir, h.spec(prompts=4))
     env = {
         **os.environ,
         "SERVELAB_DATA_DIR": str(h.settings.data_dir),

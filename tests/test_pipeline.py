@@ -192,14 +192,13 @@ def test_unknown_extra_flag_in_a_queued_run_fails_preflight(
 ) -> None:
     """A run queued before the check existed (or by hand) still stops at preflight."""
     from core.config import RunSpec, ServerConfig
-    from core.run.pipeline import prepare_run
 
     spec = RunSpec(
         server=ServerConfig(
             engine="sglang", model=str(tiny_tokenizer_dir), extra_args=("--no-such-flag",)
         )
     )
-    folder = prepare_run(spec, settings)
+    folder = RunFolder.prepare(settings.runs_dir, spec)
     out = run_cli(settings, "run", "--run-id", folder.run_id)
     assert out.returncode == 1
     st = only_run(settings).status()

@@ -28,11 +28,11 @@ import pytest
 
 from core.config import BenchmarkPlan, Placement, Point, RunSpec, ServerConfig
 from core.executors import executor_for, node_of
+from core.executors.queue import cancel, recover_runs, submit
 from core.executors.ray import num_gpus_for
 from core.executors.ray_node import guard_argv
-from core.executors.worker import Worker, cancel, recover_runs, submit
+from core.executors.worker import Worker
 from core.run.launcher import run_processes
-from core.run.pipeline import prepare_run
 from core.run_folder import FINAL_STATES, RunFolder
 from core.settings import Settings
 from core.store import Catalog
@@ -615,8 +615,8 @@ def test_cuda_graph_ab_arms_run_in_parallel_on_ray(
     from core.experiments.design import (
         load_experiment,
         parse_experiment,
-        submit_experiment,
     )
+    from core.launch.queue import queue_experiment
 
     monkeypatch.setenv("FAKE_SGLANG_ITL_MS", "150")
     exp = parse_experiment(
@@ -630,7 +630,7 @@ def test_cuda_graph_ab_arms_run_in_parallel_on_ray(
             ],
         }
     )
-    exp_id = submit_experiment(rh.settings, exp)
+    exp_id = queue_experiment(rh.settings, exp)
     record = load_experiment(rh.settings, exp_id)
     assert record is not None
     ids = [r["run_id"] for r in record["runs"]]
@@ -753,7 +753,9 @@ def test_the_guard_ends_the_run_and_its_server_when_its_actor_dies(
     monkeypatch.setenv("SERVELAB_DATA_DIR", str(settings.data_dir))
     monkeypatch.setenv("SERVELAB_SGLANG_PYTHON", sys.executable)
     spec = RayHarness(settings, tiny_tokenizer_dir).spec(prompts=50, tp=2)
-    folder = prepare_run(spec.model_copy(update={"placement": Placement()}), settings)
+    folder = RunFolder.prepare(
+        settings.runs_dir, spec.model_copy(update={"placement": Placement()})
+    )
     rid = folder.run_id
     argv = guard_argv(rid, 0, grace_s)
     argv[argv.index("0")] = "PARENT"

@@ -1,8 +1,19 @@
-"""core/views/report.py: how a run's steps read (the Run page's table)."""
+"""core/views/report.py: how a run's steps read (the Run page's table), where it ran."""
 
 from __future__ import annotations
 
-from core.views.report import step_rows
+from core.views.report import node_line, step_rows
+
+
+def test_where_a_run_ran_reads_as_its_ray_node_or_nothing() -> None:
+    assert node_line({"executor": "ray"}) == "Ray: waiting for a node with free GPUs"
+    assert node_line({"state": "running"}) == ""
+    assert (
+        node_line(
+            {"executor": "ray", "node_ip": "10.1.2.3", "node_name": "gpu-7", "gpu_ids": [0, 1]}
+        )
+        == "Ray node 10.1.2.3 (gpu-7) · GPU ids 0,1"
+    )
 
 
 def test_steps_read_as_clock_times_and_durations_in_a_fitting_unit() -> None:

@@ -4,6 +4,7 @@ run-id rule with its lookup."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from core.cli import main as cli_main
 from core.config import RunSpec
 from core.errors import ConfigError, StoreError
-from core.executors.worker import cancel
+from core.executors.queue import cancel
 from core.launch.explain import submit_explanation
 from core.run_folder import FINAL_STATES, RunFolder, find_runs, is_run_id, utc_now
 from core.settings import Settings
@@ -150,3 +151,24 @@ def test_log_tail_reads_the_last_lines_of_the_server_log(tmp_path: Path) -> None
     assert folder.log_tail(3).splitlines() == ["line 19999", "progress 1", "progress 2"]
     assert folder.log_tail(200).splitlines()[:2] == ["line 19802", "line 19803"]
     assert len(folder.log_tail().splitlines()) == 50
+
+
+def test_prepare_queues_a_folder_or_starts_it_here(tmp_path: Path) -> None:
+    from core.config import ServerConfig
+
+    spec = RunSpec(server=ServerConfig(engine="sglang", extra_args=("--api-key", "sk-0123456789")))
+    queued = RunFolder.prepare(tmp_path, spec, "20260101-000000-000001")
+    assert queued.run_id == "20260101-000000-000001"
+    st = queued.read_status()
+    assert (st.state, st.phase, st.pid) == ("queued", "queued", None)
+    data = queued.read("spec.json")
+    assert data["run_id"] == queued.run_id and data["created_at"]
+    # The API key stays out of spec.json: in the owner-only file the run process reads.
+    assert data["server"]["extra_args"] == ["--api-key", "***"]
+    assert "sk-0123456789" in json.dumps(queued.read_secrets())
+    here = RunFolder.prepare(tmp_path, RunSpec(), run_now=True)  # the CLI runs it itself
+    st = here.read_status()
+    assert (st.state, st.phase, st.pid) == ("running", "starting", os.getpid())
+    assert st.started_at and not here.secrets_path.exists()
+    with pytest.raises(StoreError, match="cannot create run folder"):
+        RunFolder.prepare(tmp_path, spec, queued.run_id)  # an id is taken once

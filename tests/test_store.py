@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 from core.config import RunSpec
-from core.run.pipeline import prepare_run
 from core.run_folder import RunFolder
 from core.settings import Settings
 from core.store import Catalog
@@ -22,7 +21,7 @@ def _finished_run(settings: Settings, engine: str = "sglang", tput: float = 100.
             else {"engine": engine}
         }
     )
-    folder = prepare_run(spec, settings)
+    folder = RunFolder.prepare(settings.runs_dir, spec)
     folder.write("facts.json", {"kv_cache_tokens": 370000, "engine_version": "0.5.23"})
     folder.write("result.json", {"headline": {"output_throughput": tput, "median_ttft_ms": 12.5}})
     d = folder.point_dir(0)
@@ -85,3 +84,19 @@ def test_second_process_waits_for_the_lock_instead_of_failing(settings: Settings
     assert not finished_early
     assert proc.returncode == 0
     assert out.strip() in ("0", "1")
+
+
+def test_recent_durations_of_an_engine_and_model(settings: Settings) -> None:
+    cat = Catalog(settings.catalog_path, settings.runs_dir)
+    assert cat.recent_durations_s("sglang", "smollm2-135m-instruct") == []  # no catalog yet
+    a = _finished_run(settings, "sglang")
+    _finished_run(settings, "transformers")
+    failed = _finished_run(settings, "sglang")
+    failed.update_status(state="failed", duration_s=1.0)
+    a.update_status(duration_s=7.25)
+    cat.sync()
+    # Only finished (succeeded) runs of this engine and model count.
+    assert cat.recent_durations_s("sglang", "smollm2-135m-instruct") == [7.25]
+    assert cat.recent_durations_s("sglang", "another-model") == []
+    settings.catalog_path.write_text("not a database")
+    assert cat.recent_durations_s("sglang", "smollm2-135m-instruct") == []  # never an error

@@ -26,7 +26,14 @@ from core.engines.sglang_log import FAILURE_REASONS, LOG_FACT_KEYS, parse_sglang
 from core.errors import ConfigError, EngineUnavailable
 from core.metrics import as_number
 
-__all__ = ["SERVER_INFO_FACT_KEYS", "SGLangAdapter", "build_sglang_argv", "facts_from"]
+__all__ = [
+    "SERVER_INFO_FACT_KEYS",
+    "SGLangAdapter",
+    "build_sglang_argv",
+    "facts_from",
+    "merge_facts",
+    "server_info_facts",
+]
 
 VERSION_TIMEOUT_S = 60.0
 # `--help` imports torch and most of SGLang: tens of seconds on a cold disk.
@@ -267,7 +274,7 @@ def _decode_batch_sizes(info: dict[str, Any], state: dict[str, Any]) -> list[int
     return [int(b) for b in bs if _int(b) is not None]
 
 
-def _server_info_facts(info: dict[str, Any]) -> dict[str, Any]:
+def server_info_facts(info: dict[str, Any]) -> dict[str, Any]:
     """The facts /server_info states (reference §3.3); None where it does not say."""
     states = info.get("internal_states")
     state = _dict(states[0]) if isinstance(states, list) and states else {}
@@ -446,7 +453,7 @@ def merge_facts(
 def facts_from(raw: dict[str, Any] | None, log_text: str) -> dict[str, Any]:
     """The facts of a /server_info body (None: none answered) and a start-up log; what
     ``collect_facts`` stores, also for re-reading a stored run (bench/gpu/import_results.py)."""
-    from_info = _server_info_facts(raw) if raw is not None else dict.fromkeys(SERVER_INFO_FACT_KEYS)
+    from_info = server_info_facts(raw) if raw is not None else dict.fromkeys(SERVER_INFO_FACT_KEYS)
     # A blank log states nothing, not even "not ready" or "0 decode lines".
     from_log = parse_sglang_log(log_text) if log_text.strip() else dict.fromkeys(LOG_FACT_KEYS)
     facts, by_key = merge_facts(from_info, from_log)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from core.config import RunSpec
 from core.errors import ConfigError
@@ -32,15 +32,10 @@ from core.executors.registry import runs_here
 from core.run_folder import read_json, utc_now, write_json_atomic
 from core.settings import Settings
 
-if TYPE_CHECKING:
-    from core.launch.host import HostInfo
-
 __all__ = [
     "EXECUTORS",
     "executor_for",
     "executor_summary",
-    "launch_host",
-    "node_line",
     "node_of",
     "placement_fields",
     "ray_address",
@@ -101,33 +96,6 @@ def executor_summary(settings: Settings) -> str:
     elif settings.executor == "ray":
         line += " (set SERVELAB_RAY_ADDRESS to the cluster's head, e.g. 10.0.0.5:6379)"
     return line
-
-
-def launch_host(settings: Settings, host: HostInfo, executor: str) -> HostInfo:
-    """What a launch form is checked against. Local runs: this host. Ray runs: the
-    cluster, whose GPUs and engines are on its nodes: nothing is refused here because this
-    host lacks them (each run's preflight checks its engine on its node, and the Ray
-    dispatcher fails a run no node has enough GPUs for)."""
-    if executor != "ray":
-        return host
-    from core.engines import ENGINES
-    from core.engines.base import EngineInfo
-    from core.launch.host import HostInfo
-
-    return HostInfo(
-        gpus=(f"Ray cluster {ray_address(settings) or '?'}",),
-        engines={n: EngineInfo(n, True, reason="checked on the Ray node") for n in ENGINES},
-    )
-
-
-def node_line(status: dict[str, Any]) -> str:
-    """Where a Ray run runs or ran, in words; "" for a local run."""
-    if status.get("executor") != "ray":
-        return ""
-    if not status.get("node_ip"):
-        return "Ray: waiting for a node with free GPUs"
-    gpus = ",".join(map(str, status.get("gpu_ids") or [])) or "none"
-    return f"Ray node {status['node_ip']} ({status.get('node_name') or '?'}) · GPU ids {gpus}"
 
 
 def run_nodes(

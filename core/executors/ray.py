@@ -23,7 +23,7 @@ actor and what else runs on a node are in ``core.executors.ray_node``:
 4. **end**: when the run process has exited, the actor returns the whole folder as a gzip
    tar; it is unpacked into ``data/runs/<run_id>/``, status.json and facts.json get the
    placement, the catalog indexes it, and the actor is killed (its GPUs are free again).
-5. **cancel**: ``core.executors.worker.cancel`` writes the ``CANCEL`` file; the next tick asks
+5. **cancel**: ``core.executors.queue.cancel`` writes the ``CANCEL`` file; the next tick asks
    the actor
    to cancel (``CANCEL`` in the scratch folder plus SIGTERM to the run process, which stops
    its server and records ``cancelled``); after ``CANCEL_GRACE_S`` the actor is killed.
@@ -499,7 +499,7 @@ class RayExecutor:
         if r.salvage_ref is not None:
             return self._advance_salvage(ray, r, folder)
         if folder.read_status().final and r.collect_ref is None:
-            # Cancelled while waiting for resources (core.executors.worker.cancel), or deleted.
+            # Cancelled while waiting for resources (core.executors.queue.cancel), or deleted.
             self._drop(ray, r)
             return False
         if folder.cancel_requested and r.cancel_sent is None:

@@ -1,27 +1,16 @@
-"""The portal's job queue and its worker. The queue IS the run folders.
+"""The portal's worker: hands queued runs to their executors and polls them.
 
-A folder whose ``status.json`` says ``queued`` is a job; nothing else is stored.
-``submit`` prepares folders; one ``Worker`` per portal process hands each queued folder to
-its executor (``core/executors``: ``spec.placement.executor``, else ``SERVELAB_EXECUTOR``)
-and polls the executors: the local one runs ``python -m core run --run-id ID`` on this
-host, one run per GPU set; the Ray one runs it on a Ray cluster. The worker schedules and
-dispatches; how a run process is started, watched, cancelled or found dead is the
-executor's. Only one worker per data directory launches anything: it holds an exclusive
-``flock`` on ``data/worker.lock``; any other stays passive (it only reports the queue)
-until that lock is free.
+The queue is the run folders (``core/executors/queue.py``: submit, cancel, recover_runs).
+One ``Worker`` per portal process hands each queued folder to its executor
+(``core/executors``: ``spec.placement.executor``, else ``SERVELAB_EXECUTOR``) and polls the
+executors: the local one runs ``python -m core run --run-id ID`` on this host, one run per
+GPU set; the Ray one runs it on a Ray cluster. The worker schedules and dispatches; how a
+run process is started, watched, cancelled or found dead is the executor's. Only one
+worker per data directory launches anything: it holds an exclusive ``flock`` on
+``data/worker.lock``; any other stays passive (it only reports the queue) until that lock
+is free.
 
-Who writes ``status.json`` when (every transition of a queued folder happens under the
-folder's ``RunFolder.transition`` lock, so a cancel and a launch never both win):
-
-* ``submit``: ``queued`` (``prepare_run``);
-* the executor, when it starts the run: ``running`` (the run process then writes its own
-  steps, and its final state through ``RunFolder.end``);
-* ``cancel`` of a queued folder: ``cancelled`` plus a ``CANCEL`` file;
-* the executor, for a run whose process is gone without a final state: ``interrupted``
-  (or ``cancelled`` when a cancel had been asked for), ``executors.base.end_unfinished``.
-
-Plain Python: no Streamlit here. Every public function and ``Worker`` method may be
-called from any thread.
+Plain Python: no Streamlit here. Every ``Worker`` method may be called from any thread.
 """
 
 from __future__ import annotations
@@ -30,162 +19,24 @@ import contextlib
 import fcntl
 import logging
 import os
-import secrets
 import threading
-import time
 from collections import defaultdict
-from collections.abc import Sequence
 from typing import IO, Any
 
-from core.config import RunSpec
 from core.errors import StoreError
 from core.executors import executor_for
 from core.executors.base import EXECUTORS, Executor
+from core.executors.queue import recover_runs, run_ids, status_of
 from core.executors.registry import executor_class, executor_of
-from core.run.pipeline import prepare_run
-from core.run_folder import RunFolder, RunStatus, is_run_id, new_run_id
+from core.run_folder import RunFolder, RunStatus
 from core.settings import Settings
 from core.store import Catalog
 
-__all__ = [
-    "Worker",
-    "cancel",
-    "recover_runs",
-    "submit",
-]
+__all__ = ["Worker"]
 
 log = logging.getLogger(__name__)
 
 WORKER_LOCK = "worker.lock"
-
-
-# --- run ids and submission ----------------------------------------------------------
-
-_id_lock = threading.Lock()
-_last_id = ""
-
-
-def _next_run_id() -> str:
-    """A new run id, greater than every id this process made before.
-
-    ``new_run_id`` sorts by the second only (then a random suffix); within one second
-    this bumps the suffix of the last id instead, so the queue (run_id order) is the
-    submission order in this process. Still unique without coordination across
-    processes: the bump is random and the folder creation is the final arbiter.
-    """
-    global _last_id
-    with _id_lock:
-        deadline = time.monotonic() + 2.0
-        while True:
-            rid = new_run_id()
-            if rid > _last_id:
-                break
-            prefix, suffix = _last_id[:-6], int(_last_id[-6:], 16)
-            bumped = suffix + 1 + secrets.randbelow(4096)
-            if bumped < 16**6:
-                rid = f"{prefix}{bumped:06x}"
-                break
-            if time.monotonic() > deadline:  # clock went back far: unique is what matters
-                break
-            time.sleep(0.01)  # this second's ids are used up: wait for the next second
-        _last_id = max(_last_id, rid)
-        return rid
-
-
-def submit(settings: Settings, specs: Sequence[RunSpec]) -> list[str]:
-    """Queue one run per spec; return their run ids in the same order.
-
-    Safe from many threads and processes at once: each folder is created with an
-    exclusive ``mkdir`` (a clash just takes another id) and its ``status.json`` is
-    written atomically after ``spec.json``, so a worker never sees a half-made job.
-    """
-    ids: list[str] = []
-    for spec in specs:
-        for _attempt in range(50):
-            rid = _next_run_id()
-            try:
-                folder = prepare_run(spec, settings, rid)
-            except StoreError as exc:
-                if isinstance(exc.__cause__, FileExistsError):
-                    continue
-                raise
-            ids.append(folder.run_id)
-            break
-        else:
-            raise StoreError(f"could not create a new run folder in {settings.runs_dir}")
-    return ids
-
-
-# --- folders ------------------------------------------------------------------------------
-
-
-def _folder(settings: Settings, run_id: str) -> RunFolder | None:
-    if not is_run_id(run_id):
-        return None
-    folder = RunFolder(settings.runs_dir / run_id)
-    return folder if (folder.path / "spec.json").is_file() else None
-
-
-def _run_ids(settings: Settings) -> list[str]:
-    try:
-        return sorted(
-            p.name for p in settings.runs_dir.iterdir() if not p.name.startswith(".") and p.is_dir()
-        )
-    except OSError:
-        return []
-
-
-def _status(folder: RunFolder) -> RunStatus:
-    """Its status, or an empty one (state None) while it is unreadable."""
-    try:
-        return folder.read_status()
-    except StoreError:
-        return RunStatus()
-
-
-# --- recovery and cancel ----------------------------------------------------------------
-
-
-def recover_runs(settings: Settings) -> list[str]:
-    """After a portal (re)start: every folder left ``running`` whose run process is gone
-    is marked ``interrupted`` by its executor (its server group killed if alive). Runs
-    whose process is alive are left alone; queued folders stay queued. Returns the ids it
-    changed."""
-    running: dict[str, list[RunFolder]] = defaultdict(list)
-    for rid in _run_ids(settings):
-        folder = RunFolder(settings.runs_dir / rid)
-        status = _status(folder)
-        if status.state == "running":
-            running[executor_of(status)].append(folder)
-    return sorted(
-        rid
-        for name, folders in running.items()
-        for rid in executor_class(name).recover(settings, folders)
-    )
-
-
-def cancel(settings: Settings, run_id: str) -> str:
-    """Cancel a queued or running run; return a one-line message for the user.
-
-    Queued: ``cancelled`` at once (the worker re-reads the state under the folder lock
-    right before launching, so it never starts it). Running: a ``CANCEL`` file, passed on
-    by the run's executor (locally: SIGTERM to the run process, which stops its server and
-    records ``cancelled``).
-    """
-    folder = _folder(settings, run_id)
-    if folder is None:
-        return f"no run {run_id}"
-    with folder.transition():
-        status = _status(folder)
-        if status.state == "queued":
-            # The CANCEL file too: a run process started by a racing launcher stops at once.
-            folder.request_cancel()
-            folder.end("cancelled", "cancelled before it started")
-            return f"{run_id} cancelled before it started"
-        if status.state != "running":
-            return f"{run_id} already ended ({status.state or 'unknown state'})"
-        folder.request_cancel()
-        return executor_class(executor_of(status)).cancel_running(settings, folder, status)
 
 
 # --- the worker -------------------------------------------------------------------------
@@ -377,7 +228,7 @@ class Worker:
         settings = self.settings
         queues: dict[str, list[RunFolder]] = defaultdict(list)
         others: list[dict[str, Any]] = []
-        ids = _run_ids(settings)
+        ids = run_ids(settings)
         present = set(ids)
         self._final &= present  # forget deleted folders
         for cache in (self._seen, self._kinds):
@@ -387,7 +238,7 @@ class Worker:
             if rid in self._final:
                 continue
             folder = RunFolder(settings.runs_dir / rid)
-            st = _status(folder)
+            st = status_of(folder)
             if st.state is None:
                 continue  # being created, or unreadable
             if self._seen.get(rid) != st.state:

@@ -5,7 +5,8 @@ and a number of trials. Expansion gives one run per arm per trial; within each t
 the arm order is shuffled with a recorded seed (A B / B A ...), so drift over time
 (thermal, other tenants) cannot masquerade as an arm effect. Every run gets the same
 plan, hence the same prompts. The experiment itself is a small JSON file under
-``data/experiments/<id>/``; its runs are ordinary run folders.
+``data/experiments/<id>/``; its runs are ordinary run folders, queued by
+``core/launch/queue.py`` (this module designs and stores, it queues nothing).
 """
 
 from __future__ import annotations
@@ -52,9 +53,9 @@ __all__ = [
     "grid_experiment",
     "list_experiments",
     "load_experiment",
+    "new_experiment_id",
     "parse_experiment",
     "save_experiment",
-    "submit_experiment",
 ]
 
 
@@ -478,19 +479,3 @@ def list_experiments(settings: Settings) -> list[dict[str, Any]]:
         if isinstance(data, dict):
             out.append(data)
     return out
-
-
-def submit_experiment(settings: Settings, exp: ExperimentSpec) -> str:
-    """Queue every run of the experiment, interleaved, and record which is which."""
-    from core.executors.worker import submit
-
-    exp_id = new_experiment_id()
-    planned = expand(exp, exp_id)
-    run_ids = submit(settings, [spec for _, _, spec in planned])
-    save_experiment(
-        settings,
-        exp,
-        [(arm, trial, rid) for (arm, trial, _), rid in zip(planned, run_ids, strict=True)],
-        exp_id,
-    )
-    return exp_id

@@ -34,8 +34,8 @@ from core.experiments.design import (
     ExperimentSpec,
     KnobGrid,
     grid_experiment,
-    submit_experiment,
 )
+from core.launch.queue import queue_experiment
 from core.run_folder import find_runs
 from core.settings import Settings
 
@@ -193,7 +193,7 @@ def submit_explanation(
 ) -> tuple[str, ExplainPlan]:
     """Queue the experiment that explains B vs A; returns its id and the plan."""
     exp, plan = explanation_experiment(*_views(settings, run_a, run_b), trials, design)
-    return submit_experiment(settings, exp), plan
+    return queue_experiment(settings, exp), plan
 
 
 def explain_views(views: Sequence[RunView], baseline: int = 0) -> ExplainPlan | None:

@@ -32,6 +32,7 @@ __all__ = [
     "FORM_DEFAULTS",
     "check_spec_data",
     "experiment_from_form",
+    "form_trials",
     "launch_from_form",
     "spec_problems",
 ]
@@ -283,7 +284,8 @@ def launch_from_form(
     return (specs, {}) if not errors else ([], errors)
 
 
-def _trials(form: dict[str, Any]) -> tuple[int, str | None]:
+def form_trials(form: dict[str, Any]) -> tuple[int, str | None]:
+    """The form's trials per arm (the default when empty), or 0 and what is wrong."""
     value = form.get("trials")
     try:
         trials = int(FORM_DEFAULTS["trials"] if value in (None, "") else value)
@@ -300,7 +302,7 @@ def experiment_from_form(
     """A preset with several arms becomes an experiment of ``trials`` trials (checked
     with every other field, in the same pass)."""
     specs, errors = launch_from_form(form, host, settings=settings, local=local)
-    trials, trials_error = _trials(form)
+    trials, trials_error = form_trials(form)
     if trials_error:
         errors = {**errors, "trials": trials_error}
     if errors:

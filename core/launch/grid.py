@@ -27,9 +27,9 @@ from core.experiments.design import (
     expand,
     grid_experiment,
 )
-from core.launch.forms import _trials, launch_from_form, spec_problems
+from core.launch.forms import form_trials, launch_from_form, spec_problems
 from core.launch.host import HostInfo
-from core.launch.presets import PRESETS, _minutes
+from core.launch.presets import PRESETS, minutes_text
 from core.settings import Settings, load_settings
 
 __all__ = ["GRID_KNOB_FIELDS", "GRID_ROWS", "grid_estimate", "grid_from_form", "parse_values"]
@@ -86,7 +86,7 @@ def grid_from_form(
     specs, errors = launch_from_form(
         {**form, "preset": single}, host, settings=settings, local=local
     )
-    trials, trials_error = _trials(form)
+    trials, trials_error = form_trials(form)
     if trials_error:
         errors["trials"] = trials_error
     knobs: dict[str, list[Any]] = {}
@@ -141,6 +141,6 @@ def grid_estimate(
     per_run = statistics.median(history_s)
     total = per_run if parallel else per_run * arms * trials
     return (
-        f"{count}: about {_minutes(total)} (median {_minutes(per_run)} per run over "
+        f"{count}: about {minutes_text(total)} (median {minutes_text(per_run)} per run over "
         f"{len(history_s)} finished run(s) of this engine and model)"
     )

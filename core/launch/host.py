@@ -7,10 +7,11 @@ import functools
 from dataclasses import dataclass
 
 from core.engines import ENGINES, EngineInfo, get_adapter
+from core.executors import ray_address
 from core.run.gpu import gpu_memory
 from core.settings import Settings
 
-__all__ = ["HostInfo", "detect_host"]
+__all__ = ["HostInfo", "detect_host", "launch_host"]
 
 
 @dataclass(frozen=True)
@@ -54,3 +55,16 @@ def detect_host(settings: Settings, refresh: bool = False) -> HostInfo:
     if refresh:
         _detect.cache_clear()
     return _detect(settings)
+
+
+def launch_host(settings: Settings, host: HostInfo, executor: str) -> HostInfo:
+    """What a launch form is checked against. Local runs: this host. Ray runs: the
+    cluster, whose GPUs and engines are on its nodes: nothing is refused here because this
+    host lacks them (each run's preflight checks its engine on its node, and the Ray
+    dispatcher fails a run no node has enough GPUs for)."""
+    if executor != "ray":
+        return host
+    return HostInfo(
+        gpus=(f"Ray cluster {ray_address(settings) or '?'}",),
+        engines={n: EngineInfo(n, True, reason="checked on the Ray node") for n in ENGINES},
+    )

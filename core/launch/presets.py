@@ -8,12 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from core.config import RunSpec
-from core.errors import StoreError
 from core.launch.host import HostInfo
-from core.settings import Settings
-from core.store import Catalog
 
-__all__ = ["PRESETS", "Preset", "estimate_text", "expand_preset", "recent_durations_s"]
+__all__ = ["PRESETS", "Preset", "estimate_text", "expand_preset", "minutes_text"]
 
 
 @dataclass(frozen=True)
@@ -89,24 +86,13 @@ def expand_preset(preset: Preset, base: RunSpec) -> list[RunSpec]:
     return specs
 
 
-def recent_durations_s(settings: Settings, engine: str, model: str, limit: int = 10) -> list[float]:
-    """Durations of the last finished runs of this engine and model here (the catalog);
-    [] when there are none or the catalog cannot be read."""
-    try:
-        rows = Catalog(settings.catalog_path, settings.runs_dir).list_runs(
-            limit=limit, engine=engine, model=model, state="succeeded"
-        )
-    except StoreError:
-        return []
-    return [float(r["duration_s"]) for r in rows if r.get("duration_s")]
-
-
 def estimate_text(
     preset: Preset, trials: int, history_s: list[float], *, parallel: bool = False, what: str = ""
 ) -> str:
     """How many runs a launch queues and, from earlier runs like it (``history_s``: the
-    durations of finished runs of the same engine and model here), about how long they
-    take, in words; shown before anything is queued."""
+    durations of finished runs of the same engine and model here, as
+    ``Catalog.recent_durations_s`` gives them), about how long they take, in words; shown
+    before anything is queued."""
     arms = len(preset.arms)
     runs = arms * trials if arms > 1 else 1
     count = (
@@ -123,10 +109,11 @@ def estimate_text(
     total = per_run if parallel else per_run * runs
     how = "in parallel on the cluster" if parallel else "one after another"
     return (
-        f"{count}, {how}: about {_minutes(total)} (median {_minutes(per_run)} per run "
+        f"{count}, {how}: about {minutes_text(total)} (median {minutes_text(per_run)} per run "
         f"over the last {len(history_s)} finished run(s) of {what or 'this configuration'})"
     )
 
 
-def _minutes(seconds: float) -> str:
+def minutes_text(seconds: float) -> str:
+    """A duration as an estimate says it: seconds below two minutes, else minutes."""
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"

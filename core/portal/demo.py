@@ -8,11 +8,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from core.settings import REPO_ROOT, Settings
+from core.settings import DEMO_DIR, Settings
 
-__all__ = ["DEMO_DIR", "install_demo"]
-
-DEMO_DIR = REPO_ROOT / "data" / "demo"
+__all__ = ["install_demo"]
 
 
 def install_demo(settings: Settings, demo_dir: Path = DEMO_DIR) -> list[str]:

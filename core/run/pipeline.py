@@ -41,13 +41,13 @@ from core.errors import (
 from core.load.generator import LoadGenerator, LoadOptions
 from core.load.openai import MODELS_PATH, served_models
 from core.load.prompts import Tokenizer, load_tokenizer, make_prompts, prompts_digest
-from core.metrics import compute_point_metrics, headline_index, point_warnings
+from core.metrics import compute_point_metrics, point_warnings
 from core.records import RequestRecord, records_to_table
 from core.run.gpu import gpu_memory, gpu_pids
 from core.run.launcher import RUN_ID_ENV, ManagedServer, free_port, tail
 from core.run.probe import run_probe
 from core.run.samplers import Sampler
-from core.run_folder import EndState, RunFolder, utc_now
+from core.run_folder import EndState, RunFolder, run_result, utc_now
 from core.safety import (
     api_key,
     redact_argv,
@@ -56,12 +56,11 @@ from core.safety import (
     scrub,
     secret_values,
     server_path_problems,
-    split_secrets,
 )
 from core.settings import Settings
 from core.store import Catalog
 
-__all__ = ["ProgressFn", "execute_run", "prepare_run"]
+__all__ = ["ProgressFn", "execute_run", "install_signal_handlers"]
 
 ProgressFn = Callable[[dict[str, Any]], None]
 MIN_FREE_DISK_MB = 200
@@ -135,30 +134,6 @@ class _Run:
         finally:
             rec["duration_s"] = round(time.monotonic() - t, 3)
             self.report(force=True)
-
-
-def prepare_run(
-    spec: RunSpec, settings: Settings, run_id: str | None = None, run_now: bool = False
-) -> RunFolder:
-    """Create the run folder with its spec: queued for the worker, or (``run_now``, the
-    CLI) already running in this process, so no worker ever mistakes it for a job."""
-    folder = RunFolder.create(settings.runs_dir, run_id)
-    data = spec.model_dump(mode="json")
-    redacted, hidden = split_secrets(spec.server.extra_args)
-    if hidden:  # API keys never go into spec.json; the run process reads them back once
-        folder.write_secrets({"extra_args": hidden})
-        data["server"]["extra_args"] = list(redacted)
-    folder.write("spec.json", {"run_id": folder.run_id, "created_at": utc_now(), **data})
-    status: dict[str, Any] = {
-        "run_id": folder.run_id,
-        "state": "queued",
-        "phase": "queued",
-        "updated_at": utc_now(),
-    }
-    if run_now:
-        status.update(state="running", phase="starting", pid=os.getpid(), started_at=utc_now())
-    folder.write("status.json", status)
-    return folder
 
 
 def _preflight(run: _Run) -> tuple[LaunchPlan, Any, dict[str, Any]]:
@@ -371,7 +346,7 @@ def execute_run(
         {k: v for k, v in folder.read("spec.json").items() if k not in ("run_id", "created_at")}
     )
     hidden = folder.read_secrets().get("extra_args") or {}
-    if hidden:  # the API keys prepare_run kept out of spec.json
+    if hidden:  # the API keys RunFolder.prepare kept out of spec.json
         spec = spec.model_copy(
             update={
                 "server": spec.server.model_copy(
@@ -573,7 +548,7 @@ def execute_run(
                     if final_state == "succeeded":
                         final_state, reason = "failed", problem
     with contextlib.suppress(StoreError):
-        folder.write("result.json", _result(folder))
+        folder.write("result.json", run_result(folder))
     duration_s = round(time.monotonic() - t_start, 3)
     try:
         status = folder.end(final_state, reason, steps=run.steps, duration_s=duration_s).as_json()
@@ -606,30 +581,6 @@ def execute_run(
     if progress:
         progress(status)
     return status
-
-
-def _result(folder: RunFolder) -> dict[str, Any]:
-    points = folder.point_summaries()
-    # The headline is the heaviest load (core.metrics.headline_index: the rule Compare's
-    # headline follows too), not the plan's last point: a plan [c=64, c=1] headlines c=64.
-    head = headline_index([s.get("point") or {} for s in points])
-    headline = (points[head].get("metrics") or {}) if head is not None else {}
-    return {
-        "points": len(points),
-        "headline_point": points[head]["index"] if head is not None else None,
-        "headline": {
-            k: headline.get(k)
-            for k in (
-                "output_throughput",
-                "median_ttft_ms",
-                "median_itl_ms",
-                "median_tpot_ms",
-                "error_rate",
-                "completed",
-                "num_requests",
-            )
-        },
-    }
 
 
 def install_signal_handlers(stop_event: threading.Event) -> None:

@@ -30,9 +30,12 @@ __all__ = [
     "cdf_figure",
     "frontier_figure",
     "gpu_memory_figure",
+    "layout",
     "memory_headroom_figure",
     "metric_label",
     "metric_vs_concurrency",
+    "note",
+    "rgb_of",
 ]
 
 # One colour per arm name on every chart, page and report: the baseline (the control)
@@ -103,7 +106,8 @@ def metric_label(metric: str) -> str:
     return metric.replace("_", " ")
 
 
-def _layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.Figure:
+def layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.Figure:
+    """Every chart's look: title top left, the legend below the x axis, axis titles."""
     fig.update_layout(
         title={"text": title, "x": 0.01, "xanchor": "left"},
         template=TEMPLATE,
@@ -118,7 +122,7 @@ def _layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.Figure
     return fig
 
 
-def _note(fig: go.Figure, text: str) -> go.Figure:
+def note(fig: go.Figure, text: str) -> go.Figure:
     """A centred message on an otherwise empty plot."""
     fig.add_annotation(
         text=text,
@@ -175,10 +179,10 @@ def cdf_figure(
         title += " — no runs selected"
     elif empty:
         title += f" — no values for {', '.join(empty)}"
-    _layout(fig, title, f"{metric_label}{unit}", "fraction of values ≤ x")
+    layout(fig, title, f"{metric_label}{unit}", "fraction of values ≤ x")
     fig.update_yaxes(range=[0, 1.02])
     if not fig.data:
-        _note(fig, "no values to plot")
+        note(fig, "no values to plot")
     return fig
 
 
@@ -248,7 +252,7 @@ def metric_vs_concurrency(
     title = f"{label} vs concurrency"
     if unbounded:
         title += f" ({unbounded} unbounded-concurrency point(s) not shown)"
-    _layout(fig, title, "concurrency (requests in flight, log2)", label)
+    layout(fig, title, "concurrency (requests in flight, log2)", label)
     if xs_all:
         lo, hi = min(xs_all), max(xs_all)
         ticks = [2**i for i in range(math.floor(math.log2(lo)), math.ceil(math.log2(hi)) + 1)]
@@ -260,7 +264,7 @@ def metric_vs_concurrency(
             range=[math.log10(lo) - pad, math.log10(hi) + pad],
         )
     else:
-        _note(fig, "no points with a concurrency to plot")
+        note(fig, "no points with a concurrency to plot")
     return fig
 
 
@@ -278,8 +282,8 @@ def gpu_memory_figure(
     if samples is not None and samples.num_rows and "name" in samples.column_names:
         gpu = samples.filter(pc.equal(samples["name"], "gpu_used_mib"))
     if gpu is None or gpu.num_rows == 0:
-        _layout(fig, title, "time since sampling started (s)", "used (MiB)")
-        return _note(fig, "no GPU samples (CPU host)")
+        layout(fig, title, "time since sampling started (s)", "used (MiB)")
+        return note(fig, "no GPU samples (CPU host)")
     df = pd.DataFrame(
         {
             "t_s": gpu["t_s"].to_pylist(),
@@ -323,7 +327,7 @@ def gpu_memory_figure(
                 ),
             )
         )
-    _layout(fig, title, "time since sampling started (s)", "used (MiB)")
+    layout(fig, title, "time since sampling started (s)", "used (MiB)")
     fig.update_yaxes(rangemode="tozero")
     return fig
 
@@ -385,9 +389,9 @@ def memory_headroom_figure(df: pd.DataFrame) -> go.Figure:
             )
             missing = []
     fig.update_layout(barmode="stack")
-    _layout(fig, title, "run", "GB")
+    layout(fig, title, "run", "GB")
     if not fig.data:
-        return _note(
+        return note(
             fig,
             "no memory facts (the server reported none and no GPU was "
             "sampled: a CPU host, or facts missing)",
@@ -413,7 +417,8 @@ def memory_headroom_figure(df: pd.DataFrame) -> go.Figure:
 # --- experiments ------------------------------------------------------------------------------
 
 
-def _rgb(hex_colour: str) -> str:
+def rgb_of(hex_colour: str) -> str:
+    """``#4c78a8`` as ``76,120,168``, for ``rgba(...)`` bands of an arm's colour."""
     h = hex_colour.lstrip("#")
     return ",".join(str(int(h[i : i + 2], 16)) for i in (0, 2, 4))
 
@@ -430,13 +435,13 @@ def arm_bands_figure(
     )
     fig = go.Figure()
     if rows.empty:
-        return _note(
-            _layout(fig, metric_label(metric), "concurrency", metric_label(metric)),
+        return note(
+            layout(fig, metric_label(metric), "concurrency", metric_label(metric)),
             "no results for this metric yet",
         )
     for i, (arm, group) in enumerate(rows.groupby("arm", sort=False)):
         g = group.sort_values("concurrency")
-        colour = _rgb((colours or {}).get(str(arm)) or ARM_PALETTE[i % len(ARM_PALETTE)])
+        colour = rgb_of((colours or {}).get(str(arm)) or ARM_PALETTE[i % len(ARM_PALETTE)])
         have_ci = g.dropna(subset=["ci_low", "ci_high"])
         if not have_ci.empty:
             fig.add_trace(
@@ -462,7 +467,7 @@ def arm_bands_figure(
             )
         )
     fig.update_xaxes(type="log", dtick=math.log10(2))
-    return _layout(
+    return layout(
         fig,
         f"{metric_label(metric)}: mean over trials, 95% interval band",
         "concurrency (log2)",
@@ -480,8 +485,8 @@ def frontier_figure(
         f"y = output tok/s ÷ {gpus_per_run} GPU(s)"
     )
     if points.empty:
-        return _note(
-            _layout(fig, title, "tok/s per user", "output tok/s per GPU"),
+        return note(
+            layout(fig, title, "tok/s per user", "output tok/s per GPU"),
             "needs median TPOT and output throughput",
         )
     for i, (arm, g) in enumerate(points.groupby("arm", sort=False)):
@@ -507,4 +512,4 @@ def frontier_figure(
                 name=f"{arm} frontier",
             )
         )
-    return _layout(fig, title, "tok/s per user (1000 / median TPOT ms)", "output tok/s per GPU")
+    return layout(fig, title, "tok/s per user (1000 / median TPOT ms)", "output tok/s per GPU")

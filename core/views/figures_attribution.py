@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from core.analysis.attribution import Design, Part, higher_is_better
 from core.config import knob_text
-from core.views.figures import ARM_PALETTE, _layout, _note, _rgb, metric_label
+from core.views.figures import ARM_PALETTE, layout, metric_label, note, rgb_of
 
 __all__ = ["attribution_waterfall", "sweep_figure"]
 
@@ -35,8 +35,8 @@ def attribution_waterfall(
     fig = go.Figure()
     title = f"{metric_label(metric)} {where}: baseline → after, part by part"
     if not parts:
-        return _note(
-            _layout(fig, title, "", "difference to the baseline"),
+        return note(
+            layout(fig, title, "", "difference to the baseline"),
             "no attribution yet (needs finished runs of every arm)",
         )
     *pieces, total = parts
@@ -117,7 +117,7 @@ def attribution_waterfall(
         showarrow=False,
     )
     fig.update_yaxes(tickformat="+.0%", zeroline=True)
-    return _layout(fig, title, "", "difference to the baseline (95% interval per part)")
+    return layout(fig, title, "", "difference to the baseline (95% interval per part)")
 
 
 def sweep_figure(table: pd.DataFrame, design: Design, knob: str, metric: str) -> go.Figure:
@@ -139,7 +139,7 @@ def sweep_figure(table: pd.DataFrame, design: Design, knob: str, metric: str) ->
     name = knob.split(".", 1)[-1]
     title = f"{metric_label(metric)} against {name}: mean over trials, 95% interval band"
     if rows.empty:
-        return _note(_layout(fig, title, name, metric_label(metric)), "no results yet")
+        return note(layout(fig, title, name, metric_label(metric)), "no results yet")
     order = list(design.levels[knob])
     numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in order)
     rows = rows.assign(
@@ -148,7 +148,7 @@ def sweep_figure(table: pd.DataFrame, design: Design, knob: str, metric: str) ->
     for i, (conc, g) in enumerate(rows.groupby("concurrency", sort=True, dropna=False)):
         g = g.sort_values("value" if numeric else "pos")
         x: list[Any] = list(g["value"]) if numeric else [knob_text(v) for v in g["value"]]
-        colour = _rgb(ARM_PALETTE[i % len(ARM_PALETTE)])
+        colour = rgb_of(ARM_PALETTE[i % len(ARM_PALETTE)])
         ci = g.dropna(subset=["ci_low", "ci_high"])
         if len(ci) == len(g):
             fig.add_trace(
@@ -172,4 +172,4 @@ def sweep_figure(table: pd.DataFrame, design: Design, knob: str, metric: str) ->
                 line={"color": f"rgb({colour})"},
             )
         )
-    return _layout(fig, title, name, metric_label(metric))
+    return layout(fig, title, name, metric_label(metric))

@@ -5,11 +5,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.executors import node_line
 from core.metrics import DEFINITION, caveat_lines, point_cancelled, point_caveats
 from core.run_folder import RunFolder
 
-__all__ = ["format_experiment", "format_run", "format_runs", "run_details", "step_rows"]
+__all__ = [
+    "format_experiment",
+    "format_run",
+    "format_runs",
+    "node_line",
+    "run_details",
+    "step_rows",
+]
+
+
+def node_line(status: dict[str, Any]) -> str:
+    """Where a Ray run runs or ran, in words (status.json's placement fields, see
+    core/executors); "" for a local run."""
+    if status.get("executor") != "ray":
+        return ""
+    if not status.get("node_ip"):
+        return "Ray: waiting for a node with free GPUs"
+    gpus = ",".join(map(str, status.get("gpu_ids") or [])) or "none"
+    return f"Ray node {status['node_ip']} ({status.get('node_name') or '?'}) · GPU ids {gpus}"
 
 
 def _f(v: Any, digits: int = 1) -> str:

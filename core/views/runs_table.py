@@ -18,8 +18,8 @@ import pandas as pd
 
 from core.config import knob_text
 from core.metrics import headline_index
-from core.portal.demo import DEMO_DIR
 from core.run_folder import read_json
+from core.settings import DEMO_DIR
 
 __all__ = ["LIVE_STATES", "is_demo_run", "knob_columns", "live_runs", "runs_frame"]
 

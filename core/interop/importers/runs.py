@@ -33,7 +33,7 @@ from core.interop.importers.bench_json import parse_json
 from core.interop.importers.bench_table import parse_tables
 from core.interop.importers.result import POINT_FIELDS, BenchResult
 from core.interop.importers.vocab import METRIC_KEYS, count, rate
-from core.run_folder import RunFolder, utc_now
+from core.run_folder import RunFolder, run_result, utc_now
 from core.settings import Settings
 
 __all__ = [
@@ -239,9 +239,9 @@ def _facts(server_info: dict[str, Any] | None, log_facts: dict[str, Any] | None)
     key it does not state filled from the log."""
     # The SGLang adapter's own reading of /server_info, so imported and launched runs name
     # every fact the same way.
-    from core.engines.sglang import _server_info_facts, merge_facts
+    from core.engines.sglang import merge_facts, server_info_facts
 
-    from_info = _server_info_facts(server_info) if server_info else {}
+    from_info = server_info_facts(server_info) if server_info else {}
     from_log = log_facts or {}
     facts, by_key = merge_facts(from_info, from_log) if (from_info or from_log) else ({}, {})
     sources = sorted(set(by_key.values()), reverse=True)
@@ -547,8 +547,6 @@ def plan_runs(
 
 
 def _write(planned: PlannedRun, path: Path) -> None:
-    from core.run.pipeline import _result
-
     folder = RunFolder(path)
     (path / "points").mkdir(parents=True, exist_ok=True)
     folder.write("spec.json", planned.spec)
@@ -565,7 +563,7 @@ def _write(planned: PlannedRun, path: Path) -> None:
         (source_dir / "log-facts.json").write_text(
             json.dumps(planned.report.get("log_facts"), indent=2, default=str)
         )
-    folder.write("result.json", _result(folder))
+    folder.write("result.json", run_result(folder))
     folder.write("status.json", planned.status)  # last: a folder with a status is complete
 
 
