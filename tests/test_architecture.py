@@ -177,3 +177,126 @@ def test_no_shell_true_outside_tests() -> None:
             ):
                 offenders.append(f"{p.name}:{node.value.lineno}")
     assert offenders == []
+
+
+# --- layers ---------------------------------------------------------------------------------
+# Each package of core/ and what it may import (besides itself). "base" is the shared vocabulary
+# at the top of core/ (errors, settings, config, records, safety, metrics, run_folder, store).
+# The table is a DAG: analysis reads stored runs and never runs anything, views word and draw
+# what analysis computed, interop reads and writes other tools' formats, launch is where a
+# user's request becomes queued runs; cli is the one entry point that may reach everything.
+LAYERS: dict[str, frozenset[str]] = {
+    "base": frozenset(),
+    "load": frozenset({"base"}),
+    "engines": frozenset({"base", "load"}),
+    "experiments": frozenset({"base"}),
+    "portal": frozenset({"base"}),
+    "run": frozenset({"base", "load", "engines"}),
+    "executors": frozenset({"base", "run", "engines"}),
+    "analysis": frozenset({"base", "experiments"}),
+    "views": frozenset({"base", "analysis", "experiments"}),
+    "interop": frozenset({"base", "engines", "experiments", "analysis", "views"}),
+    "launch": frozenset({"base", "engines", "run", "experiments", "analysis", "executors"}),
+    "cli": frozenset(
+        {
+            "base",
+            "load",
+            "engines",
+            "experiments",
+            "portal",
+            "run",
+            "executors",
+            "analysis",
+            "views",
+            "interop",
+            "launch",
+        }
+    ),
+}
+# What pages/ and app.py may reach: the portal-facing packages, never the run or load path.
+PAGES_LAYERS = frozenset(
+    {"base", "portal", "launch", "analysis", "views", "interop", "executors", "experiments"}
+)
+ENTRY = {"core", "core.__main__", "core.cli"}
+
+
+def layer_of(module: str) -> str:
+    """``core.analysis.card`` → ``analysis``; a module at the top of core/ is ``base``."""
+    if module in ENTRY:
+        return "cli"
+    parts = module.split(".")
+    if len(parts) >= 2 and (Path(REPO, *parts[:2])).is_dir():
+        return parts[1]
+    return "base"
+
+
+def test_every_core_package_has_a_layer() -> None:
+    packages = {p.name for p in (REPO / "core").iterdir() if (p / "__init__.py").exists()}
+    assert packages == set(LAYERS) - {"base", "cli"}
+
+
+def test_layers_form_a_dag() -> None:
+    graph = {k: set(v) for k, v in LAYERS.items()}
+    assert _cycle(graph) == []
+
+
+def _layer_violations(edges: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for a, targets in sorted(edges.items()):
+        la = layer_of(a)
+        for b in sorted(targets):
+            lb = layer_of(b)
+            if lb != la and lb not in LAYERS[la]:
+                bad.append(f"{a} ({la}) -> {b} ({lb})")
+    return bad
+
+
+def test_every_core_import_follows_the_layers() -> None:
+    graph = {m: _core_targets(p) - {m} for m, p in CORE.items()}
+    assert _layer_violations(graph) == []
+
+
+def test_the_layer_check_sees_a_wrong_way_edge() -> None:
+    assert _layer_violations({"core.analysis.card": {"core.run.pipeline"}}) == [
+        "core.analysis.card (analysis) -> core.run.pipeline (run)"
+    ]
+    assert _layer_violations({"core.run.pipeline": {"core.load.generator"}}) == []
+
+
+def test_pages_import_only_portal_facing_packages() -> None:
+    bad = []
+    for p in [*(REPO / "pages").rglob("*.py"), REPO / "app.py"]:
+        for m in _core_targets(p):
+            if layer_of(m) not in PAGES_LAYERS:
+                bad.append(f"{p.name} -> {m}")
+    assert bad == []
+
+
+def _private_imports(path: Path) -> list[str]:
+    """``from core.x import _name`` where ``_name`` is private to another module (dunders are
+    not private; a package's own ``__init__`` may gather its modules)."""
+    try:
+        own = _module_name(path)
+    except ValueError:  # a file outside the repository (the check's own test)
+        own = path.stem
+    bad = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if not node.module.startswith("core") or node.module == own:
+                continue
+            for a in node.names:
+                if a.name.startswith("_") and not a.name.startswith("__"):
+                    bad.append(f"{own}: from {node.module} import {a.name}")
+    return bad
+
+
+def test_no_private_name_is_imported_across_modules() -> None:
+    files = [*(REPO / "core").rglob("*.py"), *(REPO / "pages").rglob("*.py"), REPO / "app.py"]
+    bad = [line for p in files for line in _private_imports(p)]
+    assert bad == []
+
+
+def test_the_private_import_check_sees_one(tmp_path: Path) -> None:
+    f = tmp_path / "x.py"
+    f.write_text("from core.run.pipeline import _result\nfrom core.config import RunSpec\n")
+    assert len(_private_imports(f)) == 1
