@@ -32,7 +32,7 @@ import httpx
 
 from core.config import ServerConfig
 from core.engines import detect_cache
-from core.engines.base import EngineInfo, LaunchPlan
+from core.engines.base import EngineAdapter, EngineInfo, LaunchPlan
 from core.engines.model_setup import resolve_model
 from core.errors import ConfigError, EngineUnavailable
 from core.load.openai import served_models
@@ -201,7 +201,7 @@ def _connect_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-class TransformersServeAdapter:
+class TransformersServeAdapter(EngineAdapter):
     """``transformers serve`` run by ``python`` (any Python with transformers installed)."""
 
     name = "transformers"

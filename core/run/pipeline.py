@@ -412,9 +412,10 @@ def execute_run(
                 run.server.start()
                 run.report(force=True, server_pid=run.server.pid)
             with run.step("wait_ready") as rec:
-                failure_in_log = getattr(adapter, "failure_in_log", lambda _t: None)
                 ready_s = run.server.wait_ready(
-                    spec.server.startup_timeout_s, run.should_stop, failure_in_log=failure_in_log
+                    spec.server.startup_timeout_s,
+                    run.should_stop,
+                    failure_in_log=adapter.failure_in_log,
                 )
                 rec["detail"] = f"ready after {ready_s:.1f} s"
         else:
@@ -453,17 +454,21 @@ def execute_run(
             run.steps.append({"step": "probe", "outcome": "skipped", "detail": "no probe in plan"})
         run.check_cancel()
         exact_body: dict[str, Any] = launch["exact_length_body"]
-        choose = getattr(adapter, "choose_exact_length", None)  # the endpoint engine
-        if bench.ignore_eos and choose is not None:
+        if bench.ignore_eos and adapter.asks_exact_length:  # the endpoint engine
             with run.step("exact_length") as rec:
-                mechanism, exact_body, why = choose(
+                chosen = adapter.choose_exact_length(
                     plan.base_url, model, run.headers, bench.request_timeout_s
                 )
-                rec["detail"] = f"{mechanism}: {why}"
-                launch.update(
-                    exact_length_body=exact_body, exact_length={"mechanism": mechanism, "why": why}
-                )
-                folder.write("launch.json", launch)
+                if chosen is None:
+                    rec["detail"] = "the launch plan's own fields"
+                else:
+                    mechanism, exact_body, why = chosen
+                    rec["detail"] = f"{mechanism}: {why}"
+                    launch.update(
+                        exact_length_body=exact_body,
+                        exact_length={"mechanism": mechanism, "why": why},
+                    )
+                    folder.write("launch.json", launch)
         gen = LoadGenerator(
             plan.base_url,
             max(p.concurrency or p.num_prompts for p in bench.points),
