@@ -36,6 +36,7 @@ from core.engines.base import EngineAdapter, EngineInfo, LaunchPlan
 from core.engines.model_setup import resolve_model
 from core.errors import ConfigError, EngineUnavailable
 from core.load.openai import served_models
+from core.settings import cuda_visible_devices
 
 __all__ = [
     "CLI_MODULE",
@@ -247,7 +248,7 @@ class TransformersServeAdapter(EngineAdapter):
             "torch": versions.get("torch"),
             "console_script": script.is_file(),
             # what torch reports about CUDA depends on which devices it may see
-            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "cuda_visible_devices": cuda_visible_devices(),
         }
         cached = detect_cache.load(self.cache_dir, self.name, key)
         if cached is not None:

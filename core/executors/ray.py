@@ -60,7 +60,7 @@ from core.errors import ConfigError, StoreError
 from core.executors.base import end_unfinished, ray_address, run_env
 from core.executors.ray_node import LOG_TAIL_BYTES, UNCOLLECTED_TTL_S, RunHost, salvage_folder
 from core.run_folder import FINAL_STATES, EndState, RunFolder, RunStatus, read_json, utc_now
-from core.settings import Settings
+from core.settings import Settings, environ_values
 
 __all__ = ["NAMESPACE", "RayExecutor", "actor_name", "num_gpus_for"]
 
@@ -228,8 +228,8 @@ class RayExecutor:
                 # Fail fast on a wrong address instead of ray.init's minutes of retries.
                 socket.create_connection((host, int(port)), timeout=5).close()
             pythonpath = [str(self.settings.ray_repo)]
-            if os.environ.get("PYTHONPATH"):
-                pythonpath.append(os.environ["PYTHONPATH"])
+            if here := environ_values(["PYTHONPATH"]).get("PYTHONPATH"):
+                pythonpath.append(here)
             ray.init(
                 address=address,
                 namespace=NAMESPACE,
@@ -375,10 +375,7 @@ class RayExecutor:
         s = self.settings
         # The node's run uses its own scratch data folder (RunHost sets it).
         env = {k: v for k, v in run_env(s).items() if k != "SERVELAB_DATA_DIR"}
-        for name in (*_FORWARD, *s.ray_forward_env):
-            if name in os.environ and name not in env:
-                env[name] = os.environ[name]
-        return env
+        return {**environ_values((*_FORWARD, *s.ray_forward_env)), **env}
 
     def _submit(self, ray: Any, folder: RunFolder) -> bool:
         rid = folder.run_id

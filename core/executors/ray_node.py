@@ -38,6 +38,7 @@ from core.errors import StoreError
 from core.executors.base import run_argv
 from core.run.launcher import run_processes
 from core.run_folder import FINAL_STATES, read_json, utc_now, write_json_atomic
+from core.settings import cuda_visible_devices
 
 __all__ = [
     "GUARD_GRACE_S",
@@ -212,7 +213,7 @@ class RunHost:
             "node_id": ctx.get_node_id(),
             "node_name": platform.node(),
             "gpu_ids": gpu_ids,
-            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "cuda_visible_devices": cuda_visible_devices(),
             "ray_worker_pid": os.getpid(),
             "scratch": str(self.folder),
         }
