@@ -27,7 +27,7 @@ from core.executors import (
 from core.executors.registry import executor_class
 from core.executors.worker import Worker
 from core.run.pipeline import prepare_run
-from core.run_folder import utc_now
+from core.run_folder import RunStatus, utc_now
 from core.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -57,8 +57,8 @@ def test_executor_helpers(settings: Settings) -> None:
     assert RunSpec.model_validate(json.loads(spec.model_dump_json())) == spec
     with pytest.raises(ValueError):
         with_executor(spec, "slurm")
-    assert node_line({"executor": "ray"}) == "Ray: waiting for a node with free GPUs"
-    assert node_line({"state": "running"}) == ""
+    assert node_line(RunStatus(executor="ray")) == "Ray: waiting for a node with free GPUs"
+    assert node_line(RunStatus(state="running")) == ""
     assert run_nodes(
         settings.runs_dir,
         ["x"],

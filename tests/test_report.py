@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from core.run_folder import Step
 from core.views.report import step_rows
 
 
@@ -29,7 +30,7 @@ def test_steps_read_as_clock_times_and_durations_in_a_fitting_unit() -> None:
         {"step": "point 1", "outcome": "running", "started_at": "2026-12-02T00:02:10.150+00:00"},
         {"step": "stop", "outcome": "ok"},
     ]  # an older folder: no start recorded
-    assert step_rows(steps) == [
+    assert step_rows([Step.model_validate(s) for s in steps]) == [
         {
             "step": "preflight",
             "outcome": "ok",

@@ -13,7 +13,7 @@ from core.config import RunSpec
 from core.errors import ConfigError, StoreError
 from core.executors.worker import cancel
 from core.launch.explain import submit_explanation
-from core.run_folder import FINAL_STATES, RunFolder, find_runs, is_run_id, utc_now
+from core.run_folder import FINAL_STATES, RunFolder, RunStatus, find_runs, is_run_id, utc_now
 from core.settings import Settings
 from tests.runs_by_hand import make_run
 
@@ -58,6 +58,22 @@ def test_a_status_of_the_wrong_shape_is_a_store_error(tmp_path: Path) -> None:
         folder.read_status()
     with pytest.raises(StoreError, match="pid"):
         folder.update_status(state="running", pid="not a pid")
+
+
+def test_status_or_empty_is_the_one_lenient_reader(tmp_path: Path) -> None:
+    """Missing, half-written or of the wrong shape: an empty status, never an error (the
+    worker, executors, catalog and pages poll folders that are being written)."""
+    folder = RunFolder.create(tmp_path)
+    assert folder.status_or_empty() == RunStatus() and folder.status_or_empty().state is None
+    (folder.path / "status.json").write_text('{"state": "runn')  # a copy caught half-way
+    assert folder.status_or_empty().state is None
+    with pytest.raises(StoreError):
+        folder.read_status()  # the strict reader says why
+    folder.write("status.json", {"state": "exploded"})
+    assert folder.status_or_empty().state is None
+    folder.write("status.json", {"state": "queued", "phase": "queued"})
+    assert folder.status_or_empty() == folder.read_status()
+    assert folder.status_or_empty().active and not folder.status_or_empty().final
 
 
 def test_end_records_the_final_state_and_marks_unfinished_steps(tmp_path: Path) -> None:

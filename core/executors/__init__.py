@@ -29,7 +29,7 @@ from core.config import RunSpec
 from core.errors import ConfigError
 from core.executors.base import EXECUTORS, RAY_CLUSTER_FILE, check_executor, ray_address
 from core.executors.registry import runs_here
-from core.run_folder import read_json, utc_now, write_json_atomic
+from core.run_folder import RunFolder, RunStatus, read_json, utc_now, write_json_atomic
 from core.settings import Settings
 
 if TYPE_CHECKING:
@@ -73,13 +73,10 @@ def ray_available() -> str:
 def node_of(run_dir: Path) -> dict[str, Any]:
     """Where a run ran, from its status.json (``{}`` for a local run): executor, node_ip,
     node_id, node_name, gpu_ids."""
-    try:
-        status = read_json(run_dir / "status.json")
-    except Exception:
+    status = RunFolder(run_dir).status_or_empty()
+    if status.executor != "ray":
         return {}
-    if not isinstance(status, dict) or status.get("executor") != "ray":
-        return {}
-    return {k: status.get(k) for k in placement_fields}
+    return status.model_dump(include=set(placement_fields))
 
 
 def with_executor(spec: RunSpec, executor: str | None) -> RunSpec:
@@ -120,14 +117,14 @@ def launch_host(settings: Settings, host: HostInfo, executor: str) -> HostInfo:
     )
 
 
-def node_line(status: dict[str, Any]) -> str:
+def node_line(status: RunStatus) -> str:
     """Where a Ray run runs or ran, in words; "" for a local run."""
-    if status.get("executor") != "ray":
+    if status.executor != "ray":
         return ""
-    if not status.get("node_ip"):
+    if not status.node_ip:
         return "Ray: waiting for a node with free GPUs"
-    gpus = ",".join(map(str, status.get("gpu_ids") or [])) or "none"
-    return f"Ray node {status['node_ip']} ({status.get('node_name') or '?'}) · GPU ids {gpus}"
+    gpus = ",".join(map(str, status.gpu_ids or [])) or "none"
+    return f"Ray node {status.node_ip} ({status.node_name or '?'}) · GPU ids {gpus}"
 
 
 def run_nodes(

@@ -125,13 +125,6 @@ def _short(exc: BaseException) -> str:
     return text.split(" lease_id=")[0][:400]
 
 
-def _status(folder: RunFolder) -> RunStatus:
-    try:
-        return folder.read_status()
-    except StoreError:
-        return RunStatus()
-
-
 class _NotConnected(Exception):
     """Not connected to the Ray cluster (yet): the message says why."""
 
@@ -283,8 +276,8 @@ class RayExecutor:
         and the folder stays queued until then."""
         changed = False
         for folder in queued:
-            changed |= self.consider(folder, _status(folder))
-        return [f.run_id for f in queued if _status(f).state == "queued"], changed
+            changed |= self.consider(folder, folder.status_or_empty())
+        return [f.run_id for f in queued if f.status_or_empty().state == "queued"], changed
 
     def adopt(self, folder: RunFolder, status: RunStatus) -> bool:
         return self.consider(folder, status)
@@ -701,7 +694,7 @@ class RayExecutor:
             self._write(folder, phase="fetching what the dead Ray worker left")
             return True
         self._drop(ray, r)
-        self._record_final(folder, r, folder.status(), death=why)
+        self._record_final(folder, r, folder.status_or_empty().as_json(), death=why)
         return True
 
     def _advance_salvage(self, ray: Any, r: _Remote, folder: RunFolder) -> bool:
@@ -718,7 +711,7 @@ class RayExecutor:
             ray.cancel(r.salvage_ref, force=True)
             note = "; its node did not answer, so its folder stays there"
         self._drop(ray, r)
-        remote = folder.status()
+        remote = folder.status_or_empty().as_json()
         if data:
             try:
                 remote = _unpack(data, folder) or remote

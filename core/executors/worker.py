@@ -135,14 +135,6 @@ def _run_ids(settings: Settings) -> list[str]:
         return []
 
 
-def _status(folder: RunFolder) -> RunStatus:
-    """Its status, or an empty one (state None) while it is unreadable."""
-    try:
-        return folder.read_status()
-    except StoreError:
-        return RunStatus()
-
-
 # --- recovery and cancel ----------------------------------------------------------------
 
 
@@ -154,7 +146,7 @@ def recover_runs(settings: Settings) -> list[str]:
     running: dict[str, list[RunFolder]] = defaultdict(list)
     for rid in _run_ids(settings):
         folder = RunFolder(settings.runs_dir / rid)
-        status = _status(folder)
+        status = folder.status_or_empty()
         if status.state == "running":
             running[executor_of(status)].append(folder)
     return sorted(
@@ -176,7 +168,7 @@ def cancel(settings: Settings, run_id: str) -> str:
     if folder is None:
         return f"no run {run_id}"
     with folder.transition():
-        status = _status(folder)
+        status = folder.status_or_empty()
         if status.state == "queued":
             # The CANCEL file too: a run process started by a racing launcher stops at once.
             folder.request_cancel()
@@ -387,7 +379,7 @@ class Worker:
             if rid in self._final:
                 continue
             folder = RunFolder(settings.runs_dir / rid)
-            st = _status(folder)
+            st = folder.status_or_empty()
             if st.state is None:
                 continue  # being created, or unreadable
             if self._seen.get(rid) != st.state:
