@@ -30,6 +30,7 @@ from core.run_folder import is_run_id
 
 if TYPE_CHECKING:  # imported where used: `python -m core` starts without them
     from core.config import RunSpec, ServerConfig
+    from core.run_folder import RunStatus
     from core.settings import Settings
     from core.store import Catalog
 
@@ -357,20 +358,20 @@ def engine_problems(servers: list[ServerConfig], settings: Settings) -> dict[str
     return problems
 
 
-def _progress_printer(quiet: bool) -> Callable[[dict[str, Any]], None]:
+def _progress_printer(quiet: bool) -> Callable[[RunStatus], None]:
     tty = sys.stderr.isatty()
     last: list[tuple[Any, Any]] = []
 
-    def show(status: dict[str, Any]) -> None:
+    def show(status: RunStatus) -> None:
         if quiet:
             return
-        key = (status.get("state"), status.get("phase"))
+        key = (status.state, status.phase)
         if not tty and last and last[-1] == key:
             return  # a log file gets one line per phase, not every progress tick
         last.append(key)
-        phase = status.get("phase", "")
-        prog = status.get("progress") or {}
-        line = f"[{status.get('run_id', '')}] {status.get('state', '')}: {phase}"
+        phase = status.phase or ""
+        prog = status.progress or {}
+        line = f"[{status.run_id or ''}] {status.state or ''}: {phase}"
         if prog:
             line += (
                 f"  point {prog['point'] + 1}/{prog['points_total']}"
@@ -378,7 +379,7 @@ def _progress_printer(quiet: bool) -> Callable[[dict[str, Any]], None]:
             )
         if tty:
             sys.stderr.write("\r\033[K" + line)
-            if status.get("phase") == "done":
+            if status.phase == "done":
                 sys.stderr.write("\n")
         else:
             sys.stderr.write(line + "\n")
@@ -416,10 +417,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         folder = prepare_run(spec, settings, run_now=True)
     status = execute_run(folder, settings, _progress_printer(args.quiet), stop)
     if args.json:
-        print(json.dumps(status, indent=2))
+        print(json.dumps(status.as_json(), indent=2))
     else:
         print(format_run(folder))
-    return 0 if status.get("state") == "succeeded" else 1
+    return 0 if status.state == "succeeded" else 1
 
 
 def _run_queued(spec: RunSpec, settings: Settings, args: argparse.Namespace) -> int:
@@ -441,7 +442,7 @@ def _run_queued(spec: RunSpec, settings: Settings, args: argparse.Namespace) -> 
         while True:
             try:
                 status = folder.status_or_empty()
-                show(status.as_json())
+                show(status)
                 if status.final:
                     break
                 time.sleep(0.5)

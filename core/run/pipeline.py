@@ -47,7 +47,7 @@ from core.run.gpu import gpu_memory, gpu_pids
 from core.run.launcher import RUN_ID_ENV, ManagedServer, free_port, tail
 from core.run.probe import run_probe
 from core.run.samplers import Sampler
-from core.run_folder import EndState, RunFolder, utc_now
+from core.run_folder import EndState, RunFolder, RunStatus, utc_now
 from core.safety import (
     api_key,
     redact_argv,
@@ -63,7 +63,7 @@ from core.store import Catalog
 
 __all__ = ["ProgressFn", "execute_run", "prepare_run"]
 
-ProgressFn = Callable[[dict[str, Any]], None]
+ProgressFn = Callable[[RunStatus], None]  # each status as written
 MIN_FREE_DISK_MB = 200
 # Warm-up is sized from the plan: as many requests as its largest concurrency (every batch
 # size the points will use has then been run once: lazy allocation, per-shape graphs and
@@ -115,7 +115,7 @@ class _Run:
             self.status_error = str(exc)
             return
         if self.progress:
-            self.progress(status)
+            self.progress(RunStatus.model_validate(status))
 
     @contextlib.contextmanager
     def step(self, name: str) -> Iterator[dict[str, Any]]:
@@ -365,7 +365,7 @@ def execute_run(
     settings: Settings,
     progress: ProgressFn | None = None,
     stop_event: threading.Event | None = None,
-) -> dict[str, Any]:
+) -> RunStatus:
     """Run the pipeline for an already-prepared folder; return the final status."""
     spec = RunSpec.model_validate(
         {k: v for k, v in folder.read("spec.json").items() if k not in ("run_id", "created_at")}
@@ -383,9 +383,7 @@ def execute_run(
     t_start = time.monotonic()
     if run.should_stop():
         # Cancelled between queueing and starting: launch nothing.
-        return folder.end(
-            "cancelled", folder.read_status().reason or "cancelled before it started"
-        ).as_json()
+        return folder.end("cancelled", folder.read_status().reason or "cancelled before it started")
     run.report(
         force=True,
         state="running",
@@ -581,21 +579,23 @@ def execute_run(
         folder.write("result.json", _result(folder))
     duration_s = round(time.monotonic() - t_start, 3)
     try:
-        status = folder.end(final_state, reason, steps=run.steps, duration_s=duration_s).as_json()
+        status = folder.end(final_state, reason, steps=run.steps, duration_s=duration_s)
     except StoreError as exc:
         # The folder cannot take the final state (disk full, read-only): say so, and leave
         # the folder "running" for recover_runs to close once it can be written again.
-        status = {
-            "run_id": folder.run_id,
-            "state": final_state,
-            "reason": reason,
-            "phase": "done",
-            "finished_at": utc_now(),
-            "duration_s": duration_s,
-            "progress": None,
-            "steps": run.steps,
-            "unrecorded": f"the final state could not be written: {exc}",
-        }
+        status = RunStatus.model_validate(
+            {
+                "run_id": folder.run_id,
+                "state": final_state,
+                "reason": reason,
+                "phase": "done",
+                "finished_at": utc_now(),
+                "duration_s": duration_s,
+                "progress": None,
+                "steps": run.steps,
+                "unrecorded": f"the final state could not be written: {exc}",
+            }
+        )
         if progress:
             progress(status)
         return status
@@ -607,7 +607,7 @@ def execute_run(
             rec["outcome"] = "failed"
             rec["detail"] = f"not indexed ({exc}); `python -m core reindex` will pick it up"
     with contextlib.suppress(StoreError):
-        status = folder.update_status(steps=run.steps)
+        status = RunStatus.model_validate(folder.update_status(steps=run.steps))
     if progress:
         progress(status)
     return status
