@@ -4,6 +4,7 @@ run-id rule with its lookup."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,17 @@ def test_log_tail_reads_the_last_lines_of_the_server_log(tmp_path: Path) -> None
     assert folder.log_tail(3).splitlines() == ["line 19999", "progress 1", "progress 2"]
     assert folder.log_tail(200).splitlines()[:2] == ["line 19802", "line 19803"]
     assert len(folder.log_tail().splitlines()) == 50
+
+
+def test_status_json_is_read_only_through_the_typed_readers() -> None:
+    """No module reads status.json as a dict of its own, or keeps its own lenient copy."""
+    repo = Path(__file__).resolve().parent.parent
+    found = []
+    for path in sorted([*repo.glob("core/**/*.py"), *repo.glob("pages/*.py")]):
+        text = path.read_text()
+        rel = path.relative_to(repo).as_posix()
+        if re.search(r"read_json\([^)]*status\.json", text) or re.search(
+            r"def _status\(folder", text
+        ):
+            found.append(rel)
+    assert found == []

@@ -59,7 +59,7 @@ from core.config import RunSpec
 from core.errors import ConfigError, StoreError
 from core.executors.base import end_unfinished, ray_address, run_env
 from core.executors.ray_node import LOG_TAIL_BYTES, UNCOLLECTED_TTL_S, RunHost, salvage_folder
-from core.run_folder import FINAL_STATES, EndState, RunFolder, RunStatus, read_json, utc_now
+from core.run_folder import FINAL_STATES, EndState, RunFolder, RunStatus, utc_now
 from core.settings import Settings, environ_values
 
 __all__ = ["NAMESPACE", "RayExecutor", "actor_name", "num_gpus_for"]
@@ -95,14 +95,14 @@ def _unpack(data: bytes, folder: RunFolder) -> dict[str, Any]:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
             tar.extractall(tmp, filter="data")
         src = Path(tmp)
-        status = read_json(src / "status.json") or {}
+        status = RunFolder(src).status_or_empty().as_json()
         for path in sorted(src.rglob("*")):
             if not path.is_file() or path.name == "status.json":
                 continue
             dest = folder.path / path.relative_to(src)
             dest.parent.mkdir(parents=True, exist_ok=True)
             path.replace(dest)
-    return status if isinstance(status, dict) else {}
+    return status
 
 
 def _remote_status(status: dict[str, Any]) -> dict[str, Any]:

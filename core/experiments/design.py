@@ -33,7 +33,12 @@ from pydantic import (
 
 from core.config import BenchmarkPlan, RunSpec, ServerConfig, config_error, knob_text, same_value
 from core.errors import ConfigError, StoreError
-from core.experiments.records import EXPERIMENT_FILE, ExperimentRecord, read_experiment
+from core.experiments.records import (
+    EXPERIMENT_FILE,
+    ExperimentRecord,
+    ExperimentRun,
+    read_experiment,
+)
 from core.run_folder import write_json_atomic
 from core.safety import redact_spec
 from core.settings import Settings
@@ -446,16 +451,14 @@ def save_experiment(
         folder.mkdir(parents=True, exist_ok=False)
     except OSError as exc:
         raise StoreError(f"cannot create experiment folder {folder}: {exc}") from exc
-    write_json_atomic(
-        folder / EXPERIMENT_FILE,
-        {
-            "experiment_id": exp_id,
-            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "host": platform.node(),
-            "spec": redact_spec(exp.model_dump(mode="json")),  # no API key in experiment.json
-            "runs": [{"run_id": rid, "arm": arm, "trial": trial} for arm, trial, rid in runs],
-        },
+    record = ExperimentRecord(
+        experiment_id=exp_id,
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        host=platform.node(),
+        spec=redact_spec(exp.model_dump(mode="json")),  # no API key in experiment.json
+        runs=[ExperimentRun(run_id=rid, arm=arm, trial=trial) for arm, trial, rid in runs],
     )
+    write_json_atomic(folder / EXPERIMENT_FILE, record.as_json())
     return folder
 
 
