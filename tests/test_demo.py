@@ -145,7 +145,7 @@ def test_experiment_page_shows_the_demo_verdict(
             ) in text
             assert "Of the +244.4% output throughput at concurrency 64" in text
             assert any("Runs (12/12 finished)" in label for label in labels), labels
-        elif record["experiment_id"] == KV_EXP:
+        elif record.experiment_id == KV_EXP:
             assert "+12% output throughput at concurrency 640" in text
         else:
             assert "output throughput at concurrency 1 (95% CI +" in text
