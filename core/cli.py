@@ -14,18 +14,25 @@ import math
 import os
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from core.config import parse_request_rate
-from core.errors import ConfigError, ServeLabError
+from core.errors import ConfigError, ServeLabError, StoreError
 from core.executors.base import EXECUTORS
 from core.executors.registry import runs_here
 from core.interop.transfer import HANDLERS as TRANSFER_HANDLERS
 from core.interop.transfer import add_parsers as add_transfer_parsers
 from core.run_folder import is_run_id
+
+if TYPE_CHECKING:  # imported where used: `python -m core` starts without them
+    from core.config import RunSpec, ServerConfig
+    from core.run_folder import RunStatus
+    from core.settings import Settings
+    from core.store import Catalog
 
 __all__ = ["main"]
 
@@ -222,7 +229,7 @@ class FieldErrors(ConfigError):
         self.problems = problems
 
 
-def spec_from_args(args: argparse.Namespace, here: Any = None) -> Any:
+def spec_from_args(args: argparse.Namespace, here: Settings | None = None) -> RunSpec:
     """Merge the plan file (if any) with the flags into a validated RunSpec; every
     problem is reported at once (FieldErrors). ``here`` (Settings): the run executes on
     this host, so its engine and model are checked too (``check_here``), in the same pass."""
@@ -330,7 +337,7 @@ def spec_from_args(args: argparse.Namespace, here: Any = None) -> Any:
     return spec
 
 
-def engine_problems(servers: list[Any], settings: Any) -> dict[str, str]:
+def engine_problems(servers: list[ServerConfig], settings: Settings) -> dict[str, str]:
     """What preflight would refuse on this host in these server configurations (the engine,
     its knobs and flags against its installed option list, model folders), found before
     anything is queued or launched. Detection is cached per interpreter and version, so
@@ -351,20 +358,20 @@ def engine_problems(servers: list[Any], settings: Any) -> dict[str, str]:
     return problems
 
 
-def _progress_printer(quiet: bool) -> Any:
+def _progress_printer(quiet: bool) -> Callable[[RunStatus], None]:
     tty = sys.stderr.isatty()
     last: list[tuple[Any, Any]] = []
 
-    def show(status: dict[str, Any]) -> None:
+    def show(status: RunStatus) -> None:
         if quiet:
             return
-        key = (status.get("state"), status.get("phase"))
+        key = (status.state, status.phase)
         if not tty and last and last[-1] == key:
             return  # a log file gets one line per phase, not every progress tick
         last.append(key)
-        phase = status.get("phase", "")
-        prog = status.get("progress") or {}
-        line = f"[{status.get('run_id', '')}] {status.get('state', '')}: {phase}"
+        phase = status.phase or ""
+        prog = status.progress or {}
+        line = f"[{status.run_id or ''}] {status.state or ''}: {phase}"
         if prog:
             line += (
                 f"  point {prog['point'] + 1}/{prog['points_total']}"
@@ -372,7 +379,7 @@ def _progress_printer(quiet: bool) -> Any:
             )
         if tty:
             sys.stderr.write("\r\033[K" + line)
-            if status.get("phase") == "done":
+            if status.phase == "done":
                 sys.stderr.write("\n")
         else:
             sys.stderr.write(line + "\n")
@@ -394,13 +401,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         folder = RunFolder(settings.runs_dir / args.run_id)
         if not (folder.path / "spec.json").is_file():
             raise ConfigError("--run-id", f"no prepared run {args.run_id} in {settings.runs_dir}")
-        status = folder.status()
-        mine = status.get("state") == "running" and status.get("pid") == os.getpid()
-        if status.get("state") != "queued" and not mine:
+        now = folder.read_status()
+        mine = now.state == "running" and now.pid == os.getpid()
+        if now.state != "queued" and not mine:
             raise ConfigError(
                 "--run-id",
-                f"run {args.run_id} is {status.get('state')}, not "
-                "queued; only a queued run can be started",
+                f"run {args.run_id} is {now.state}, not queued; only a queued run can be started",
             )
     else:
         spec = spec_from_args(args, here=settings)
@@ -412,13 +418,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         folder = RunFolder.prepare(settings.runs_dir, spec, run_now=True)
     status = execute_run(folder, settings, _progress_printer(args.quiet), stop)
     if args.json:
-        print(json.dumps(status, indent=2))
+        print(json.dumps(status.as_json(), indent=2))
     else:
         print(format_run(folder))
-    return 0 if status.get("state") == "succeeded" else 1
+    return 0 if status.state == "succeeded" else 1
 
 
-def _run_queued(spec: Any, settings: Any, args: argparse.Namespace) -> int:
+def _run_queued(spec: RunSpec, settings: Settings, args: argparse.Namespace) -> int:
     """Queue one run for the worker's executor (Ray) and wait for it here: this process
     runs the queue unless a portal's worker already owns the data folder."""
     import time
@@ -426,7 +432,7 @@ def _run_queued(spec: Any, settings: Any, args: argparse.Namespace) -> int:
     from core.executors.queue import cancel
     from core.executors.worker import Worker
     from core.launch.queue import queue_launch
-    from core.run_folder import FINAL_STATES, RunFolder
+    from core.run_folder import RunFolder
     from core.views.report import format_run
 
     (run_id,) = queue_launch(settings, [spec]).run_ids
@@ -438,9 +444,9 @@ def _run_queued(spec: Any, settings: Any, args: argparse.Namespace) -> int:
     try:
         while True:
             try:
-                status = folder.status()
+                status = folder.status_or_empty()
                 show(status)
-                if status.get("state") in FINAL_STATES:
+                if status.final:
                     break
                 time.sleep(0.5)
             except KeyboardInterrupt:
@@ -451,13 +457,13 @@ def _run_queued(spec: Any, settings: Any, args: argparse.Namespace) -> int:
     finally:
         worker.stop()
     if args.json:
-        print(json.dumps(status, indent=2))
+        print(json.dumps(status.as_json(), indent=2))
     else:
         print(format_run(folder))
-    return 0 if status.get("state") == "succeeded" else 1
+    return 0 if status.state == "succeeded" else 1
 
 
-def _catalog() -> Any:
+def _catalog() -> Catalog:
     from core.settings import load_settings
     from core.store import Catalog
 
@@ -561,12 +567,16 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
     worker = Worker(settings, poll_interval_s=0.5)
     worker.start()
     try:
-        record = load_experiment(settings, exp_id) or {}
-        ids = [r["run_id"] for r in record.get("runs", [])]
+        record = load_experiment(settings, exp_id)
+        if record is None:
+            raise StoreError(
+                f"experiment {exp_id} was queued but its experiment.json is unreadable"
+            )
+        ids = record.run_ids
         while True:
             from core.run_folder import RunFolder
 
-            states = [RunFolder(settings.runs_dir / i).status().get("state") for i in ids]
+            states = [RunFolder(settings.runs_dir / i).status_or_empty().state for i in ids]
             done = sum(s not in ("queued", "running") for s in states)
             sys.stderr.write(f"\r[{exp_id}] {done}/{len(ids)} runs finished")
             sys.stderr.flush()

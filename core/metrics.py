@@ -23,13 +23,16 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from core.records import CANCELLED, RequestRecord
+
+if TYPE_CHECKING:
+    from core.run_folder import RunStatus
 
 __all__ = [
     "CAVEAT_KINDS",
@@ -338,20 +341,18 @@ CAVEAT_MEANING = {
 CLIENT_CPU_BOUND_SHARE = 0.9
 
 
-def point_cancelled(summary: Mapping[str, Any], status: Mapping[str, Any] | None = None) -> bool:
+def point_cancelled(summary: Mapping[str, Any], status: RunStatus | None = None) -> bool:
     """The point was cut short by a cancel: its summary says so (``cancelled``), or, in a
     folder written before it did, the run ended "cancelled during point N" at this point."""
     if "cancelled" in summary:
         return bool(summary["cancelled"])
-    if not status or status.get("state") != "cancelled":
+    if status is None or status.state != "cancelled":
         return False
-    m = re.search(r"cancelled during point (\d+)", str(status.get("reason") or ""))
+    m = re.search(r"cancelled during point (\d+)", status.reason or "")
     return m is not None and int(m[1]) == summary.get("index")
 
 
-def point_error_rate(
-    summary: Mapping[str, Any], status: Mapping[str, Any] | None = None
-) -> float | None:
+def point_error_rate(summary: Mapping[str, Any], status: RunStatus | None = None) -> float | None:
     """The point's error rate as pages and exports show it: None where a cancel cut the
     point short in a folder older than ``cancelled_requests`` (its cut requests sit among
     the errors there, so the rate would read as the server's failures)."""
@@ -370,9 +371,7 @@ def caveat_lines(label: str, caveats: list[Caveat]) -> list[str]:
     ]
 
 
-def point_caveats(
-    summary: Mapping[str, Any], status: Mapping[str, Any] | None = None
-) -> list[Caveat]:
+def point_caveats(summary: Mapping[str, Any], status: RunStatus | None = None) -> list[Caveat]:
     """Why a stored point's numbers are suspect, in words (empty when they are not): cut
     short by a cancel, the load generator saturated (its client used a core) or its
     timestamps late (its loop lagged with CPU to spare), not steady state

@@ -281,7 +281,8 @@ class RunFolder:
         return read_json(self.path / name)
 
     def status(self) -> dict[str, Any]:
-        """status.json as plain JSON (for views that show it); ``read_status`` is typed."""
+        """status.json as the JSON written (``--json`` output, tests that check the file);
+        every reader of a run's state uses ``read_status`` or ``status_or_empty``."""
         data = self.read("status.json")
         return data if isinstance(data, dict) else {}
 
@@ -297,6 +298,15 @@ class RunFolder:
             raise StoreError(
                 f"{self.path / 'status.json'} is not a run status: {str(exc).splitlines()[0]}"
             ) from exc
+
+    def status_or_empty(self) -> RunStatus:
+        """status.json, typed; an empty status (``state`` None) while there is none or it
+        cannot be read (being replaced, copied in half, not a status). The one lenient
+        reader: the worker, executors, catalog and pages poll with it."""
+        try:
+            return self.read_status()
+        except StoreError:
+            return RunStatus()
 
     def update_status(self, **changes: Any) -> dict[str, Any]:
         """Merge ``changes`` into status.json (checked against ``RunStatus``); return the

@@ -1,17 +1,29 @@
-"""Host-level settings, read once from the environment (prefix ``SERVELAB_``).
+"""Host-level settings, read from the environment (prefix ``SERVELAB_``) when asked for,
+never at import time.
 
-Nothing else in ``core`` reads environment variables for its own configuration.
+This is the one module that reads an environment variable by name: ServeLab's own settings
+(``load_settings`` -> ``Settings``, the portal's access variables included) and the few
+variables others set for this process (``CUDA_VISIBLE_DEVICES``, set per run by Ray;
+``BROWSER_PATH``; the ones passed on to Ray nodes): the functions at the end. Passing the
+whole environment on to a child process (``{**os.environ, ...}``) is not reading it.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Settings", "load_settings"]
+__all__ = [
+    "Settings",
+    "browser_path",
+    "cuda_visible_devices",
+    "environ_values",
+    "load_settings",
+    "model_roots_from_env",
+]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The shipped H200 demo's run and experiment folders (core/portal/demo.py installs them).
@@ -58,6 +70,13 @@ class Settings:
     # Its JSON parser per chunk: "auto" = orjson where installed, "json" forces the stdlib's
     # (SERVELAB_JSON=json). Both reach every shard worker through core.load.requests.ClientOptions.
     json_parser: str = "auto"
+    # Who may use the portal (core/portal/access.py): the address it listens on, shared
+    # sign-in tokens, and with OIDC login who may launch / view (addresses or @domain).
+    bind: str = "127.0.0.1"
+    token_view: str | None = None
+    token_launch: str | None = None
+    launchers: tuple[str, ...] = ()
+    viewers: tuple[str, ...] = ()
 
     @property
     def allowed_model_roots(self) -> tuple[Path, ...]:
@@ -76,13 +95,19 @@ class Settings:
         return self.data_dir / "servelab.duckdb"
 
 
-def load_settings() -> Settings:
-    env = os.environ
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(n.strip().lower() for n in text.split(",") if n.strip())
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """The settings of this process's environment (``env``: another one, e.g. in tests)."""
+    env = os.environ if env is None else env
     return Settings(
         data_dir=Path(env.get("SERVELAB_DATA_DIR", str(REPO_ROOT / "data"))).resolve(),
         sglang_python=env.get("SERVELAB_SGLANG_PYTHON", sys.executable),
         transformers_python=env.get("SERVELAB_TRANSFORMERS_PYTHON", sys.executable),
         worker_enabled=env.get("SERVELAB_WORKER", "on").lower() not in ("off", "0", "false"),
+        model_roots=model_roots_from_env(env),
         executor=env.get("SERVELAB_EXECUTOR", "local").strip().lower() or "local",
         ray_address=env.get("SERVELAB_RAY_ADDRESS", "").strip() or None,
         ray_forward_env=tuple(
@@ -91,4 +116,29 @@ def load_settings() -> Settings:
         ray_repo=Path(env.get("SERVELAB_RAY_REPO", str(REPO_ROOT))),
         event_loop="asyncio" if env.get("SERVELAB_EVENT_LOOP") == "asyncio" else "auto",
         json_parser="json" if env.get("SERVELAB_JSON") == "json" else "auto",
+        bind=env.get("SERVELAB_BIND", "").strip() or "127.0.0.1",
+        token_view=env.get("SERVELAB_TOKEN_VIEW") or None,
+        token_launch=env.get("SERVELAB_TOKEN_LAUNCH") or None,
+        launchers=_names(env.get("SERVELAB_LAUNCHERS", "")),
+        viewers=_names(env.get("SERVELAB_VIEWERS", "")),
     )
+
+
+# --- variables of the process environment that are not ServeLab's own ---------------------
+
+
+def cuda_visible_devices() -> str | None:
+    """``CUDA_VISIBLE_DEVICES`` as this process was given it (Ray sets it per run; unset:
+    every GPU), read each time it is asked."""
+    return os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
+def browser_path() -> str | None:
+    """``BROWSER_PATH``: the chromium for PNG export (core/interop/export_png.py), if set."""
+    return os.environ.get("BROWSER_PATH") or None
+
+
+def environ_values(names: Iterable[str]) -> dict[str, str]:
+    """The variables among ``names`` that are set here, e.g. the ones passed on to runs on
+    Ray nodes (``Settings.ray_forward_env``, ``PYTHONPATH``, ``HF_HOME``)."""
+    return {n: os.environ[n] for n in names if n in os.environ}

@@ -189,7 +189,7 @@ class Catalog:
     def _rows(folder: RunFolder) -> tuple[list[Any], list[list[Any]]]:
         """One ``runs`` row and its ``points`` rows, read from the folder."""
         spec = folder.read("spec.json") or {}
-        status = folder.status()
+        status = folder.status_or_empty()
         facts = folder.read("facts.json") or {}
         result = folder.read("result.json") or {}
         server = spec.get("server", {})
@@ -201,11 +201,11 @@ class Catalog:
         run = [
             folder.run_id,
             spec.get("created_at"),
-            status.get("started_at"),
-            status.get("finished_at"),
-            status.get("state", "unknown"),
-            status.get("phase"),
-            status.get("reason"),
+            status.started_at,
+            status.finished_at,
+            status.state or "unknown",
+            status.phase,
+            status.reason,
             server.get("engine"),
             facts.get("engine_version"),
             server.get("model"),
@@ -214,7 +214,7 @@ class Catalog:
             server.get("tp_size"),
             server.get("mem_fraction_static"),
             list(spec.get("tags", [])),
-            as_number(status.get("duration_s")),
+            as_number(status.duration_s),
             facts.get("kv_cache_tokens"),
             as_number(head.get("output_throughput")),
             as_number(head.get("median_ttft_ms")),

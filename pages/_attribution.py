@@ -3,8 +3,6 @@ knob's effect, the waterfall, every effect, and the sweep charts (core does the 
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 import streamlit as st
 
@@ -18,6 +16,7 @@ from core.analysis.attribution import (
 )
 from core.analysis.stats import RunOfArm
 from core.analysis.trials import noise_floor
+from core.experiments.design import ExperimentRecord
 from core.metrics import as_number
 from core.settings import Settings
 from core.views.figures import metric_label
@@ -26,10 +25,9 @@ from pages._details import details
 
 
 def attribution_section(
-    settings: Settings, record: dict[str, Any], runs: list[RunOfArm], table: pd.DataFrame
+    settings: Settings, record: ExperimentRecord, runs: list[RunOfArm], table: pd.DataFrame
 ) -> None:
-    spec = record.get("spec") or {}
-    design = design_of(spec) if spec.get("grid") else None
+    design = design_of(record.spec) if record.spec.get("grid") else None
     if design is None:
         return
     attr = attribute(runs, design)

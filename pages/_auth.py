@@ -9,8 +9,6 @@ Run, Runs and Import pages check before launching, cancelling or importing anyth
 
 from __future__ import annotations
 
-import os
-
 import streamlit as st
 
 from core.portal.access import (
@@ -38,8 +36,8 @@ def require_login(sidebar: bool = True) -> str:
     ``sidebar``: show who is signed in (app.py does; the pages' second check does not)."""
     # The address Streamlit really binds (./servelab passes it; a direct `streamlit run
     # --server.address` too), else SERVELAB_BIND.
-    bind = st.get_option("server.address") or os.environ.get("SERVELAB_BIND") or "127.0.0.1"
-    cfg = load_access({**os.environ, "SERVELAB_BIND": str(bind)}, oidc=_oidc_configured())
+    bind = st.get_option("server.address")
+    cfg = load_access(oidc=_oidc_configured(), bind=str(bind) if bind else None)
     refused = problems(cfg)
     ip = st.context.ip_address  # None for a connection from this machine
     if not refused and cfg.mode == "open" and isinstance(ip, str) and not is_loopback(ip):

@@ -66,7 +66,7 @@ assert story is not None
 colours = arm_colours(names, names[baseline])
 st.caption(" · ".join(f"**{n}** = {r}" for n, r in zip(names, run_ids, strict=True)))
 
-states = {n: v.status.get("state") for n, v in zip(names, views, strict=True)}
+states = {n: v.status.state for n, v in zip(names, views, strict=True)}
 if any(s != "succeeded" for s in states.values()):
     st.info("Not every run succeeded: " + ", ".join(f"{k}: {s}" for k, s in states.items()))
 

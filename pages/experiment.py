@@ -55,27 +55,26 @@ if loaded is None:
             "`python -m core experiment PLAN.yaml`."
         )
     for e in rows:
-        s = e.get("spec") or {}
         st.page_link(
             "pages/experiment.py",
-            label=f"{e['experiment_id']} · {s.get('name')} "
-            f"({len(s.get('arms') or [])} arms × {s.get('trials')} trials)",
-            query_params={"experiment": e["experiment_id"]},
+            label=f"{e.experiment_id} · {e.name} "
+            f"({len(e.arm_labels)} arms × {e.spec.get('trials')} trials)",
+            query_params={"experiment": e.experiment_id},
         )
     st.stop()
 record = loaded  # not None: a name of its own, so the fragment below sees it narrowed
 
-spec: dict[str, Any] = record.get("spec") or {}
-st.title(spec.get("name") or exp_id)
+spec: dict[str, Any] = record.spec
+st.title(record.name or exp_id)
 st.caption(
-    f"{exp_id} · {len(spec.get('arms') or [])} arms × {spec.get('trials')} trials · arm "
+    f"{exp_id} · {len(record.arm_labels)} arms × {spec.get('trials')} trials · arm "
     f"order shuffled per trial with seed {spec.get('order_seed')} · fresh server per "
-    f"run · same prompts for every arm · host {record.get('host')}"
+    f"run · same prompts for every arm · host {record.host}"
 )
 
 
 def _states(runs: list[RunOfArm]) -> tuple[str, ...]:
-    return tuple(str(r.view.status.get("state")) for r in runs)
+    return tuple(str(r.view.status.state) for r in runs)
 
 
 runs = experiment_runs(settings, record)
@@ -96,9 +95,9 @@ def progress() -> None:
             {
                 "trial": r.trial,
                 "arm": r.arm,
-                "state": r.view.status.get("state"),
+                "state": r.view.status.state,
                 "run": f"run?run={r.view.run_id}",
-                "reason": r.view.status.get("reason"),
+                "reason": r.view.status.reason,
             }
             for r in now
         ]
@@ -117,7 +116,7 @@ def progress() -> None:
 progress()
 
 story = experiment_story(settings, record, runs)
-succeeded = [r for r in runs if r.view.status.get("state") == "succeeded"]
+succeeded = [r for r in runs if r.view.status.state == "succeeded"]
 if not succeeded:
     active = sum(s in ACTIVE for s in drawn)
     if active or not runs:
@@ -127,9 +126,7 @@ if not succeeded:
             icon=":material/hourglass_top:",
         )
     else:
-        reasons = sorted(
-            {str(r.view.status.get("reason") or r.view.status.get("state")) for r in runs}
-        )
+        reasons = sorted({str(r.view.status.reason or r.view.status.state) for r in runs})
         st.error(
             f"No run of this experiment succeeded ({len(runs)} run(s): "
             f"{', '.join(sorted(set(drawn)))}), so there is nothing to compare. "

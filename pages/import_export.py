@@ -229,7 +229,7 @@ with tab_export:
     catalog.sync()
     runs: list[dict[str, Any]] = catalog.list_runs(limit=500)
     experiments = list_experiments(settings)
-    exp_ids = [""] + [str(e.get("experiment_id")) for e in experiments]
+    exp_ids = [""] + [e.experiment_id for e in experiments]
     choice = st.selectbox("An experiment (its runs with arm and trial)", exp_ids, key="exp_pick")
     picked = st.multiselect(
         "…or runs (the first is the baseline)",

@@ -259,9 +259,10 @@ elif errors:
 elif st.session_state.pop("launch_checked", False):
     st.success("Every field is fine; nothing queued yet. " + estimate())
 if exp_id := st.session_state.get("experiment"):
-    record = load_experiment(settings, exp_id) or {}
-    st.session_state["launched"] = [r["run_id"] for r in record.get("runs", []) if r["trial"] == 0]
-    st.success(f"Queued experiment {exp_id}: {len(record.get('runs', []))} run(s).")
+    record = load_experiment(settings, exp_id)
+    exp_runs = record.runs if record is not None else []
+    st.session_state["launched"] = [r.run_id for r in exp_runs if r.trial == 0]
+    st.success(f"Queued experiment {exp_id}: {len(exp_runs)} run(s).")
     st.page_link(
         "pages/experiment.py",
         label=f"Experiment {exp_id}",

@@ -32,7 +32,7 @@ if not found:
 folder: RunFolder = found[0]
 
 st.title(f"Run {run_id}")
-drawn_state = folder.status().get("state", "?")
+drawn_state = folder.status_or_empty().state or "?"
 
 
 @st.fragment(run_every="1s" if drawn_state in LIVE_STATES else None)
@@ -40,8 +40,8 @@ def live_status() -> None:
     """State, progress and log tail; when the state changes (queued → running →
     finished) the whole page is redrawn, so launch command, facts and metrics appear
     without a reload."""
-    status = folder.status()
-    state = status.get("state", "?")
+    status = folder.status_or_empty()
+    state = status.state or "?"
     if state != drawn_state:
         st.rerun()
     icon = {
@@ -50,7 +50,7 @@ def live_status() -> None:
         "invalid": ":material/report:",
         "running": ":material/progress_activity:",
     }.get(state, ":material/info:")
-    phase = status.get("phase") or ""  # where a live run is; an ended run's last step
+    phase = status.phase or ""  # where a live run is; an ended run's last step
     live = state in LIVE_STATES and phase not in ("", state)
     st.subheader(f"{state} · {phase}" if live else state)
     if where := node_line(status):  # a Ray run: which node and GPUs (core/executors)
@@ -63,9 +63,9 @@ def live_status() -> None:
                 else ""
             )
         )
-    if status.get("reason"):
-        st.error(status["reason"], icon=icon)
-    prog = status.get("progress") or {}
+    if status.reason:
+        st.error(status.reason, icon=icon)
+    prog = status.progress or {}
     if state in LIVE_STATES:
         frac = 0.0
         if prog:
@@ -78,16 +78,15 @@ def live_status() -> None:
                 f" · {prog['requests_done']}/{prog['requests_total']} requests",
             )
         else:
-            st.progress(0.0, text=status.get("phase", "queued"))
+            st.progress(0.0, text=status.phase or "queued")
         if (
             st.button("Cancel this run", key="cancel_run", disabled=not can_launch())
             and can_launch()
         ):
             st.toast(cancel(settings, run_id))
         st.code(folder.log_tail(15) or "(no server output yet)", language="log")
-    steps = status.get("steps") or []
-    if steps:
-        st.table(pd.DataFrame(step_rows(steps)).set_index("step"))
+    if status.steps:
+        st.table(pd.DataFrame(step_rows(status.steps)).set_index("step"))
 
 
 live_status()

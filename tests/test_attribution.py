@@ -16,6 +16,7 @@ from core.analysis.runs import RunView
 from core.analysis.stats import RunOfArm, arm_stats
 from core.config import RunSpec
 from core.experiments.design import KnobGrid, grid_experiment
+from core.run_folder import RunStatus
 
 GRAPHS, MEM = "server.cuda_graphs", "server.mem_fraction_static"
 CONCS = (1, 64)
@@ -43,7 +44,7 @@ def _view(
     return RunView(
         run_id,
         {},
-        {"state": state, "reason": "boom" if state != "succeeded" else None},
+        RunStatus(state=state, reason="boom" if state != "succeeded" else None),
         {"kv_cache_tokens": kv} if kv else {},
         None,
         {},

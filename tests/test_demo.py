@@ -43,7 +43,7 @@ def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
     )
     assert {r["cuda_graphs"] for r in rows} == {True, False}
     assert {r["engine"] for r in rows} == {"transformers", "sglang"}
-    texts = {r["experiment_id"]: format_experiment(settings, r) for r in list_experiments(settings)}
+    texts = {r.experiment_id: format_experiment(settings, r) for r in list_experiments(settings)}
     assert len(texts) == 3
     # the real H200 results: graphs on is far faster at every concurrency
     tf = next(t for e, t in texts.items() if e not in (SGLANG_EXP, KV_EXP))
@@ -133,19 +133,19 @@ def test_experiment_page_shows_the_demo_verdict(
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
     at.run()
     for record in list_experiments(settings):
-        at.query_params["experiment"] = record["experiment_id"]
+        at.query_params["experiment"] = record.experiment_id
         at.switch_page("pages/experiment.py").run()
         assert not at.exception, at.exception
         text = " ".join(m.value for m in at.markdown)
         labels = [e.label for e in at.expander]
-        if record["experiment_id"] == SGLANG_EXP:
+        if record.experiment_id == SGLANG_EXP:
             assert (
                 "cg=true mfs=0.85 vs cg=false mfs=0.85: +963% output throughput at "
                 "concurrency 1 (95% CI +"
             ) in text
             assert "Of the +244.4% output throughput at concurrency 64" in text
             assert any("Runs (12/12 finished)" in label for label in labels), labels
-        elif record["experiment_id"] == KV_EXP:
+        elif record.experiment_id == KV_EXP:
             assert "+12% output throughput at concurrency 640" in text
         else:
             assert "output throughput at concurrency 1 (95% CI +" in text

@@ -115,10 +115,10 @@ def test_aa_experiment_through_the_cli_reports_noise(
     assert "output throughput at concurrency 1 (95% CI" in out.stdout
     assert "within noise" in out.stdout and "confounders: none." in out.stdout
     (record,) = list_experiments(settings)
-    assert [r["trial"] for r in record["runs"]] == [0, 0, 1, 1, 2, 2]
-    assert record["spec"]["order_seed"] >= 0
+    assert [r.trial for r in record.runs] == [0, 0, 1, 1, 2, 2]
+    assert record.spec["order_seed"] >= 0
     again = subprocess.run(
-        [sys.executable, "-m", "core", "experiment", "--show", record["experiment_id"]],
+        [sys.executable, "-m", "core", "experiment", "--show", record.experiment_id],
         cwd=REPO,
         env=env,
         capture_output=True,

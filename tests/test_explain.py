@@ -21,7 +21,7 @@ from core.interop.export_html import html_report
 from core.interop.export_tables import table_files
 from core.interop.selection import select
 from core.launch.explain import explain_plan, explanation_experiment
-from core.run_folder import RunFolder
+from core.run_folder import RunFolder, RunStatus
 from core.settings import Settings
 from tests.runs_by_hand import make_run, run_facts
 
@@ -109,10 +109,10 @@ def test_cli_explain_queues_the_factorial(
     out = capsys.readouterr().out
     assert "queued: factorial over server.cuda_graphs False→True" in out
     (record,) = list_experiments(settings)
-    assert _cells(record["spec"]) == {(False, 0.85), (False, 0.92), (True, 0.85), (True, 0.92)}
-    assert len(record["runs"]) == 8
-    for r in record["runs"]:
-        assert RunFolder(settings.runs_dir / r["run_id"]).status()["state"] == "queued"
+    assert _cells(record.spec) == {(False, 0.85), (False, 0.92), (True, 0.85), (True, 0.92)}
+    assert len(record.runs) == 8
+    for r in record.runs:
+        assert RunFolder(settings.runs_dir / r.run_id).status()["state"] == "queued"
     assert cli.main(["explain", a.run_id, "20990101-000000-nope"]) == 2
     assert "RUN_B" in capsys.readouterr().err
 
@@ -142,9 +142,9 @@ def test_compare_page_button_queues_exactly_that_grid(
     app.button(key=key).click().run()
     assert not app.exception, app.exception
     (record,) = list_experiments(settings)
-    assert _cells(record["spec"]) == {(False, 0.85), (False, 0.92), (True, 0.85), (True, 0.92)}
-    assert len(record["runs"]) == 12  # 4 arms x 3 trials
-    assert any(record["experiment_id"] in s.value for s in app.success)
+    assert _cells(record.spec) == {(False, 0.85), (False, 0.92), (True, 0.85), (True, 0.92)}
+    assert len(record.runs) == 12  # 4 arms x 3 trials
+    assert any(record.experiment_id in s.value for s in app.success)
 
 
 def test_compare_page_offers_no_button_for_a_one_knob_difference(
@@ -257,7 +257,7 @@ def test_imported_runs_explain_on_what_both_state() -> None:
                 "server": {"engine": "sglang", "model": "/models/qwen", "tp_size": None, **server},
                 "plan": {"points": [{"concurrency": 64, "input_len": 1024}]},
             },
-            {"state": "succeeded"},
+            RunStatus(state="succeeded"),
             {},
             None,
             {},

@@ -110,7 +110,7 @@ def test_explain_button_queues_the_factorial_over_exactly_the_differing_knobs(
     # on disk: the factorial over exactly the two knobs, A's values first, A's other fields
     record = load_experiment(settings, exp_id)
     assert record is not None
-    spec = record["spec"]
+    spec = record.spec
     assert spec["kind"] == "explain" and spec["trials"] == 2
     assert spec["grid"]["knobs"] == {GRAPHS: [False, True], MEM: [0.85, 0.92]}
     assert spec["grid"]["after"] == {GRAPHS: True, MEM: 0.92}

@@ -79,11 +79,11 @@ def test_two_by_two_grid_on_transformers_serve_attributes_the_difference(tmp_pat
     (record,) = list_experiments(settings)
     runs = experiment_runs(settings, record)
     assert len(runs) == 12
-    assert [r.view.status.get("state") for r in runs] == ["succeeded"] * 12, [
-        (r.arm, r.view.status.get("reason")) for r in runs
+    assert [r.view.status.state for r in runs] == ["succeeded"] * 12, [
+        (r.arm, r.view.status.reason) for r in runs
     ]
     assert {r.view.spec["server"]["dtype"] for r in runs} == {"float32", "bfloat16"}
-    design = design_of(record["spec"])
+    design = design_of(record.spec)
     assert design is not None and design.factorial and design.changed == (CB, DTYPE)
     attr = attribute(runs, design)
     assert not attr.failed

@@ -51,7 +51,7 @@ from core.executors.worker import Worker
 from core.run import pipeline
 from core.run.launcher import run_processes
 from core.run.pipeline import execute_run
-from core.run_folder import FINAL_STATES, RunFolder
+from core.run_folder import FINAL_STATES, RunFolder, RunStatus
 from core.settings import Settings
 from core.store import Catalog
 from tests.helpers import wait_for
@@ -1045,8 +1045,8 @@ def test_disk_really_fills_up_mid_run(
     survived(small, monkeypatch, baseline, "none (baseline on the small disk)", "succeeded")
     filler = tiny_disk / "filler"
 
-    def fill_the_disk(status: dict[str, Any]) -> None:
-        if status.get("phase") == "point 0" and not filler.exists():
+    def fill_the_disk(status: RunStatus) -> None:
+        if status.phase == "point 0" and not filler.exists():
             with filler.open("wb") as f, contextlib.suppress(OSError):
                 while True:
                     f.write(b"\0" * 2**20)
@@ -1056,8 +1056,8 @@ def test_disk_really_fills_up_mid_run(
         small.settings.runs_dir, small.spec(prompts=8, output_len=20), run_now=True
     )
     status = execute_run(folder, small.settings, progress=fill_the_disk)
-    assert status["state"] == "failed" and "No space left on device" in status["reason"]
-    assert "could not be written" in status["unrecorded"]
+    assert status.state == "failed" and "No space left on device" in (status.reason or "")
+    assert "could not be written" in status.extra("unrecorded")
     no_process_left(folder.run_id)  # the server was stopped all the same
     assert folder.status()["state"] == "running"  # what the full disk kept: stale, valid
     filler.unlink()  # space again: the run is closed as interrupted, nothing else changed

@@ -123,8 +123,8 @@ def test_launch_page_checks_then_queues_the_grid(
     app.button(key="submit_grid").click().run()
     assert not app.exception, app.exception
     (record,) = list_experiments(settings)
-    assert [a["changes"] for a in record["spec"]["arms"]] == [
+    assert [a["changes"] for a in record.spec["arms"]] == [
         {"server.dtype": "float32"},
         {"server.dtype": "bfloat16"},
     ]
-    assert len(record["runs"]) == 4
+    assert len(record.runs) == 4

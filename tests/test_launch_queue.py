@@ -45,25 +45,25 @@ def test_an_experiment_is_queued_with_its_record(settings: Settings) -> None:
     record = load_experiment(settings, queued.experiment_id)
     assert record is not None
     # The record names every queued run, in queue order, with its arm and trial.
-    assert [r["run_id"] for r in record["runs"]] == list(queued.run_ids) == run_ids(settings)
-    assert sorted((r["arm"], r["trial"]) for r in record["runs"]) == [
+    assert [r.run_id for r in record.runs] == list(queued.run_ids) == run_ids(settings)
+    assert sorted((r.arm, r.trial) for r in record.runs) == [
         ("off", 0),
         ("off", 1),
         ("on", 0),
         ("on", 1),
     ]
-    assert record["spec"]["base"]["placement"]["executor"] == "ray"
-    for r in record["runs"]:
-        folder = RunFolder(settings.runs_dir / r["run_id"])
+    assert record.spec["base"]["placement"]["executor"] == "ray"
+    for r in record.runs:
+        folder = RunFolder(settings.runs_dir / r.run_id)
         assert folder.read_status().state == "queued"
         run = folder.spec()
         assert run.placement.executor == "ray"
-        assert run.server.cuda_graphs is (r["arm"] == "on")
+        assert run.server.cuda_graphs is (r.arm == "on")
         assert f"exp:{queued.experiment_id}" in run.tags
 
 
 def test_queue_experiment_returns_the_id_and_keeps_the_placement(settings: Settings) -> None:
     exp_id = queue_experiment(settings, ab(spec("ray"), trials=1))
     record = load_experiment(settings, exp_id)
-    assert record is not None and len(record["runs"]) == 2
-    assert {placed(settings, r["run_id"]) for r in record["runs"]} == {"ray"}
+    assert record is not None and len(record.runs) == 2
+    assert {placed(settings, r.run_id) for r in record.runs} == {"ray"}

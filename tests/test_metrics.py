@@ -16,6 +16,7 @@ from core.metrics import (
     summarize_ms,
 )
 from core.records import CANCELLED, RequestRecord, records_from_table, records_to_table
+from core.run_folder import RunStatus
 
 
 def rec(
@@ -151,7 +152,7 @@ def test_point_caveats_name_the_cancel_the_saturated_client_and_the_ramp() -> No
     # a folder from before ``cancelled``: the run's reason names the point, whose cut
     # requests were counted as errors there: no error rate is shown for it
     old = {"index": 6, "metrics": {"completed": 0, "failed": 64, "error_rate": 1.0}}
-    status = {"state": "cancelled", "reason": "cancelled during point 6"}
+    status = RunStatus(state="cancelled", reason="cancelled during point 6")
     assert point_error_rate(old, status) is None and point_error_rate(old) == 1.0
     assert [c.kind for c in point_caveats(old, status)] == ["cut short by a cancel"]
     assert point_caveats({**old, "index": 5}, status) == []

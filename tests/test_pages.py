@@ -18,6 +18,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from core.experiments.records import ExperimentRecord
 from core.interop.importers import parse_text, plan_runs, store_runs
 from core.portal.demo import install_demo
 from core.run_folder import RunFolder
@@ -476,9 +477,11 @@ def test_the_verdict_and_card_say_which_points_to_read_with_care(
         data_dir=states_dir, sglang_python=sys.executable, transformers_python=sys.executable
     )
     assert said in html_report(select(settings, [DEMO_EXP]))
-    record = json.loads((states_dir / "experiments" / DEMO_EXP / "experiment.json").read_text())
+    record = ExperimentRecord.model_validate_json(
+        (states_dir / "experiments" / DEMO_EXP / "experiment.json").read_text()
+    )
     assert f"Read with care: {said}." in format_experiment(settings, record)
-    on = next(r["run_id"] for r in record["runs"] if r["arm"] == "graphs on")
+    on = next(r.run_id for r in record.runs if r.arm == "graphs on")
     cmp = _open(
         AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
         "pages/compare.py",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 
 from core.config import RunSpec, ServerConfig
-from core.executors.queue import cancel, recover_runs, run_ids, status_of, submit
+from core.executors.queue import cancel, recover_runs, run_ids, submit
 from core.run_folder import RunFolder, RunStatus
 from core.settings import Settings
 
@@ -22,7 +22,7 @@ def test_submit_queues_one_folder_per_spec_in_submission_order(settings: Setting
     assert run_ids(settings) == ids
     for rid in ids:
         folder = RunFolder(settings.runs_dir / rid)
-        st = status_of(folder)
+        st = folder.status_or_empty()
         assert (st.run_id, st.state, st.phase) == (rid, "queued", "queued")
         assert st.pid is None  # nothing runs it yet
         assert folder.spec().server.model == "/models/m"
@@ -57,8 +57,8 @@ def test_the_queue_reads_run_folders_only(settings: Settings) -> None:
     assert run_ids(settings) == [rid]
     broken = RunFolder.create(settings.runs_dir, "20260101-000000-000000")
     (broken.path / "status.json").write_text("{not json")
-    assert status_of(broken) == RunStatus()  # unreadable: no state, never an error
-    assert status_of(RunFolder(settings.runs_dir / "missing")).state is None
+    assert broken.status_or_empty() == RunStatus()  # unreadable: no state, never an error
+    assert RunFolder(settings.runs_dir / "missing").status_or_empty().state is None
 
 
 def test_cancel_a_queued_run_before_it_starts(settings: Settings) -> None:
@@ -68,7 +68,7 @@ def test_cancel_a_queued_run_before_it_starts(settings: Settings) -> None:
     st = folder.read_status()
     assert (st.state, st.reason, st.phase) == ("cancelled", "cancelled before it started", "done")
     assert folder.cancel_requested  # a run process started by a racing launcher stops at once
-    assert status_of(RunFolder(settings.runs_dir / second)).state == "queued"
+    assert RunFolder(settings.runs_dir / second).status_or_empty().state == "queued"
     assert cancel(settings, first) == f"{first} already ended (cancelled)"
     assert cancel(settings, "no-such-run") == "no run no-such-run"
     assert cancel(settings, "../etc") == "no run ../etc"
@@ -78,5 +78,5 @@ def test_recover_runs_leaves_queued_and_ended_runs_alone(settings: Settings) -> 
     queued, ended = submit(settings, [spec(), spec()])
     cancel(settings, ended)
     assert recover_runs(settings) == []
-    assert status_of(RunFolder(settings.runs_dir / queued)).state == "queued"
-    assert status_of(RunFolder(settings.runs_dir / ended)).state == "cancelled"
+    assert RunFolder(settings.runs_dir / queued).status_or_empty().state == "queued"
+    assert RunFolder(settings.runs_dir / ended).status_or_empty().state == "cancelled"

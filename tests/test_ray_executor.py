@@ -633,7 +633,7 @@ def test_cuda_graph_ab_arms_run_in_parallel_on_ray(
     exp_id = queue_experiment(rh.settings, exp)
     record = load_experiment(rh.settings, exp_id)
     assert record is not None
-    ids = [r["run_id"] for r in record["runs"]]
+    ids = record.run_ids
     rh.worker()
     rh.wait_final(ids)
     sts = [rh.status(r) for r in ids]

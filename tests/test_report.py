@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
+from core.run_folder import RunStatus, Step
 from core.views.report import node_line, step_rows
 
 
 def test_where_a_run_ran_reads_as_its_ray_node_or_nothing() -> None:
-    assert node_line({"executor": "ray"}) == "Ray: waiting for a node with free GPUs"
-    assert node_line({"state": "running"}) == ""
-    assert (
-        node_line(
-            {"executor": "ray", "node_ip": "10.1.2.3", "node_name": "gpu-7", "gpu_ids": [0, 1]}
-        )
-        == "Ray node 10.1.2.3 (gpu-7) · GPU ids 0,1"
-    )
+    assert node_line(RunStatus(executor="ray")) == "Ray: waiting for a node with free GPUs"
+    assert node_line(RunStatus(state="running")) == ""
+    ray = RunStatus(executor="ray", node_ip="10.1.2.3", node_name="gpu-7", gpu_ids=[0, 1])
+    assert node_line(ray) == "Ray node 10.1.2.3 (gpu-7) · GPU ids 0,1"
 
 
 def test_steps_read_as_clock_times_and_durations_in_a_fitting_unit() -> None:
@@ -40,7 +37,7 @@ def test_steps_read_as_clock_times_and_durations_in_a_fitting_unit() -> None:
         {"step": "point 1", "outcome": "running", "started_at": "2026-12-02T00:02:10.150+00:00"},
         {"step": "stop", "outcome": "ok"},
     ]  # an older folder: no start recorded
-    assert step_rows(steps) == [
+    assert step_rows([Step.model_validate(s) for s in steps]) == [
         {
             "step": "preflight",
             "outcome": "ok",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from core.config import RunSpec
 from core.errors import ConfigError, StoreError
 from core.executors.queue import cancel
 from core.launch.explain import submit_explanation
-from core.run_folder import FINAL_STATES, RunFolder, find_runs, is_run_id, utc_now
+from core.run_folder import FINAL_STATES, RunFolder, RunStatus, find_runs, is_run_id, utc_now
 from core.settings import Settings
 from tests.runs_by_hand import make_run
 
@@ -59,6 +60,22 @@ def test_a_status_of_the_wrong_shape_is_a_store_error(tmp_path: Path) -> None:
         folder.read_status()
     with pytest.raises(StoreError, match="pid"):
         folder.update_status(state="running", pid="not a pid")
+
+
+def test_status_or_empty_is_the_one_lenient_reader(tmp_path: Path) -> None:
+    """Missing, half-written or of the wrong shape: an empty status, never an error (the
+    worker, executors, catalog and pages poll folders that are being written)."""
+    folder = RunFolder.create(tmp_path)
+    assert folder.status_or_empty() == RunStatus() and folder.status_or_empty().state is None
+    (folder.path / "status.json").write_text('{"state": "runn')  # a copy caught half-way
+    assert folder.status_or_empty().state is None
+    with pytest.raises(StoreError):
+        folder.read_status()  # the strict reader says why
+    folder.write("status.json", {"state": "exploded"})
+    assert folder.status_or_empty().state is None
+    folder.write("status.json", {"state": "queued", "phase": "queued"})
+    assert folder.status_or_empty() == folder.read_status()
+    assert folder.status_or_empty().active and not folder.status_or_empty().final
 
 
 def test_end_records_the_final_state_and_marks_unfinished_steps(tmp_path: Path) -> None:
@@ -172,3 +189,17 @@ def test_prepare_queues_a_folder_or_starts_it_here(tmp_path: Path) -> None:
     assert st.started_at and not here.secrets_path.exists()
     with pytest.raises(StoreError, match="cannot create run folder"):
         RunFolder.prepare(tmp_path, spec, queued.run_id)  # an id is taken once
+
+
+def test_status_json_is_read_only_through_the_typed_readers() -> None:
+    """No module reads status.json as a dict of its own, or keeps its own lenient copy."""
+    repo = Path(__file__).resolve().parent.parent
+    found = []
+    for path in sorted([*repo.glob("core/**/*.py"), *repo.glob("pages/*.py")]):
+        text = path.read_text()
+        rel = path.relative_to(repo).as_posix()
+        if re.search(r"read_json\([^)]*status\.json", text) or re.search(
+            r"def _status\(folder", text
+        ):
+            found.append(rel)
+    assert found == []

@@ -1,15 +1,23 @@
-"""core/settings.py reads the environment, once, when asked: the load generator's event-loop
-and JSON-parser choices among it (the load generator itself reads no environment)."""
+"""core/settings.py reads the environment, when asked, and is the only module that reads a
+variable by name: the load generator's choices, the portal's access variables and the rest of
+Settings, and the few process variables others set (CUDA_VISIBLE_DEVICES, BROWSER_PATH)."""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from core.settings import REPO_ROOT, load_settings
+from core.portal.access import load_access
+from core.settings import REPO_ROOT, Settings, environ_values, load_settings
+
+# core/load/shards.py reads PYTHONPATH for its workers' environment (core/load is another
+# change's; it moves to core.settings.environ_values there).
+PENDING = {"core/load/shards.py"}
 
 
 @pytest.mark.parametrize(
@@ -45,3 +53,88 @@ def test_importing_the_load_generator_reads_no_environment() -> None:
         [sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True
     )
     assert out.stdout.split() == ["uvloop", "orjson"], out.stderr
+
+
+def test_defaults_without_any_variable() -> None:
+    s = load_settings({})
+    assert s.data_dir == (REPO_ROOT / "data").resolve()
+    assert s.sglang_python == s.transformers_python == sys.executable
+    assert (s.worker_enabled, s.executor, s.ray_address, s.ray_forward_env) == (
+        True,
+        "local",
+        None,
+        (),
+    )
+    assert (s.bind, s.token_view, s.token_launch, s.launchers, s.viewers) == (
+        "127.0.0.1",
+        None,
+        None,
+        (),
+        (),
+    )
+
+
+def test_every_variable_is_read() -> None:
+    s = load_settings(
+        {
+            "SERVELAB_DATA_DIR": "/srv/lab",
+            "SERVELAB_WORKER": "off",
+            "SERVELAB_EXECUTOR": " Ray ",
+            "SERVELAB_RAY_FORWARD_ENV": "A, B,",
+            "SERVELAB_MODEL_ROOTS": "/m1:/m2",
+            "SERVELAB_BIND": "0.0.0.0",
+            "SERVELAB_TOKEN_LAUNCH": "x" * 20,
+            "SERVELAB_LAUNCHERS": "Ana@Lab.org, @ops.lab.org",
+        }
+    )
+    assert s.data_dir == Path("/srv/lab") and not s.worker_enabled and s.executor == "ray"
+    assert s.ray_forward_env == ("A", "B") and s.model_roots == (Path("/m1"), Path("/m2"))
+    assert (s.bind, s.token_launch, s.launchers) == (
+        "0.0.0.0",
+        "x" * 20,
+        ("ana@lab.org", "@ops.lab.org"),
+    )
+    # the address really bound wins over SERVELAB_BIND
+    assert (
+        load_access({"SERVELAB_BIND": "0.0.0.0"}, oidc=False, bind="127.0.0.1").bind == "127.0.0.1"
+    )
+    assert isinstance(s, Settings)
+
+
+def test_environ_values_names_only_what_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SERVELAB_TEST_SET", "1")
+    monkeypatch.delenv("SERVELAB_TEST_UNSET", raising=False)
+    assert environ_values(["SERVELAB_TEST_SET", "SERVELAB_TEST_UNSET"]) == {
+        "SERVELAB_TEST_SET": "1"
+    }
+
+
+def _is_environ(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "environ"
+
+
+def _named_reads(path: Path) -> list[int]:
+    """Lines that read one variable: os.environ.get / os.environ[...] / os.getenv / 'X' in
+    os.environ (a whole-environment copy, {**os.environ}, is not a read)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        call = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        if (
+            (call and node.func.attr == "getenv")  # type: ignore[attr-defined]
+            or (call and node.func.attr == "get" and _is_environ(node.func.value))  # type: ignore[attr-defined]
+            or (isinstance(node, ast.Subscript) and _is_environ(node.value))
+            or (isinstance(node, ast.Compare) and any(map(_is_environ, node.comparators)))
+        ):
+            out.append(node.lineno)
+    return out
+
+
+def test_no_variable_is_read_outside_settings() -> None:
+    found = {}
+    for path in sorted(
+        [*REPO_ROOT.glob("core/**/*.py"), *REPO_ROOT.glob("pages/*.py"), REPO_ROOT / "app.py"]
+    ):
+        rel = path.relative_to(REPO_ROOT).as_posix()
+        if rel != "core/settings.py" and rel not in PENDING and (lines := _named_reads(path)):
+            found[rel] = lines
+    assert not found, f"environment variables read outside core/settings.py: {found}"

@@ -11,6 +11,7 @@ from scipy import stats as sps
 
 from core.analysis.runs import RunView
 from core.analysis.stats import RunOfArm, arm_stats, mean_ci, relative_diff, verdict
+from core.run_folder import RunStatus
 
 
 def view(
@@ -40,7 +41,9 @@ def view(
         "plan": {"seed": 42},
         "intended_diff": ["server.cuda_graphs"],
     }
-    return RunView(run_id, spec, {"state": "succeeded"}, {"kv_cache_tokens": kv}, None, {}, points)
+    return RunView(
+        run_id, spec, RunStatus(state="succeeded"), {"kv_cache_tokens": kv}, None, {}, points
+    )
 
 
 def test_mean_ci_needs_three_trials() -> None:
@@ -73,7 +76,7 @@ def test_intervals_stay_possible() -> None:
 
 
 def test_arm_stats_of_an_experiment_without_results_has_its_columns() -> None:
-    queued = RunView("q", {"server": {}}, {"state": "queued"}, {}, None, {}, [])
+    queued = RunView("q", {"server": {}}, RunStatus(state="queued"), {}, None, {}, [])
     table = arm_stats([RunOfArm("a", 0, queued), RunOfArm("b", 0, queued)], "a")
     assert table.empty and "metric" in table.columns
     assert verdict("x", table, [RunOfArm("a", 0, queued)], "a") == "x: no comparable results yet."

@@ -19,6 +19,7 @@ from core.analysis.card import (
 )
 from core.analysis.points import metric_deltas
 from core.analysis.runs import RunView
+from core.run_folder import RunStatus
 
 
 def view(
@@ -39,7 +40,13 @@ def view(
     ]
     facts: dict[str, Any] = {} if kv is None else {"kv_cache_tokens": kv}
     return RunView(
-        run_id, {"server": {"engine": "sglang"}}, {"state": "succeeded"}, facts, None, {}, points
+        run_id,
+        {"server": {"engine": "sglang"}},
+        RunStatus(state="succeeded"),
+        facts,
+        None,
+        {},
+        points,
     )
 
 

@@ -7,11 +7,12 @@ import platform
 
 from core.analysis.trials import experiment_runs, noise_floor
 from core.experiments.design import list_experiments, parse_experiment, save_experiment
+from core.experiments.records import ExperimentRecord
 from core.settings import Settings
 from tests.runs_by_hand import P1, make_run
 
 
-def _aa(settings: Settings, values: dict[str, list[float]]) -> dict[str, object]:
+def _aa(settings: Settings, values: dict[str, list[float]]) -> ExperimentRecord:
     exp = parse_experiment(
         {"name": "aa", "kind": "aa", "trials": 3, "arms": [{"label": a} for a in values]}
     )
@@ -69,11 +70,14 @@ def test_an_experiment_json_cannot_point_outside_the_runs_folder(settings: Setti
     hand-edited ``../elsewhere`` is no trial, even where such a folder exists."""
     make_run(settings.data_dir, "elsewhere")
     make_run(settings.runs_dir, "inside")
-    record = {
-        "spec": {},
-        "runs": [
-            {"run_id": "../elsewhere", "arm": "A", "trial": 0},
-            {"run_id": "inside", "arm": "A", "trial": 1},
-        ],
-    }
+    record = ExperimentRecord.model_validate(
+        {
+            "experiment_id": "exp-hand-edited",
+            "spec": {},
+            "runs": [
+                {"run_id": "../elsewhere", "arm": "A", "trial": 0},
+                {"run_id": "inside", "arm": "A", "trial": 1},
+            ],
+        }
+    )
     assert [r.view.run_id for r in experiment_runs(settings, record)] == ["inside"]

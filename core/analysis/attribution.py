@@ -38,7 +38,9 @@ from core.analysis.stats import RunOfArm
 from core.analysis.trials import experiment_runs
 from core.config import knob_text, same_value
 from core.experiments.design import baseline_arm
+from core.experiments.records import ExperimentRecord
 from core.metrics import as_number
+from core.settings import Settings
 
 __all__ = [
     "ATTRIBUTION_METRICS",
@@ -284,7 +286,7 @@ def _observations(
     """(point key, label) → (arm, trial, value) of every succeeded run with a positive value."""
     out: dict[tuple[Any, str], list[tuple[str, int, float]]] = {}
     for r in runs:
-        if r.view.status.get("state") != "succeeded":
+        if r.view.status.state != "succeeded":
             continue
         if metric in RUN_LEVEL_METRICS:
             value = _run_value(r, metric)
@@ -320,11 +322,11 @@ def attribute(
             "arm": r.arm,
             "trial": r.trial,
             "run_id": r.view.run_id,
-            "state": r.view.status.get("state"),
-            "reason": r.view.status.get("reason"),
+            "state": r.view.status.state,
+            "reason": r.view.status.reason,
         }
         for r in runs
-        if r.view.status.get("state") != "succeeded"
+        if r.view.status.state != "succeeded"
     ]
     notes = [
         f"run {f['run_id']} ({f['arm']}, trial {f['trial']}) {f['state']}"
@@ -567,21 +569,20 @@ def verdict_sentence(
     return head + ", ".join(texts) + additive + floor + ". " + check + "."
 
 
-def experiment_attribution(settings: Any, record: dict[str, Any]) -> Attribution | None:
+def experiment_attribution(settings: Settings, record: ExperimentRecord) -> Attribution | None:
     """The attribution of a grid experiment (experiment.json ``record``); None for an
     experiment without a grid (its A/B verdict says it all) or before any run finished."""
-    spec = record.get("spec") or {}
-    design = design_of(spec) if spec.get("grid") else None
+    design = design_of(record.spec) if record.spec.get("grid") else None
     if design is None:
         return None
     runs = experiment_runs(settings, record)
-    if not any(r.view.status.get("state") == "succeeded" for r in runs):
+    if not any(r.view.status.state == "succeeded" for r in runs):
         return None
     return attribute(runs, design)
 
 
 def format_attribution(
-    settings: Any, record: dict[str, Any], noise_floor: dict[str, Any] | None = None
+    settings: Settings, record: ExperimentRecord, noise_floor: dict[str, Any] | None = None
 ) -> list[str]:
     """Text lines for the CLI: the verdict per metric at the highest concurrency, then the
     runs left out and why."""
@@ -597,7 +598,7 @@ def format_attribution(
 
 
 def experiment_effects(
-    settings: Any, record: dict[str, Any]
+    settings: Settings, record: ExperimentRecord
 ) -> tuple[list[str], pd.DataFrame] | None:
     """For exports: the verdict sentences (output throughput, then TTFT) and every effect;
     None for an experiment without a grid or results."""

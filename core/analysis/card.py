@@ -30,10 +30,12 @@ from core.analysis.memory import gpu_total_gb, headroom_gb, memory_headroom, pea
 from core.analysis.points import METRIC_DIRECTIONS, first_points, is_no_change, metric_deltas
 from core.analysis.roles import headline_point
 from core.analysis.runs import RunView
-from core.analysis.stats import MIN_TRIALS_FOR_CI, arm_stats, relative_diff, verdict
+from core.analysis.stats import MIN_TRIALS_FOR_CI, RunOfArm, arm_stats, relative_diff, verdict
 from core.analysis.trials import experiment_runs, noise_floor
 from core.experiments.design import baseline_arm
+from core.experiments.records import ExperimentRecord
 from core.metrics import CAVEAT_KINDS, CAVEAT_MEANING, Caveat, as_number, point_caveats
+from core.settings import Settings
 
 __all__ = [
     "CARD_METRICS",
@@ -509,24 +511,23 @@ class Story:
 
 
 def experiment_story(
-    settings: Any, record: Mapping[str, Any], runs: Sequence[Any] | None = None
+    settings: Settings, record: ExperimentRecord, runs: Sequence[RunOfArm] | None = None
 ) -> Story:
     """The story of an experiment (``experiment.json`` as loaded): its baseline
     (``core.experiments.design.baseline_arm``), the card over its succeeded runs, and the
     verdict with the regressions first. ``runs``: ``experiment_runs`` already read, if at hand."""
-    spec = record.get("spec") or {}
-    runs = list(runs) if runs is not None else experiment_runs(settings, dict(record))
-    base = baseline_arm(dict(spec))
-    arms = [str(a.get("label")) for a in spec.get("arms") or []]
-    host = record.get("host")
-    floor = noise_floor(settings, str(host)) if spec.get("kind") != "aa" and host else None
+    runs = list(runs) if runs is not None else experiment_runs(settings, record)
+    base = baseline_arm(record.spec)
+    arms = record.arm_labels
+    host = record.host
+    floor = noise_floor(settings, host) if record.kind != "aa" and host else None
     by_arm: dict[str, list[RunView]] = {a: [] for a in arms}
     for r in runs:
-        if r.view.status.get("state") == "succeeded":
+        if r.view.status.state == "succeeded":
             by_arm.setdefault(r.arm, []).append(r.view)
     card = summary_card(by_arm, base, floor) if base else []
     table = arm_stats(list(runs), base)
-    text = verdict(str(spec.get("name")), table, list(runs), base, floor)
+    text = verdict(str(record.name), table, list(runs), base, floor)
     lines = regression_lines(card)
     if lines:
         text = "Regressions: " + "; ".join(lines) + ". " + text
@@ -609,7 +610,7 @@ def comparison_story(
 _VERDICT_METRICS = ("output_throughput", "median_ttft_ms", "median_itl_ms")
 
 
-def runs_host(settings: Any, views: Sequence[RunView]) -> str | None:
+def runs_host(settings: Settings | None, views: Sequence[RunView]) -> str | None:
     """The host the runs ran on, where it is recorded: the experiment (tag ``exp:<id>``)
     they all belong to. None otherwise (a run folder does not name its host)."""
     ids = set()
@@ -621,5 +622,4 @@ def runs_host(settings: Any, views: Sequence[RunView]) -> str | None:
     from core.experiments.design import load_experiment
 
     record = load_experiment(settings, str(ids.pop()))
-    host = (record or {}).get("host")
-    return str(host) if host else None
+    return record.host if record is not None and record.host else None

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from core.metrics import LATENCY_FAMILIES, TokenSource, latency_arrays
-from core.run_folder import RunFolder
+from core.run_folder import RunFolder, RunStatus
 
 __all__ = [
     "RunView",
@@ -37,7 +37,7 @@ class RunView:
 
     run_id: str
     spec: dict[str, Any]
-    status: dict[str, Any]
+    status: RunStatus
     facts: dict[str, Any]
     probe: dict[str, Any] | None
     launch: dict[str, Any]
@@ -62,7 +62,7 @@ def load_run(folder: RunFolder) -> RunView:
     return RunView(
         run_id=folder.run_id,
         spec=folder.read("spec.json") or {},
-        status=folder.status(),
+        status=folder.status_or_empty(),
         facts={k: v for k, v in facts.items() if k != "server_info_raw"},
         probe=folder.read("probe.json"),
         launch=folder.read("launch.json") or {},

@@ -152,7 +152,7 @@ def arm_stats(
     values: dict[tuple[Any, str, str], list[float]] = {}
     labels: dict[Any, str] = {}
     for r in runs:
-        if r.view.status.get("state") != "succeeded":
+        if r.view.status.state != "succeeded":
             continue
         for s in r.view.points:
             key = point_key(s)
@@ -197,8 +197,7 @@ def first_per_arm(runs: list[RunOfArm]) -> dict[str, RunView]:
     out: dict[str, RunView] = {}
     for r in runs:
         if r.arm not in out or (
-            out[r.arm].status.get("state") != "succeeded"
-            and r.view.status.get("state") == "succeeded"
+            out[r.arm].status.state != "succeeded" and r.view.status.state == "succeeded"
         ):
             out[r.arm] = r.view
     return out
@@ -287,7 +286,7 @@ def slo_table(runs: list[RunOfArm], ttft_p99_ms: float, tpot_median_ms: float) -
     rows = []
     for r in runs:
         folder = r.view.folder
-        if folder is None or r.view.status.get("state") != "succeeded":
+        if folder is None or r.view.status.state != "succeeded":
             continue
         for s in r.view.points:
             table = folder.read_table(f"points/{s['index']:03d}/records.parquet")

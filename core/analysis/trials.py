@@ -8,19 +8,20 @@ from typing import Any
 from core.analysis.runs import load_run
 from core.analysis.stats import RunOfArm, arm_stats
 from core.experiments.design import list_experiments
+from core.experiments.records import ExperimentRecord
 from core.run_folder import find_runs
 from core.settings import Settings
 
 __all__ = ["experiment_runs", "noise_floor"]
 
 
-def experiment_runs(settings: Settings, record: dict[str, Any]) -> list[RunOfArm]:
+def experiment_runs(settings: Settings, record: ExperimentRecord) -> list[RunOfArm]:
     """The experiment's runs as ``core.analysis.stats.RunOfArm`` (arm, trial, loaded run)."""
     out = []
-    for r in record.get("runs", []):
-        found, _ = find_runs(settings.runs_dir, [str(r["run_id"])])
+    for r in record.runs:
+        found, _ = find_runs(settings.runs_dir, [r.run_id])
         if found:  # an id experiment.json names but no folder (or no valid id): no trial
-            out.append(RunOfArm(str(r["arm"]), int(r["trial"]), load_run(found[0])))
+            out.append(RunOfArm(r.arm, r.trial, load_run(found[0])))
     return out
 
 
@@ -29,18 +30,17 @@ def noise_floor(settings: Settings, host: str | None = None) -> dict[str, Any] |
     relative difference (or its interval bound) seen between two identical arms."""
     host = host or platform.node()
     for record in list_experiments(settings):
-        spec = record.get("spec") or {}
-        if spec.get("kind") != "aa" or record.get("host") != host:
+        if record.kind != "aa" or record.host != host:
             continue
         runs = experiment_runs(settings, record)
-        if not runs or any(r.view.status.get("state") in ("queued", "running") for r in runs):
+        if not runs or any(r.view.status.state in ("queued", "running") for r in runs):
             continue
-        arms = [a["label"] for a in spec.get("arms", [])]
+        arms = record.arm_labels
         table = arm_stats(runs, arms[0])
         others = table[table["arm"] != arms[0]].dropna(subset=["rel"])
         if others.empty:
             continue
-        floor: dict[str, Any] = {"experiment_id": record["experiment_id"]}
+        floor: dict[str, Any] = {"experiment_id": record.experiment_id}
         for metric, rows in others.groupby("metric"):
             bounds = [
                 abs(x)

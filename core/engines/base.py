@@ -9,11 +9,15 @@ reports about itself. One module per engine: ``transformers_serve``, ``sglang``,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from core.config import ServerConfig
 
-__all__ = ["EngineAdapter", "EngineInfo", "LaunchPlan"]
+__all__ = ["EngineAdapter", "EngineInfo", "ExactLength", "LaunchPlan"]
+
+# (mechanism, request fields, why in words): how a server was made to generate exactly
+# max_tokens (core/engines/endpoint.py asks it).
+ExactLength = tuple[str, dict[str, Any], str]
 
 
 @dataclass(frozen=True)
@@ -46,8 +50,15 @@ class LaunchPlan:
     notes: tuple[str, ...] = ()  # facts about the launch worth showing, e.g. ignored knobs
 
 
+@runtime_checkable
 class EngineAdapter(Protocol):
+    """Every adapter subclasses this, so the optional hooks below have their default
+    behaviour without the pipeline asking whether an adapter has them."""
+
     name: str
+    # True: the exact-length request fields are found by asking the running server
+    # (``choose_exact_length``), not known from the launch plan (the endpoint engine).
+    asks_exact_length: bool = False
 
     def detect(self) -> EngineInfo:
         """Find the installed engine and its CLI options (may run a subprocess)."""
@@ -62,3 +73,15 @@ class EngineAdapter(Protocol):
         """Server facts after ready: KV pool tokens, memory split, graph sizes, version.
         Unknown values are None, never guessed."""
         ...
+
+    def failure_in_log(self, log_text: str) -> str | None:
+        """Why start-up failed, in words, when the server log shows a known failure;
+        None (the default) when the log says nothing this adapter knows."""
+        return None
+
+    def choose_exact_length(
+        self, base_url: str, model: str, headers: dict[str, str] | None, timeout_s: float
+    ) -> ExactLength | None:
+        """For an adapter that ``asks_exact_length``: which request fields the running
+        server honours. None (the default): the plan's ``exact_length_body`` stands."""
+        return None

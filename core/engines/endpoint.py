@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from core.config import ServerConfig
-from core.engines.base import EngineInfo, LaunchPlan
+from core.engines.base import EngineAdapter, EngineInfo, ExactLength, LaunchPlan
 from core.load.openai import CHAT_PATH, MODELS_PATH, chat_request, read_completion, served_models
 
 __all__ = ["EXACT_LENGTH_MECHANISMS", "EndpointAdapter", "choose_exact_length", "mechanism_name"]
@@ -64,7 +64,7 @@ def _trial(
 
 def choose_exact_length(
     base_url: str, model: str, headers: dict[str, str] | None = None, timeout_s: float = 120.0
-) -> tuple[str, dict[str, Any], str]:
+) -> ExactLength:
     """(mechanism, request fields, why in words): the first of EXACT_LENGTH_MECHANISMS the
     server accepts and honours, found with one short request each; ("none", {}, why) when
     none is, so output lengths are whatever the model produces and the run says so."""
@@ -85,8 +85,9 @@ def choose_exact_length(
     )
 
 
-class EndpointAdapter:
+class EndpointAdapter(EngineAdapter):
     name = "endpoint"
+    asks_exact_length = True
 
     def detect(self) -> EngineInfo:
         return EngineInfo(
@@ -115,7 +116,7 @@ class EndpointAdapter:
 
     def choose_exact_length(
         self, base_url: str, model: str, headers: dict[str, str] | None, timeout_s: float
-    ) -> tuple[str, dict[str, Any], str]:
+    ) -> ExactLength:
         return choose_exact_length(base_url, model, headers, timeout_s)
 
     def collect_facts(self, base_url: str, log_text: str) -> dict[str, Any]:

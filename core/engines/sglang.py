@@ -21,7 +21,7 @@ import httpx
 
 from core.config import ServerConfig
 from core.engines import detect_cache
-from core.engines.base import EngineInfo, LaunchPlan
+from core.engines.base import EngineAdapter, EngineInfo, LaunchPlan
 from core.engines.sglang_log import FAILURE_REASONS, LOG_FACT_KEYS, parse_sglang_log
 from core.errors import ConfigError, EngineUnavailable
 from core.metrics import as_number
@@ -330,7 +330,7 @@ def _fetch_server_info(base_url: str) -> dict[str, Any] | None:
     return None
 
 
-class SGLangAdapter:
+class SGLangAdapter(EngineAdapter):
     """Launches ``python -m sglang.launch_server`` from the Python that has SGLang."""
 
     name = "sglang"

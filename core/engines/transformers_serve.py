@@ -32,10 +32,11 @@ import httpx
 
 from core.config import ServerConfig
 from core.engines import detect_cache
-from core.engines.base import EngineInfo, LaunchPlan
+from core.engines.base import EngineAdapter, EngineInfo, LaunchPlan
 from core.engines.model_setup import resolve_model
 from core.errors import ConfigError, EngineUnavailable
 from core.load.openai import served_models
+from core.settings import cuda_visible_devices
 
 __all__ = [
     "CLI_MODULE",
@@ -201,7 +202,7 @@ def _connect_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-class TransformersServeAdapter:
+class TransformersServeAdapter(EngineAdapter):
     """``transformers serve`` run by ``python`` (any Python with transformers installed)."""
 
     name = "transformers"
@@ -247,7 +248,7 @@ class TransformersServeAdapter:
             "torch": versions.get("torch"),
             "console_script": script.is_file(),
             # what torch reports about CUDA depends on which devices it may see
-            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "cuda_visible_devices": cuda_visible_devices(),
         }
         cached = detect_cache.load(self.cache_dir, self.name, key)
         if cached is not None:

@@ -29,7 +29,7 @@ from core.config import RunSpec
 from core.errors import ConfigError
 from core.executors.base import EXECUTORS, RAY_CLUSTER_FILE, check_executor, ray_address
 from core.executors.registry import runs_here
-from core.run_folder import read_json, utc_now, write_json_atomic
+from core.run_folder import RunFolder, read_json, utc_now, write_json_atomic
 from core.settings import Settings
 
 __all__ = [
@@ -68,13 +68,10 @@ def ray_available() -> str:
 def node_of(run_dir: Path) -> dict[str, Any]:
     """Where a run ran, from its status.json (``{}`` for a local run): executor, node_ip,
     node_id, node_name, gpu_ids."""
-    try:
-        status = read_json(run_dir / "status.json")
-    except Exception:
+    status = RunFolder(run_dir).status_or_empty()
+    if status.executor != "ray":
         return {}
-    if not isinstance(status, dict) or status.get("executor") != "ray":
-        return {}
-    return {k: status.get(k) for k in placement_fields}
+    return status.model_dump(include=set(placement_fields))
 
 
 def with_executor(spec: RunSpec, executor: str | None) -> RunSpec:

@@ -215,13 +215,6 @@ def _close_dead_run(folder: RunFolder, status: RunStatus, how: str) -> str:
     return str(ended.state)
 
 
-def _status(folder: RunFolder) -> RunStatus:
-    try:
-        return folder.read_status()
-    except StoreError:
-        return RunStatus()
-
-
 @dataclass
 class _Job:
     """A run process this executor watches: its own child (``proc``), or one it found
@@ -304,7 +297,7 @@ class LocalExecutor:
             with self._lock:
                 self._jobs[folder.run_id] = _Job(folder.run_id, gpus, proc.pid, attached=proc)
             return False
-        status = _status(folder)
+        status = folder.status_or_empty()
         if status.state != "running":
             return True
         try:
@@ -327,7 +320,7 @@ class LocalExecutor:
             self._gpus.pop(job.run_id, None)
             changed = True
             folder = RunFolder(self.settings.runs_dir / job.run_id)
-            status = _status(folder)
+            status = folder.status_or_empty()
             # Untouched if it recorded a final state, or if another process now owns it.
             if status.active and status.pid in (None, job.pid):
                 try:
@@ -368,7 +361,7 @@ class LocalExecutor:
                 f"cancel requested for {rid}: its run process {pid} stops the server "
                 "and records the result"
             )
-        status = _status(folder)
+        status = folder.status_or_empty()
         if status.state != "running":
             return f"{rid} already ended ({status.state})"
         _close_dead_run(folder, status, "was already gone")
@@ -378,12 +371,12 @@ class LocalExecutor:
     def recover(cls, settings: Settings, folders: Sequence[RunFolder]) -> list[str]:
         changed = []
         for folder in folders:
-            status = _status(folder)
+            status = folder.status_or_empty()
             if status.state != "running":
                 continue
             if _run_process(status.pid, folder.run_id, status.started_at) is not None:
                 continue
-            status = _status(folder)  # it may have written its final state just before exiting
+            status = folder.status_or_empty()  # it may have written its end just before exiting
             if status.state != "running":
                 continue
             try:
@@ -416,7 +409,7 @@ class LocalExecutor:
         except Exception as exc:
             problem = str(exc).splitlines()[0][:300]
         with folder.transition():
-            if _status(folder).state != "queued":
+            if folder.status_or_empty().state != "queued":
                 return False
             folder.end("failed", f"cannot read its spec.json: {problem}")
         return True
@@ -425,7 +418,7 @@ class LocalExecutor:
         """Start the run process of a queued folder; False when it is no longer queued."""
         folder = RunFolder(self.settings.runs_dir / rid)
         with folder.transition():
-            if _status(folder).state != "queued":
+            if folder.status_or_empty().state != "queued":
                 return False
             if folder.cancel_requested:
                 folder.end("cancelled", "cancelled before it started")

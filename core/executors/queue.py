@@ -31,14 +31,13 @@ from collections.abc import Sequence
 from core.config import RunSpec
 from core.errors import StoreError
 from core.executors.registry import executor_class, executor_of
-from core.run_folder import RunFolder, RunStatus, is_run_id, new_run_id
+from core.run_folder import RunFolder, is_run_id, new_run_id
 from core.settings import Settings
 
 __all__ = [
     "cancel",
     "recover_runs",
     "run_ids",
-    "status_of",
     "submit",
 ]
 
@@ -119,14 +118,6 @@ def run_ids(settings: Settings) -> list[str]:
         return []
 
 
-def status_of(folder: RunFolder) -> RunStatus:
-    """Its status, or an empty one (state None) while it is unreadable or being made."""
-    try:
-        return folder.read_status()
-    except StoreError:
-        return RunStatus()
-
-
 # --- recovery and cancel ----------------------------------------------------------------
 
 
@@ -138,7 +129,7 @@ def recover_runs(settings: Settings) -> list[str]:
     running: dict[str, list[RunFolder]] = defaultdict(list)
     for rid in run_ids(settings):
         folder = RunFolder(settings.runs_dir / rid)
-        status = status_of(folder)
+        status = folder.status_or_empty()
         if status.state == "running":
             running[executor_of(status)].append(folder)
     return sorted(
@@ -160,7 +151,7 @@ def cancel(settings: Settings, run_id: str) -> str:
     if folder is None:
         return f"no run {run_id}"
     with folder.transition():
-        status = status_of(folder)
+        status = folder.status_or_empty()
         if status.state == "queued":
             # The CANCEL file too: a run process started by a racing launcher stops at once.
             folder.request_cancel()

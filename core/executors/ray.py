@@ -59,8 +59,8 @@ from core.config import RunSpec
 from core.errors import ConfigError, StoreError
 from core.executors.base import end_unfinished, ray_address, run_env
 from core.executors.ray_node import LOG_TAIL_BYTES, UNCOLLECTED_TTL_S, RunHost, salvage_folder
-from core.run_folder import FINAL_STATES, EndState, RunFolder, RunStatus, read_json, utc_now
-from core.settings import Settings
+from core.run_folder import FINAL_STATES, EndState, RunFolder, RunStatus, utc_now
+from core.settings import Settings, environ_values
 
 __all__ = ["NAMESPACE", "RayExecutor", "actor_name", "num_gpus_for"]
 
@@ -95,14 +95,14 @@ def _unpack(data: bytes, folder: RunFolder) -> dict[str, Any]:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
             tar.extractall(tmp, filter="data")
         src = Path(tmp)
-        status = read_json(src / "status.json") or {}
+        status = RunFolder(src).status_or_empty().as_json()
         for path in sorted(src.rglob("*")):
             if not path.is_file() or path.name == "status.json":
                 continue
             dest = folder.path / path.relative_to(src)
             dest.parent.mkdir(parents=True, exist_ok=True)
             path.replace(dest)
-    return status if isinstance(status, dict) else {}
+    return status
 
 
 def _remote_status(status: dict[str, Any]) -> dict[str, Any]:
@@ -123,13 +123,6 @@ def _short(exc: BaseException) -> str:
         how = re.search(r"Worker exit type: \w+|the actor's node was terminated[^.;]*", text)
         return m.group(1) + (f" ({how.group(0)[:160]})" if how else "")
     return text.split(" lease_id=")[0][:400]
-
-
-def _status(folder: RunFolder) -> RunStatus:
-    try:
-        return folder.read_status()
-    except StoreError:
-        return RunStatus()
 
 
 class _NotConnected(Exception):
@@ -228,8 +221,8 @@ class RayExecutor:
                 # Fail fast on a wrong address instead of ray.init's minutes of retries.
                 socket.create_connection((host, int(port)), timeout=5).close()
             pythonpath = [str(self.settings.ray_repo)]
-            if os.environ.get("PYTHONPATH"):
-                pythonpath.append(os.environ["PYTHONPATH"])
+            if here := environ_values(["PYTHONPATH"]).get("PYTHONPATH"):
+                pythonpath.append(here)
             ray.init(
                 address=address,
                 namespace=NAMESPACE,
@@ -283,8 +276,8 @@ class RayExecutor:
         and the folder stays queued until then."""
         changed = False
         for folder in queued:
-            changed |= self.consider(folder, _status(folder))
-        return [f.run_id for f in queued if _status(f).state == "queued"], changed
+            changed |= self.consider(folder, folder.status_or_empty())
+        return [f.run_id for f in queued if f.status_or_empty().state == "queued"], changed
 
     def adopt(self, folder: RunFolder, status: RunStatus) -> bool:
         return self.consider(folder, status)
@@ -375,10 +368,7 @@ class RayExecutor:
         s = self.settings
         # The node's run uses its own scratch data folder (RunHost sets it).
         env = {k: v for k, v in run_env(s).items() if k != "SERVELAB_DATA_DIR"}
-        for name in (*_FORWARD, *s.ray_forward_env):
-            if name in os.environ and name not in env:
-                env[name] = os.environ[name]
-        return env
+        return {**environ_values((*_FORWARD, *s.ray_forward_env)), **env}
 
     def _submit(self, ray: Any, folder: RunFolder) -> bool:
         rid = folder.run_id
@@ -704,7 +694,7 @@ class RayExecutor:
             self._write(folder, phase="fetching what the dead Ray worker left")
             return True
         self._drop(ray, r)
-        self._record_final(folder, r, folder.status(), death=why)
+        self._record_final(folder, r, folder.status_or_empty().as_json(), death=why)
         return True
 
     def _advance_salvage(self, ray: Any, r: _Remote, folder: RunFolder) -> bool:
@@ -721,7 +711,7 @@ class RayExecutor:
             ray.cancel(r.salvage_ref, force=True)
             note = "; its node did not answer, so its folder stays there"
         self._drop(ray, r)
-        remote = folder.status()
+        remote = folder.status_or_empty().as_json()
         if data:
             try:
                 remote = _unpack(data, folder) or remote

@@ -34,10 +34,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from core.errors import StoreError
 from core.executors.base import run_argv
 from core.run.launcher import run_processes
-from core.run_folder import FINAL_STATES, read_json, utc_now, write_json_atomic
+from core.run_folder import RunFolder, utc_now, write_json_atomic
+from core.settings import cuda_visible_devices
 
 __all__ = [
     "GUARD_GRACE_S",
@@ -177,8 +177,7 @@ def salvage_folder(scratch: str, wait_s: float = 15.0) -> bytes | None:
         return None
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
-        status = read_json(folder / "status.json") or {}
-        if status.get("state") in FINAL_STATES:
+        if RunFolder(folder).status_or_empty().final:
             break
         time.sleep(0.2)
     data = pack_folder(folder)
@@ -212,7 +211,7 @@ class RunHost:
             "node_id": ctx.get_node_id(),
             "node_name": platform.node(),
             "gpu_ids": gpu_ids,
-            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "cuda_visible_devices": cuda_visible_devices(),
             "ray_worker_pid": os.getpid(),
             "scratch": str(self.folder),
         }
@@ -270,10 +269,7 @@ class RunHost:
         return {**self.placement, "run_pid": self.proc.pid if self.proc else None}
 
     def poll(self) -> dict[str, Any]:
-        try:
-            status = read_json(self.folder / "status.json") or {}
-        except StoreError:
-            status = {}  # being replaced right now: next poll
+        status = RunFolder(self.folder).status_or_empty().as_json()  # {}: none yet
         log_tail = ""
         with contextlib.suppress(OSError), (self.folder / "server.log").open("rb") as f:
             f.seek(max(0, f.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))

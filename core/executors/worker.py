@@ -26,7 +26,7 @@ from typing import IO, Any
 from core.errors import StoreError
 from core.executors import executor_for
 from core.executors.base import EXECUTORS, Executor
-from core.executors.queue import recover_runs, run_ids, status_of
+from core.executors.queue import recover_runs, run_ids
 from core.executors.registry import executor_class, executor_of
 from core.run_folder import RunFolder, RunStatus
 from core.settings import Settings
@@ -238,7 +238,7 @@ class Worker:
             if rid in self._final:
                 continue
             folder = RunFolder(settings.runs_dir / rid)
-            st = status_of(folder)
+            st = folder.status_or_empty()
             if st.state is None:
                 continue  # being created, or unreadable
             if self._seen.get(rid) != st.state:

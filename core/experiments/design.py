@@ -34,7 +34,13 @@ from pydantic import (
 
 from core.config import BenchmarkPlan, RunSpec, ServerConfig, config_error, knob_text, same_value
 from core.errors import ConfigError, StoreError
-from core.run_folder import read_json, write_json_atomic
+from core.experiments.records import (
+    EXPERIMENT_FILE,
+    ExperimentRecord,
+    ExperimentRun,
+    read_experiment,
+)
+from core.run_folder import write_json_atomic
 from core.safety import redact_spec
 from core.settings import Settings
 
@@ -43,6 +49,7 @@ __all__ = [
     "MAX_ARMS",
     "MAX_GRID_KNOBS",
     "Arm",
+    "ExperimentRecord",
     "ExperimentSpec",
     "KnobGrid",
     "baseline_arm",
@@ -445,16 +452,14 @@ def save_experiment(
         folder.mkdir(parents=True, exist_ok=False)
     except OSError as exc:
         raise StoreError(f"cannot create experiment folder {folder}: {exc}") from exc
-    write_json_atomic(
-        folder / "experiment.json",
-        {
-            "experiment_id": exp_id,
-            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "host": platform.node(),
-            "spec": redact_spec(exp.model_dump(mode="json")),  # no API key in experiment.json
-            "runs": [{"run_id": rid, "arm": arm, "trial": trial} for arm, trial, rid in runs],
-        },
+    record = ExperimentRecord(
+        experiment_id=exp_id,
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        host=platform.node(),
+        spec=redact_spec(exp.model_dump(mode="json")),  # no API key in experiment.json
+        runs=[ExperimentRun(run_id=rid, arm=arm, trial=trial) for arm, trial, rid in runs],
     )
+    write_json_atomic(folder / EXPERIMENT_FILE, record.as_json())
     return folder
 
 
@@ -462,20 +467,19 @@ def new_experiment_id() -> str:
     return "exp-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
-def load_experiment(settings: Settings, exp_id: str) -> dict[str, Any] | None:
+def load_experiment(settings: Settings, exp_id: str) -> ExperimentRecord | None:
+    """The experiment ``exp_id``; None for no such experiment (or not an experiment id)."""
     if not re.fullmatch(r"exp-[\w-]{1,60}", exp_id):
         return None
-    data = read_json(_dir(settings) / exp_id / "experiment.json")
-    return data if isinstance(data, dict) else None
+    return read_experiment(_dir(settings) / exp_id / EXPERIMENT_FILE)
 
 
-def list_experiments(settings: Settings) -> list[dict[str, Any]]:
+def list_experiments(settings: Settings) -> list[ExperimentRecord]:
+    """Every experiment that has a readable record, newest first."""
     root = _dir(settings)
     if not root.is_dir():
         return []
-    out = []
-    for path in sorted(root.iterdir(), reverse=True):
-        data = read_json(path / "experiment.json")
-        if isinstance(data, dict):
-            out.append(data)
-    return out
+    found = (
+        read_experiment(path / EXPERIMENT_FILE) for path in sorted(root.iterdir(), reverse=True)
+    )
+    return [r for r in found if r is not None]

@@ -120,7 +120,7 @@ def _provenance(sel: Selection) -> str:
         meta = sel.run_meta.get(v.run_id, {})
         rows.append(
             f"<tr><td>{_e(name)}<br><span class='note'>{_e(lab)}</span></td>"
-            f"<td>{_e(v.status.get('state'))}</td>"
+            f"<td>{_e(v.status.state)}</td>"
             f"<td>{_e(origin_text(v))}</td>"
             f"<td>{_e(meta.get('arm'))}{' / trial ' + _e(meta.get('trial')) if meta else ''}"
             f"</td><td>{_e(server.get('engine'))} {_e(v.facts.get('engine_version') or '')}</td>"
@@ -128,9 +128,9 @@ def _provenance(sel: Selection) -> str:
             f"<td><code>{_e(command or '(no launch command recorded)')}</code></td>"
             f"<td>{_e(gpu_text or 'none recorded')}</td>"
             f"<td>{_e(v.facts.get('facts_source'))}</td>"
-            f"<td>{_e(v.spec.get('created_at'))}<br>{_e(v.status.get('finished_at'))}</td></tr>"
+            f"<td>{_e(v.spec.get('created_at'))}<br>{_e(v.status.finished_at)}</td></tr>"
         )
-    host = (sel.experiment or {}).get("host")
+    host = sel.experiment.host if sel.experiment is not None else None
     return (
         "<table><thead><tr><th>run</th><th>state</th><th>origin</th><th>arm</th>"
         "<th>engine</th><th>model</th><th>command</th><th>GPUs</th><th>facts from</th>"
@@ -223,8 +223,8 @@ def html_report(sel: Selection) -> str:
             " …" if len(labels) > 4 else ""
         )
     elif sel.kind == "experiment":
-        spec = (sel.experiment or {}).get("spec") or {}
-        title = f"ServeLab experiment {sel.name}: {spec.get('name', '')}"
+        name = sel.experiment.name if sel.experiment is not None else None
+        title = f"ServeLab experiment {sel.name}: {name or ''}"
     else:
         title = f"ServeLab run {labels[0]}"
     parts = [

@@ -3,7 +3,6 @@ or ``BROWSER_PATH``), falling back to a Playwright screenshot. Neither downloads
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from core.interop.selection import ExportError
+from core.settings import browser_path
 
 __all__ = ["CHROMIUM_ARGS", "DEFAULT_CHROMIUM", "chromium_path", "write_pngs"]
 
@@ -28,9 +28,9 @@ PNG_WIDTH, PNG_HEIGHT = 1000, 420
 
 def chromium_path() -> str | None:
     """Debian's chromium (or ``BROWSER_PATH``): kaleido and Playwright never download one."""
-    env = os.environ.get("BROWSER_PATH")
-    if env:
-        return env
+    given = browser_path()
+    if given:
+        return given
     return DEFAULT_CHROMIUM if Path(DEFAULT_CHROMIUM).exists() else None
 
 

@@ -60,7 +60,7 @@ def summaries_frame(sel: Selection) -> pd.DataFrame:
             "origin": "import" if origin is not None else "launched",
             "source_file": (origin or {}).get("source_file"),
             "source_format": (origin or {}).get("format"),
-            "state": v.status.get("state"),
+            "state": v.status.state,
             "engine": server.get("engine"),
             "engine_version": v.facts.get("engine_version"),
             "model": server.get("model"),

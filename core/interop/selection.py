@@ -17,7 +17,9 @@ from core.analysis.card import Story, comparison_story, experiment_story, runs_h
 from core.analysis.roles import arm_names, baseline_index
 from core.analysis.runs import RunView, load_run, run_labels
 from core.errors import ConfigError, ServeLabError
-from core.run_folder import find_runs, is_run_id, read_json
+from core.experiments.design import load_experiment
+from core.experiments.records import ExperimentRecord
+from core.run_folder import find_runs, is_run_id
 from core.settings import Settings
 
 __all__ = [
@@ -47,7 +49,7 @@ class Selection:
     name: str
     baseline: int = 0
     run_meta: dict[str, dict[str, Any]] = field(default_factory=dict)
-    experiment: dict[str, Any] | None = None
+    experiment: ExperimentRecord | None = None
     settings: Settings | None = None
 
     @property
@@ -84,11 +86,6 @@ def _floor(
     return (noise_floor(settings, host) if host else None), host
 
 
-def _experiment(settings: Settings, exp_id: str) -> dict[str, Any] | None:
-    data = read_json(settings.data_dir / "experiments" / exp_id / "experiment.json")
-    return data if isinstance(data, dict) else None
-
-
 def select(settings: Settings, ids: Sequence[str], baseline: str | None = None) -> Selection:
     """Run ids (``RUN_ID``) and experiment ids (``exp-...``) -> a Selection. One run is a
     run export, several a comparison, one experiment id its runs with arm and trial."""
@@ -96,23 +93,18 @@ def select(settings: Settings, ids: Sequence[str], baseline: str | None = None) 
         raise ConfigError("RUN_ID", "name at least one run (or an experiment exp-...)")
     views: list[RunView] = []
     meta: dict[str, dict[str, Any]] = {}
-    experiment: dict[str, Any] | None = None
+    experiment: ExperimentRecord | None = None
     for ident in ids:
         if not is_run_id(ident):
             raise ConfigError("RUN_ID", f"{ident[:60]!r} is not a run or experiment id")
-        record = _experiment(settings, ident) if ident.startswith("exp-") else None
+        record = load_experiment(settings, ident) if ident.startswith("exp-") else None
         if record is not None:
             experiment = record if len(ids) == 1 else None
-            for r in record.get("runs", []):
-                rid = str(r.get("run_id"))
-                found, _ = find_runs(settings.runs_dir, [rid])
+            for r in record.runs:
+                found, _ = find_runs(settings.runs_dir, [r.run_id])
                 if found:
                     views.append(load_run(found[0]))
-                    meta[rid] = {
-                        "experiment_id": ident,
-                        "arm": r.get("arm"),
-                        "trial": r.get("trial"),
-                    }
+                    meta[r.run_id] = {"experiment_id": ident, "arm": r.arm, "trial": r.trial}
             continue
         found, _ = find_runs(settings.runs_dir, [ident])
         if not found:
@@ -131,13 +123,13 @@ def select(settings: Settings, ids: Sequence[str], baseline: str | None = None) 
     if experiment is not None and not baseline:
         from core.experiments.design import baseline_arm
 
-        arm = baseline_arm(experiment.get("spec") or {})
+        arm = baseline_arm(experiment.spec)
         base = next(
             (i for i, v in enumerate(views) if meta.get(v.run_id, {}).get("arm") == arm), base
         )
     if experiment is not None:
         kind: Literal["run", "comparison", "experiment"] = "experiment"
-        name = str(experiment.get("experiment_id"))
+        name = experiment.experiment_id
     elif len(views) == 1:
         kind, name = "run", views[0].run_id
     else:
@@ -210,7 +202,7 @@ def verdict_lines(sel: Selection) -> list[str]:
     v = sel.views[0]
     last = v.points[-1] if v.points else None
     if last is None:
-        return [f"Single run {v.run_id} ({v.status.get('state')}): no benchmark points."]
+        return [f"Single run {v.run_id} ({v.status.state}): no benchmark points."]
     m = last.get("metrics") or {}
     parts = [f"{k} {_fmt(m[k])}" for k in _SINGLE_METRICS if isinstance(m.get(k), int | float)]
     return [

@@ -7,7 +7,7 @@ requires authentication and separates two roles:
 * ``view``: the Runs, Run, Compare and Experiments pages, exports;
 * ``launch``: all of that, plus launching, cancelling and importing runs.
 
-Settings (environment):
+Settings (environment, read by core/settings.py):
 
 ``SERVELAB_BIND``          the address the portal listens on (default ``127.0.0.1``)
 ``SERVELAB_TOKEN_VIEW``    shared token that grants ``view`` (optional)
@@ -28,7 +28,6 @@ from __future__ import annotations
 import hmac
 import importlib.util
 import ipaddress
-import os
 import sys
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -36,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from core.settings import REPO_ROOT
+from core.settings import REPO_ROOT, load_settings
 
 __all__ = [
     "LAUNCH",
@@ -85,10 +84,6 @@ def oidc_configured(paths: Sequence[Path] | None = None) -> bool:
     return False
 
 
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(n.strip().lower() for n in text.split(",") if n.strip())
-
-
 @dataclass(frozen=True)
 class AccessConfig:
     bind: str = "127.0.0.1"
@@ -115,15 +110,19 @@ class AccessConfig:
         }[self.mode]
 
 
-def load_access(env: Mapping[str, str] | None = None, oidc: bool | None = None) -> AccessConfig:
-    env = os.environ if env is None else env
+def load_access(
+    env: Mapping[str, str] | None = None, oidc: bool | None = None, bind: str | None = None
+) -> AccessConfig:
+    """The access settings of this environment (``env``: another one); ``bind``: the address
+    really bound, when it is known (Streamlit's ``server.address``), over ``SERVELAB_BIND``."""
+    s = load_settings(env)
     return AccessConfig(
-        bind=env.get("SERVELAB_BIND", "").strip() or "127.0.0.1",
-        token_view=env.get("SERVELAB_TOKEN_VIEW") or None,
-        token_launch=env.get("SERVELAB_TOKEN_LAUNCH") or None,
+        bind=(bind or "").strip() or s.bind,
+        token_view=s.token_view,
+        token_launch=s.token_launch,
         oidc=oidc_configured() if oidc is None else oidc,
-        launchers=_names(env.get("SERVELAB_LAUNCHERS", "")),
-        viewers=_names(env.get("SERVELAB_VIEWERS", "")),
+        launchers=s.launchers,
+        viewers=s.viewers,
     )
 
 
@@ -199,10 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m core.portal.access [--bind ADDRESS]``: the mode, or why it is refused
     (exit 2)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    env = dict(os.environ)
-    if len(args) == 2 and args[0] == "--bind":
-        env["SERVELAB_BIND"] = args[1]
-    cfg = load_access(env)
+    cfg = load_access(bind=args[1] if len(args) == 2 and args[0] == "--bind" else None)
     found = problems(cfg)
     for problem in found:
         print(f"servelab: {problem}", file=sys.stderr)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Any
+
+from core.settings import cuda_visible_devices
 
 __all__ = ["gpu_memory", "gpu_pids", "nvml_available", "visible_gpus"]
 
@@ -32,7 +33,7 @@ def visible_gpus() -> list[int]:
     import pynvml
 
     count = pynvml.nvmlDeviceGetCount()
-    raw = os.environ.get("CUDA_VISIBLE_DEVICES")
+    raw = cuda_visible_devices()
     if raw is None:
         return list(range(count))
     uuids: dict[str, int] = {}

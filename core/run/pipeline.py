@@ -47,7 +47,7 @@ from core.run.gpu import gpu_memory, gpu_pids
 from core.run.launcher import RUN_ID_ENV, ManagedServer, free_port, tail
 from core.run.probe import run_probe
 from core.run.samplers import Sampler
-from core.run_folder import EndState, RunFolder, run_result, utc_now
+from core.run_folder import EndState, RunFolder, RunStatus, run_result, utc_now
 from core.safety import (
     api_key,
     redact_argv,
@@ -62,7 +62,7 @@ from core.store import Catalog
 
 __all__ = ["ProgressFn", "execute_run", "install_signal_handlers"]
 
-ProgressFn = Callable[[dict[str, Any]], None]
+ProgressFn = Callable[[RunStatus], None]  # each status as written
 MIN_FREE_DISK_MB = 200
 # Warm-up is sized from the plan: as many requests as its largest concurrency (every batch
 # size the points will use has then been run once: lazy allocation, per-shape graphs and
@@ -114,7 +114,7 @@ class _Run:
             self.status_error = str(exc)
             return
         if self.progress:
-            self.progress(status)
+            self.progress(RunStatus.model_validate(status))
 
     @contextlib.contextmanager
     def step(self, name: str) -> Iterator[dict[str, Any]]:
@@ -340,7 +340,7 @@ def execute_run(
     settings: Settings,
     progress: ProgressFn | None = None,
     stop_event: threading.Event | None = None,
-) -> dict[str, Any]:
+) -> RunStatus:
     """Run the pipeline for an already-prepared folder; return the final status."""
     spec = RunSpec.model_validate(
         {k: v for k, v in folder.read("spec.json").items() if k not in ("run_id", "created_at")}
@@ -358,9 +358,7 @@ def execute_run(
     t_start = time.monotonic()
     if run.should_stop():
         # Cancelled between queueing and starting: launch nothing.
-        return folder.end(
-            "cancelled", folder.read_status().reason or "cancelled before it started"
-        ).as_json()
+        return folder.end("cancelled", folder.read_status().reason or "cancelled before it started")
     run.report(
         force=True,
         state="running",
@@ -387,9 +385,10 @@ def execute_run(
                 run.server.start()
                 run.report(force=True, server_pid=run.server.pid)
             with run.step("wait_ready") as rec:
-                failure_in_log = getattr(adapter, "failure_in_log", lambda _t: None)
                 ready_s = run.server.wait_ready(
-                    spec.server.startup_timeout_s, run.should_stop, failure_in_log=failure_in_log
+                    spec.server.startup_timeout_s,
+                    run.should_stop,
+                    failure_in_log=adapter.failure_in_log,
                 )
                 rec["detail"] = f"ready after {ready_s:.1f} s"
         else:
@@ -428,17 +427,21 @@ def execute_run(
             run.steps.append({"step": "probe", "outcome": "skipped", "detail": "no probe in plan"})
         run.check_cancel()
         exact_body: dict[str, Any] = launch["exact_length_body"]
-        choose = getattr(adapter, "choose_exact_length", None)  # the endpoint engine
-        if bench.ignore_eos and choose is not None:
+        if bench.ignore_eos and adapter.asks_exact_length:  # the endpoint engine
             with run.step("exact_length") as rec:
-                mechanism, exact_body, why = choose(
+                chosen = adapter.choose_exact_length(
                     plan.base_url, model, run.headers, bench.request_timeout_s
                 )
-                rec["detail"] = f"{mechanism}: {why}"
-                launch.update(
-                    exact_length_body=exact_body, exact_length={"mechanism": mechanism, "why": why}
-                )
-                folder.write("launch.json", launch)
+                if chosen is None:
+                    rec["detail"] = "the launch plan's own fields"
+                else:
+                    mechanism, exact_body, why = chosen
+                    rec["detail"] = f"{mechanism}: {why}"
+                    launch.update(
+                        exact_length_body=exact_body,
+                        exact_length={"mechanism": mechanism, "why": why},
+                    )
+                    folder.write("launch.json", launch)
         gen = LoadGenerator(
             plan.base_url,
             max(p.concurrency or p.num_prompts for p in bench.points),
@@ -551,21 +554,23 @@ def execute_run(
         folder.write("result.json", run_result(folder))
     duration_s = round(time.monotonic() - t_start, 3)
     try:
-        status = folder.end(final_state, reason, steps=run.steps, duration_s=duration_s).as_json()
+        status = folder.end(final_state, reason, steps=run.steps, duration_s=duration_s)
     except StoreError as exc:
         # The folder cannot take the final state (disk full, read-only): say so, and leave
         # the folder "running" for recover_runs to close once it can be written again.
-        status = {
-            "run_id": folder.run_id,
-            "state": final_state,
-            "reason": reason,
-            "phase": "done",
-            "finished_at": utc_now(),
-            "duration_s": duration_s,
-            "progress": None,
-            "steps": run.steps,
-            "unrecorded": f"the final state could not be written: {exc}",
-        }
+        status = RunStatus.model_validate(
+            {
+                "run_id": folder.run_id,
+                "state": final_state,
+                "reason": reason,
+                "phase": "done",
+                "finished_at": utc_now(),
+                "duration_s": duration_s,
+                "progress": None,
+                "steps": run.steps,
+                "unrecorded": f"the final state could not be written: {exc}",
+            }
+        )
         if progress:
             progress(status)
         return status
@@ -577,7 +582,7 @@ def execute_run(
             rec["outcome"] = "failed"
             rec["detail"] = f"not indexed ({exc}); `python -m core reindex` will pick it up"
     with contextlib.suppress(StoreError):
-        status = folder.update_status(steps=run.steps)
+        status = RunStatus.model_validate(folder.update_status(steps=run.steps))
     if progress:
         progress(status)
     return status

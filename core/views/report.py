@@ -3,10 +3,13 @@ Run page shows them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from core.experiments.records import ExperimentRecord
 from core.metrics import DEFINITION, caveat_lines, point_cancelled, point_caveats
-from core.run_folder import RunFolder
+from core.run_folder import RunFolder, RunStatus, Step
+from core.settings import Settings
 
 __all__ = [
     "format_experiment",
@@ -18,15 +21,15 @@ __all__ = [
 ]
 
 
-def node_line(status: dict[str, Any]) -> str:
+def node_line(status: RunStatus) -> str:
     """Where a Ray run runs or ran, in words (status.json's placement fields, see
     core/executors); "" for a local run."""
-    if status.get("executor") != "ray":
+    if status.executor != "ray":
         return ""
-    if not status.get("node_ip"):
+    if not status.node_ip:
         return "Ray: waiting for a node with free GPUs"
-    gpus = ",".join(map(str, status.get("gpu_ids") or [])) or "none"
-    return f"Ray node {status['node_ip']} ({status.get('node_name') or '?'}) · GPU ids {gpus}"
+    gpus = ",".join(map(str, status.gpu_ids or [])) or "none"
+    return f"Ray node {status.node_ip} ({status.node_name or '?'}) · GPU ids {gpus}"
 
 
 def _f(v: Any, digits: int = 1) -> str:
@@ -47,24 +50,24 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def step_rows(steps: list[dict[str, Any]]) -> list[dict[str, str]]:
+def step_rows(steps: Sequence[Step]) -> list[dict[str, str]]:
     """A run's steps for reading: when each started (UTC, to the tenth of a second; the day
     only where it changes) and how long it took, in the unit that fits."""
     rows, day = [], None
     for s in steps:
-        started = str(s.get("started_at") or "")
+        started = s.started_at or ""
         when = started[11:21] if len(started) >= 21 else started
         if started[:10] and started[:10] != day:
             day = started[:10]
             when = f"{day} {when}"
-        took = s.get("duration_s")
+        took = s.duration_s
         rows.append(
             {
-                "step": str(s.get("step") or ""),
-                "outcome": str(s.get("outcome") or ""),
+                "step": s.step,
+                "outcome": s.outcome,
                 "started (UTC)": when,
                 "took": _took(took),
-                "detail": str(s.get("detail") or ""),
+                "detail": s.detail or "",
             }
         )
     return rows
@@ -97,10 +100,9 @@ def run_details(folder: RunFolder) -> dict[str, Any]:
 
 def format_run(folder: RunFolder) -> str:
     d = run_details(folder)
-    st, launch, facts, probe = d["status"], d["launch"] or {}, d["facts"], d["probe"]
+    st, launch, facts, probe = folder.status_or_empty(), d["launch"] or {}, d["facts"], d["probe"]
     out = [
-        f"run {folder.run_id}: {st.get('state')}"
-        + (f" — {st['reason']}" if st.get("reason") else ""),
+        f"run {folder.run_id}: {st.state}" + (f" — {st.reason}" if st.reason else ""),
         f"  folder:  {folder.path}",
     ]
     if where := node_line(st):  # a run an executor placed elsewhere (core/executors)
@@ -120,9 +122,7 @@ def format_run(folder: RunFolder) -> str:
             f"  probe:   {probe['prompt']!r} -> {probe['answer'][:60]!r} "
             f"({'pass' if probe['passed'] else 'FAIL'}: {probe['reason']})"
         )
-    out.append(
-        "  steps:   " + ", ".join(f"{s['step']} {s['outcome']}" for s in st.get("steps", []))
-    )
+    out.append("  steps:   " + ", ".join(f"{s.step} {s.outcome}" for s in st.steps))
     rows = []
     for p in d["points"]:
         m = p["metrics"]
@@ -164,10 +164,7 @@ def format_run(folder: RunFolder) -> str:
         out.append(f"\nmetrics: {definition}; output tokens counted by: {src}")
         for p in d["points"]:  # read with care (docs/METRICS.md): one rule, core.metrics
             label = f"point {p.get('label', p.get('index'))}"
-            out += [
-                f"WARNING: {line}"
-                for line in caveat_lines(label, point_caveats(p, d.get("status")))
-            ]
+            out += [f"WARNING: {line}" for line in caveat_lines(label, point_caveats(p, st))]
     return "\n".join(out)
 
 
@@ -194,22 +191,22 @@ def format_runs(rows: list[dict[str, Any]]) -> str:
     )
 
 
-def format_experiment(settings: Any, record: dict[str, Any]) -> str:
+def format_experiment(settings: Settings, record: ExperimentRecord) -> str:
     """The verdict, then per point and arm the mean output throughput with its interval."""
     from core.analysis.attribution import format_attribution
     from core.analysis.card import experiment_story
     from core.analysis.stats import arm_stats
     from core.analysis.trials import experiment_runs
 
-    spec = record.get("spec") or {}
-    arms = [a["label"] for a in spec.get("arms", [])]
+    spec = record.spec
+    arms = record.arm_labels
     runs = experiment_runs(settings, record)
-    states = [r.view.status.get("state") for r in runs]
+    states = [str(r.view.status.state) for r in runs]
     out = [
-        f"experiment {record.get('experiment_id')}: {spec.get('name')} "
+        f"experiment {record.experiment_id}: {record.name} "
         f"({len(arms)} arms x {spec.get('trials')} trials, order seed "
         f"{spec.get('order_seed')}); runs: "
-        + ", ".join(f"{s}={states.count(s)}" for s in sorted(set(map(str, states))))
+        + ", ".join(f"{s}={states.count(s)}" for s in sorted(set(states)))
     ]
     if not runs or not arms:
         return "\n".join(out)
