@@ -204,3 +204,29 @@ def test_unknown_extra_flag_in_a_queued_run_fails_preflight(
     st = only_run(settings).status()
     assert st["state"] == "failed" and "extra_args" in st["reason"]
     assert st["steps"][0] == {**st["steps"][0], "step": "preflight", "outcome": "failed"}
+
+
+def test_a_gpu_released_late_by_an_exited_server_is_not_a_failure() -> None:
+    """NVML may list an exited server's pid for a moment; verify waits for the release."""
+    from core.run.pipeline import gpu_still_held
+
+    now = [0.0]
+    listings = iter([{0: [4644, 1]}, {0: [4644]}, {0: [1]}])
+    held = gpu_still_held(
+        {4644},
+        lambda: next(listings),
+        wait_s=10,
+        clock=lambda: now[0],
+        sleep=lambda s: now.__setitem__(0, now[0] + s),
+    )
+    assert held == {}
+    # Still listed when the wait is over: the GPU really is held, and that is reported.
+    now[0] = 0.0
+    stuck = gpu_still_held(
+        {4644, 7},
+        lambda: {0: [4644], 1: [2]},
+        wait_s=2,
+        clock=lambda: now[0],
+        sleep=lambda s: now.__setitem__(0, now[0] + s),
+    )
+    assert stuck == {0: [4644]} and now[0] >= 2

@@ -322,16 +322,42 @@ def _retokenize(tok: Tokenizer, records: list[RequestRecord]) -> None:
             r.output_tokens_retokenized = len(tok.encode(r.generated_text))
 
 
+# A server that has exited can still be listed by NVML for a moment while the driver tears its
+# context down (seen on the H200: SGLang exited on SIGTERM in 0.2 s and its pid was still
+# listed at the check, failing a run whose every point had succeeded). A pid that is still
+# listed after this long really holds the GPU.
+GPU_RELEASE_WAIT_S = 10.0
+
+
+def gpu_still_held(
+    server_pids: set[int],
+    list_gpu_pids: Callable[[], dict[int, list[int]]] = gpu_pids,
+    wait_s: float = GPU_RELEASE_WAIT_S,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[int, list[int]]:
+    """GPU index → the server pids still listed on it, after up to ``wait_s`` for the driver
+    to release GPUs of processes that have exited; {} when none holds one."""
+    deadline = clock() + wait_s
+    while True:
+        held = {
+            gpu: sorted(server_pids & set(pids))
+            for gpu, pids in list_gpu_pids().items()
+            if server_pids & set(pids)
+        }
+        if not held or clock() >= deadline:
+            return held
+        sleep(0.5)
+
+
 def _verify_gone(run: _Run, survivors: list[int], gpu_before: dict[int, list[int]]) -> str:
     problems = []
     if survivors:
         problems.append(f"processes still alive after stop: {survivors}")
     if gpu_before or gpu_pids():
         server_pids = set(run.server._pids) if run.server else set()
-        for gpu, pids in gpu_pids().items():
-            held = server_pids & set(pids)
-            if held:
-                problems.append(f"GPU {gpu} still held by server pids {sorted(held)}")
+        for gpu, held in gpu_still_held(server_pids).items():
+            problems.append(f"GPU {gpu} still held by server pids {held}")
     return "; ".join(problems)
 
 
