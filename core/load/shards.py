@@ -60,7 +60,7 @@ from core.load.requests import (
 from core.load.schedule import Clock, arrival_times, sleep_until, slots_to_fill
 from core.load.sizing import slot_shares
 from core.records import RequestRecord
-from core.settings import REPO_ROOT
+from core.settings import REPO_ROOT, environ_values
 
 __all__ = ["ClientWorkerDied", "ShardPool"]
 
@@ -238,7 +238,7 @@ class ShardPool:
         root = str(REPO_ROOT)  # where ``core`` is importable
         env = {
             **os.environ,
-            "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])]),
+            "PYTHONPATH": os.pathsep.join([root, *environ_values(["PYTHONPATH"]).values()]),
         }
         # What each worker measures with, as it said when ready: (event loop, JSON parser).
         self.runtimes: list[tuple[str, str]] = []
