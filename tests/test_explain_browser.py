@@ -133,7 +133,7 @@ def test_explain_button_queues_the_factorial_over_exactly_the_differing_knobs(
         )
         assert {k: server[k] for k in held} == held  # every other field at A's value
         assert r.view.spec["plan"]["points"] == spec_a["plan"]["points"]
-        assert r.view.status["state"] == "queued"  # the worker is off: nothing started
+        assert r.view.status.state == "queued"  # the worker is off: nothing started
     # the catalog indexes the queued runs like any other
     catalog = Catalog(settings.catalog_path, settings.runs_dir)
     catalog.sync()
