@@ -56,14 +56,15 @@ def test_card_judges_each_metric_by_its_direction_and_lists_regressions_first() 
         for t, d in enumerate((0.0, 0.6, -0.5))
     ]
     off = [
-        view(f"off{t}", {1: 10 + d, 64: 101 - d}, ttft_ms=50 + d, kv=500_000)
-        for t, d in enumerate((0.2, -0.3, 0.4))
+        view(f"off{t}", {1: 10 + d, 64: 100 + e}, ttft_ms=50 + d, kv=500_000)
+        for t, (d, e) in enumerate(((0.2, 0.3), (-0.3, -0.1), (0.4, 0.1)))
     ]
-    rows = summary_card({"on": on, "off": off}, "off")
+    rows = summary_card({"on": on, "off": off}, "off")  # runs pair by position (trial)
     by = {(r.metric, r.concurrency): r for r in rows}
     tput1 = by[("output_throughput", 1)]
     assert tput1.verdict == "better" and tput1.confirmed
-    assert tput1.change == pytest.approx(30.0333 / 10.1 - 1, rel=1e-3)
+    # paired by trial: the geometric mean of the per-trial ratios
+    assert tput1.change == pytest.approx((30 / 10.2 * 30.6 / 9.7 * 29.5 / 10.4) ** (1 / 3) - 1)
     assert by[("output_throughput", 64)].verdict == "within noise"
     ttft = by[("median_ttft_ms", 64)]
     assert ttft.verdict == "worse" and ttft.low is not None and ttft.low > 0

@@ -34,7 +34,7 @@ import statsmodels.api as sm
 
 from core.analysis.memory import memory_headroom
 from core.analysis.points import METRIC_DIRECTIONS, point_key
-from core.analysis.stats import RunOfArm
+from core.analysis.stats import RunOfArm, paired_log_ratio
 from core.analysis.trials import experiment_runs
 from core.config import knob_text, same_value
 from core.experiments.design import baseline_arm
@@ -198,6 +198,11 @@ class _Fit:
     names: list[str]
     df_resid: float
     additive: bool
+    # per arm, trial → log value; set when every arm has its own mean (a saturated model)
+    # and the same trials, so that an arm-vs-baseline contrast is the paired estimator's
+    arm_logs: dict[str, dict[int, float]] | None = None
+    arm_terms: dict[frozenset[str], str] | None = None
+    baseline_arm: str = ""
 
 
 def _design_matrix(
@@ -233,13 +238,47 @@ def _fit(obs: pd.DataFrame, design: Design) -> _Fit | None:
             names,
             float(result.df_resid),
             additive=design.factorial and not interactions,
+            **_paired_contrasts(obs, design, terms),
         )
     return None
+
+
+def _paired_contrasts(obs: pd.DataFrame, design: Design, terms: list[_Term]) -> dict[str, Any]:
+    """When each arm has its own mean (as many terms as arms − 1) and every arm ran the
+    same trials, the sum of the terms active in an arm is exactly that arm's paired
+    log-ratio to the baseline: the interval then comes from the one estimator
+    (``core.analysis.stats.paired_log_ratio``), so the card and the attribution agree."""
+    arms = sorted(set(obs["arm"]))
+    if len(terms) != len(design.arm_levels) - 1 or len(arms) != len(design.arm_levels):
+        return {}
+    logs = {
+        a: dict(zip(g["trial"].astype(int), g["y"].astype(float), strict=True))
+        for a, g in obs.groupby("arm")
+    }
+    if len({frozenset(v) for v in logs.values()}) != 1 or any(
+        len(v) != len(g) for v, (_, g) in zip(logs.values(), obs.groupby("arm"), strict=True)
+    ):
+        return {}  # unbalanced (or a trial twice): the OLS estimate is not the paired one
+    by_terms: dict[frozenset[str], str] = {}
+    for arm in design.arm_levels:
+        if arm == design.baseline_arm:
+            continue
+        held = {(k, _index(design.levels[k], design.arm_levels[arm][k])) for k in design.knobs}
+        by_terms[frozenset(t.name for t in terms if all(m in held for m in t.members))] = arm
+    return {"arm_logs": logs, "arm_terms": by_terms, "baseline_arm": design.baseline_arm}
 
 
 def _interval(fit: _Fit, weights: dict[str, float]) -> tuple[float, float | None, float | None]:
     vec = np.array([weights.get(n, 0.0) for n in fit.names])
     est = float(vec @ np.array([fit.params[n] for n in fit.names]))
+    arm = (fit.arm_terms or {}).get(frozenset(weights))
+    if arm is not None and fit.arm_logs and set(weights.values()) == {1.0}:
+        values = {t: math.exp(y) for t, y in fit.arm_logs[arm].items()}
+        base = {t: math.exp(y) for t, y in fit.arm_logs[fit.baseline_arm].items()}
+        _, low, high = paired_log_ratio(values, base)
+        if low is None or high is None:
+            return est, None, None
+        return est, math.log1p(low), math.log1p(high)
     if fit.df_resid < 1:
         return est, None, None
     low, high = (float(v) for v in np.asarray(fit.result.t_test(vec).conf_int(0.05))[0])

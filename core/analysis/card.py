@@ -4,8 +4,9 @@ and of the HTML report.
 For each arm against the baseline, at each concurrency: output throughput, TTFT (median,
 p99), ITL and TPOT (median), the peak GPU memory and the memory headroom, plus the KV pool
 (a start-up fact, one value per run). Each cell holds the change, its 95% interval
-(``core.analysis.stats.relative_diff``: log scale, never below -100%) and better / worse / within
-noise. Regressions come first, in words (``regressions``), and the verdicts quote them.
+(``core.analysis.stats.paired_log_ratio``: paired by trial, log scale, never below -100%)
+and better / worse / within noise. Regressions come first, in words (``regressions``), and
+the verdicts quote them.
 Points whose numbers are suspect (cut short by a cancel, the load generator saturated or
 its timestamps late, not steady state: ``core.metrics.point_caveats``) are named too
 (``caveats``), in the card and the verdict alike.
@@ -30,7 +31,13 @@ from core.analysis.memory import gpu_total_gb, headroom_gb, memory_headroom, pea
 from core.analysis.points import METRIC_DIRECTIONS, first_points, is_no_change, metric_deltas
 from core.analysis.roles import headline_point
 from core.analysis.runs import RunView
-from core.analysis.stats import MIN_TRIALS_FOR_CI, RunOfArm, arm_stats, relative_diff, verdict
+from core.analysis.stats import (
+    MIN_TRIALS_FOR_CI,
+    RunOfArm,
+    arm_stats,
+    paired_log_ratio,
+    verdict,
+)
 from core.analysis.trials import experiment_runs, noise_floor
 from core.experiments.design import baseline_arm
 from core.experiments.records import ExperimentRecord
@@ -85,7 +92,7 @@ class CardRow:
     baseline: str
     base_mean: float | None
     mean: float | None
-    change: float | None  # relative: mean / base_mean - 1
+    change: float | None  # relative, paired by trial (core.analysis.stats.paired_log_ratio)
     low: float | None
     high: float | None
     n: int
@@ -188,10 +195,12 @@ def _verdict(
     return direction, False
 
 
-def _point_values(views: Sequence[RunView]) -> dict[tuple[Any, ...], dict[str, list[float]]]:
-    """Per point key: per card metric, one value per run (its first point at that key)."""
-    out: dict[tuple[Any, ...], dict[str, list[float]]] = {}
-    for v in views:
+def _point_values(
+    views: Sequence[RunView], trials: Sequence[int]
+) -> dict[tuple[Any, ...], dict[str, dict[int, float]]]:
+    """Per point key: per card metric, trial → value (a run's first point at that key)."""
+    out: dict[tuple[Any, ...], dict[str, dict[int, float]]] = {}
+    for v, trial in zip(views, trials, strict=True):
         peaks = peak_gpu_mib_by_point(v.path)
         total_gb = gpu_total_gb(v.facts.get("gpus"))
         free_gb = as_number(v.facts.get("available_gpu_mem_gb"))
@@ -206,19 +215,28 @@ def _point_values(views: Sequence[RunView]) -> dict[tuple[Any, ...], dict[str, l
                     # no memory facts from the server: the GPU's total minus the NVML peak
                     value = headroom_gb(None, total_gb, peaks.get(int(s.get("index", -1))))
                 if value is not None:
-                    cell.setdefault(m, []).append(value)
+                    cell.setdefault(m, {}).setdefault(trial, value)
     return out
 
 
 def summary_card(
-    arms: Mapping[str, Sequence[RunView]], baseline: str, floor: Mapping[str, Any] | None = None
+    arms: Mapping[str, Sequence[RunView]],
+    baseline: str,
+    floor: Mapping[str, Any] | None = None,
+    trials: Mapping[str, Sequence[int]] | None = None,
 ) -> list[CardRow]:
     """The card's rows for every arm other than ``baseline`` (arms in order; the views of
     an arm are its succeeded runs). ``floor``: the A/A noise floor of the host the runs ran
-    on (``core.analysis.trials.noise_floor``), or None."""
+    on (``core.analysis.trials.noise_floor``), or None. ``trials``: per arm, the trial of
+    each view, so that arms pair by trial (``paired_log_ratio``); without it (plain runs,
+    one each) the views pair by position."""
     if baseline not in arms:
         return []
-    per_arm = {arm: _point_values(views) for arm, views in arms.items()}
+    trial_of = {
+        arm: list(trials[arm]) if trials and arm in trials else list(range(len(views)))
+        for arm, views in arms.items()
+    }
+    per_arm = {arm: _point_values(views, trial_of[arm]) for arm, views in arms.items()}
     keys = _sorted_keys({k for values in per_arm.values() for k in values})
     shapes = {k[1:] for k in keys}
     rows: list[CardRow] = []
@@ -234,15 +252,15 @@ def summary_card(
                         "start-up",
                         arm,
                         baseline,
-                        _facts(views, metric),
-                        _facts(arms[baseline], metric),
+                        _facts(views, metric, trial_of[arm]),
+                        _facts(arms[baseline], metric, trial_of[baseline]),
                         floor,
                     )
                 )
                 continue
             for key in keys:
-                a = per_arm[arm].get(key, {}).get(metric, [])
-                b = per_arm[baseline].get(key, {}).get(metric, [])
+                a = per_arm[arm].get(key, {}).get(metric, {})
+                b = per_arm[baseline].get(key, {}).get(metric, {})
                 if not a and not b:
                     continue
                 rows.append(
@@ -328,11 +346,13 @@ def caveat_line(found: Sequence[PointCaveat]) -> str | None:
     return "Read with care: " + "; ".join(c.sentence(care=False) for c in found) + "."
 
 
-def _facts(views: Sequence[RunView], metric: str) -> list[float]:
+def _facts(views: Sequence[RunView], metric: str, trials: Sequence[int]) -> dict[int, float]:
     if metric == "kv_cache_tokens":
-        return [x for v in views if (x := as_number(v.facts.get(metric))) is not None]
-    head = memory_headroom(list(views))
-    return [x for x in (as_number(v) for v in head[metric]) if x is not None]
+        pairs = zip(trials, (as_number(v.facts.get(metric)) for v in views), strict=True)
+    else:
+        head = memory_headroom(list(views))
+        pairs = zip(trials, (as_number(v) for v in head[metric]), strict=True)
+    return {t: x for t, x in pairs if x is not None}
 
 
 def _row(
@@ -341,11 +361,11 @@ def _row(
     point: str,
     arm: str,
     baseline: str,
-    a: list[float],
-    b: list[float],
+    a: Mapping[int, float],
+    b: Mapping[int, float],
     floor: Mapping[str, Any] | None,
 ) -> CardRow:
-    change, low, high = relative_diff(a, b)
+    change, low, high = paired_log_ratio(a, b)
     verdict, confirmed = _verdict(metric, change, low, high, floor)
     return CardRow(
         metric=metric,
@@ -353,8 +373,8 @@ def _row(
         point=point,
         arm=arm,
         baseline=baseline,
-        base_mean=float(np.mean(b)) if b else None,
-        mean=float(np.mean(a)) if a else None,
+        base_mean=float(np.mean(list(b.values()))) if b else None,
+        mean=float(np.mean(list(a.values()))) if a else None,
         change=change,
         low=low,
         high=high,
@@ -522,10 +542,12 @@ def experiment_story(
     host = record.host
     floor = noise_floor(settings, host) if record.kind != "aa" and host else None
     by_arm: dict[str, list[RunView]] = {a: [] for a in arms}
+    trials: dict[str, list[int]] = {a: [] for a in arms}
     for r in runs:
         if r.view.status.state == "succeeded":
             by_arm.setdefault(r.arm, []).append(r.view)
-    card = summary_card(by_arm, base, floor) if base else []
+            trials.setdefault(r.arm, []).append(r.trial)
+    card = summary_card(by_arm, base, floor, trials) if base else []
     table = arm_stats(list(runs), base)
     text = verdict(str(record.name), table, list(runs), base, floor)
     lines = regression_lines(card)

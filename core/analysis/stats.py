@@ -6,14 +6,15 @@ Intervals are Student-t over trials (each trial is one fresh server, so trials, 
 requests, are the independent samples). With fewer than 3 trials an interval would be
 mostly guesswork, so it is reported as unknown. A mean's interval never goes below 0 when
 every value is non-negative (a latency or a throughput cannot). The relative difference is
-the ratio of the means minus 1; its interval is built on the log scale (delta method,
-Welch degrees of freedom) and mapped back, so it can never cross -100% and a ratio of 2
-and of 1/2 are equally far from "no change" (docs/METRICS.md).
+the mean of the per-trial log-ratios, mapped back (``paired_log_ratio``, the one estimator
+of every delta between arms: t over n_pairs - 1 df), so it can never cross -100% and a
+ratio of 2 and of 1/2 are equally far from "no change" (docs/METRICS.md).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -36,7 +37,7 @@ __all__ = [
     "first_per_arm",
     "frontier",
     "mean_ci",
-    "relative_diff",
+    "paired_log_ratio",
     "slo_table",
     "verdict",
 ]
@@ -93,36 +94,50 @@ def _t975(df: float) -> float:
     return float(sps.t.ppf(0.975, df))
 
 
-def relative_diff(
-    arm: list[float], base: list[float]
+def paired_log_ratio(
+    arm: Mapping[int, float], base: Mapping[int, float]
 ) -> tuple[float | None, float | None, float | None]:
-    """(relative difference of means, low, high) of arm vs base; interval None when
-    either side has fewer than 3 trials."""
-    a = [v for v in arm if v is not None and not math.isnan(v)]
-    b = [v for v in base if v is not None and not math.isnan(v)]
-    if not a or not b:
+    """THE estimator of a difference between two arms of an experiment: (relative
+    difference, low, high) of ``arm`` vs ``base``, each given as trial → value.
+
+    Each trial both arms completed gives one log(arm / base); the estimate is their mean,
+    its 95% interval Student-t with n_pairs − 1 degrees of freedom, mapped back with
+    exp(·) − 1 (so it never crosses −100%). Pairing by trial removes what a trial shares
+    between its arms (the host's state at that time: drift, a noisy neighbour); the log
+    makes a ratio of 2 and of 1/2 equally far from "no change" (docs/METRICS.md). The
+    attribution's OLS with trial blocks gives the same interval for the same contrast in
+    a balanced 2×2 (``core.analysis.attribution``). Interval None with fewer than 3 pairs;
+    a value ≤ 0 (an error rate of 0) has no log: all zero on both sides reads as no
+    change, otherwise the ratio of the means without an interval."""
+    pairs = [
+        (float(a), float(base[t]))
+        for t, a in arm.items()
+        if t in base and _finite(a) and _finite(base[t])
+    ]
+    if not pairs:
         return None, None, None
-    if np.mean(b) == 0:
-        if np.mean(a) != 0:
-            return None, None, None  # no relative change from zero
-        enough = len(a) >= MIN_TRIALS_FOR_CI and len(b) >= MIN_TRIALS_FOR_CI
-        return (0.0, 0.0, 0.0) if enough else (0.0, None, None)
-    ma, mb = float(np.mean(a)), float(np.mean(b))
-    rel = ma / mb - 1
-    if len(a) < MIN_TRIALS_FOR_CI or len(b) < MIN_TRIALS_FOR_CI:
+    enough = len(pairs) >= MIN_TRIALS_FOR_CI
+    if any(a <= 0 or b <= 0 for a, b in pairs):
+        ma, mb = float(np.mean([a for a, _ in pairs])), float(np.mean([b for _, b in pairs]))
+        if mb == 0:
+            if ma != 0:
+                return None, None, None  # no relative change from zero
+            return (0.0, 0.0, 0.0) if enough else (0.0, None, None)
+        return ma / mb - 1, None, None
+    logs = np.log([a / b for a, b in pairs])
+    d = float(np.mean(logs))
+    rel = math.expm1(d)
+    if not enough:
         return rel, None, None
-    if ma <= 0 or mb < 0:
-        return rel, None, None  # no log-scale interval for a zero or negative mean
-    # log(ma / mb) with the delta-method variance of each log mean, Welch's df.
-    va = float(np.var(a, ddof=1)) / len(a) / ma**2
-    vb = float(np.var(b, ddof=1)) / len(b) / mb**2
-    se = math.sqrt(va + vb)
-    if se == 0:
+    sem = float(np.std(logs, ddof=1)) / math.sqrt(len(logs))
+    if sem == 0:
         return rel, rel, rel
-    df = (va + vb) ** 2 / ((va**2) / (len(a) - 1) + (vb**2) / (len(b) - 1))
-    t = _t975(round(df, 6))
-    log_ratio = math.log(ma / mb)
-    return rel, math.exp(log_ratio - t * se) - 1, math.exp(log_ratio + t * se) - 1
+    half = _t975(float(len(logs) - 1)) * sem
+    return rel, math.expm1(d - half), math.expm1(d + half)
+
+
+def _finite(v: float | None) -> bool:
+    return v is not None and not math.isnan(v)
 
 
 def _label(metric: str, low: float | None, high: float | None, rel: float | None) -> str:
@@ -149,7 +164,7 @@ def arm_stats(
 ) -> pd.DataFrame:
     """One row per (point, metric, arm): n, mean, CI, relative diff to the baseline arm
     with its CI, and the label. Only succeeded runs count."""
-    values: dict[tuple[Any, str, str], list[float]] = {}
+    values: dict[tuple[Any, str, str], dict[int, float]] = {}
     labels: dict[Any, str] = {}
     for r in runs:
         if r.view.status.state != "succeeded":
@@ -160,17 +175,18 @@ def arm_stats(
             for m in metrics:
                 v = as_number((s.get("metrics") or {}).get(m))
                 if v is not None:
-                    values.setdefault((key, m, r.arm), []).append(v)
+                    # a trial's first value at a point (a repeated point counts once)
+                    values.setdefault((key, m, r.arm), {}).setdefault(r.trial, v)
     arms = list(dict.fromkeys(r.arm for r in runs))
     rows: list[dict[str, Any]] = []
     for key, label in labels.items():
         for m in metrics:
             if not any(values.get((key, m, arm)) for arm in arms):
                 continue  # a metric no run reported (e.g. an import without it)
-            base_vals = values.get((key, m, baseline_arm), [])
+            base_vals = values.get((key, m, baseline_arm), {})
             for arm in arms:
-                vals = values.get((key, m, arm), [])
-                mean, low, high = mean_ci(vals)
+                vals = values.get((key, m, arm), {})
+                mean, low, high = mean_ci(list(vals.values()))
                 row: dict[str, Any] = {
                     "point": label,
                     "concurrency": key[0],
@@ -182,7 +198,7 @@ def arm_stats(
                     "ci_high": high,
                 }
                 if arm != baseline_arm:
-                    rel, rlow, rhigh = relative_diff(vals, base_vals)
+                    rel, rlow, rhigh = paired_log_ratio(vals, base_vals)
                     row.update(
                         rel=rel, rel_low=rlow, rel_high=rhigh, label=_label(m, rlow, rhigh, rel)
                     )
