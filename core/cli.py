@@ -182,6 +182,18 @@ def _parser() -> argparse.ArgumentParser:
         help="queue the runs and return (the portal's worker runs them)",
     )
 
+    wl = sub.add_parser("workload", help="what a point's workload will send")
+    wl_sub = wl.add_subparsers(dest="workload_command", required=True)
+    pv = wl_sub.add_parser("preview", help="per request: arrival, input/output/shared tokens")
+    pv.add_argument("source", metavar="SPEC_OR_TRACE", type=Path, help="spec.json or trace .jsonl")
+    pv.add_argument("--limit", type=int, default=None, help="the first N requests")
+    pv.add_argument("--point", type=int, default=0, help="which point of a spec (default 0)")
+    pv.add_argument("--model", help="model folder (tokenizer, context length); default the spec's")
+    pv.add_argument(
+        "--over-context", choices=["error", "drop", "clip"], help="trace: over the context"
+    )
+    pv.add_argument("--json", action="store_true", help="JSON lines instead of a table")
+
     sub.add_parser("reindex", help="rebuild the catalog from the run folders")
     sub.add_parser("engines", help="which engines are installed here, and their versions")
     add_transfer_parsers(sub)  # import, export (core/interop/transfer.py)
@@ -628,6 +640,45 @@ def _flag_of(field: str) -> str:
     return named.get(name, "--" + name.replace("_", "-"))
 
 
+def _cmd_workload(args: argparse.Namespace) -> int:
+    from core.config import Point, RunSpec, Workload
+    from core.load.prompts import load_tokenizer
+    from core.load.workloads import build_workload, model_context_tokens, preview_rows
+    from core.settings import load_settings
+
+    if args.source.suffix == ".jsonl":
+        workload = Workload(kind="trace", trace=str(args.source))
+        point = Point(num_prompts=args.limit or 100_000, workload=workload)
+        seed, model = 42 * 1000, args.model
+    else:
+        spec = RunSpec.model_validate_json(args.source.read_text())
+        point = spec.plan.points[args.point]
+        seed = spec.plan.seed * 1000 + args.point  # the pipeline's per-point seed
+        model = args.model or spec.server.tokenizer or spec.server.model
+    if args.over_context:
+        wl = point.workload.model_copy(update={"over_context": args.over_context})
+        point = point.model_copy(update={"workload": wl})
+    from core.config import DEFAULT_MODEL
+    from core.engines.model_setup import DEFAULT_MODEL_FOLDER
+
+    models_dir = load_settings().models_dir
+    if not model or model == DEFAULT_MODEL:
+        folder = models_dir / DEFAULT_MODEL_FOLDER  # the bundled default, as the engine serves it
+    else:
+        folder = Path(model) if Path(model).exists() else models_dir / model
+    tok = load_tokenizer(str(folder))
+    n = args.limit or point.num_prompts
+    built = build_workload(tok, point, n, seed, model_context_tokens(folder))
+    rows = preview_rows(built, tok)[: args.limit]
+    for row in rows:
+        if args.json:
+            print(json.dumps(row))
+        else:
+            print(" ".join(f"{k}={v}" for k, v in row.items()))
+    print(json.dumps(built.summary()), file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {
@@ -640,6 +691,7 @@ def main(argv: list[str] | None = None) -> int:
         "experiment": _cmd_experiment,
         "engines": _cmd_engines,
         "explain": _cmd_explain,
+        "workload": _cmd_workload,
         **TRANSFER_HANDLERS,
     }[args.command]
     try:

@@ -35,6 +35,8 @@ __all__ = [
     "ProbeSpec",
     "RunSpec",
     "ServerConfig",
+    "Workload",
+    "WorkloadKind",
     "config_error",
     "knob_text",
     "parse_request_rate",
@@ -175,6 +177,55 @@ class ServerConfig(_Frozen):
         return self
 
 
+WorkloadKind = Literal["fixed", "uniform", "trace_lengths", "trace", "shared_prefix"]
+
+
+class Workload(_Frozen):
+    """What the prompts of a point are (core/load/workloads.py builds them). The same
+    (workload, seed, tokenizer) gives the same prompts in every arm: its digest is recorded.
+    ``fixed`` (the default, and what an old spec.json without it means) is the point's
+    input_len/output_len for every request."""
+
+    kind: WorkloadKind = "fixed"
+    # uniform: bench_serving's --random-range-ratio: each length in [ratio x len, len]
+    range_ratio: float = Field(1.0, ge=0.0, le=1.0, description="uniform: lowest length / len")
+    trace: str | None = Field(
+        None, max_length=500, description="trace/trace_lengths: Mooncake-shape JSONL file"
+    )
+    arrivals: Literal["timestamps", "closed_loop"] = Field(
+        "timestamps", description="trace: the trace's arrival times, or the point's cap/rate"
+    )
+    time_scale: float = Field(1.0, gt=0, le=1000, description="trace: arrival times x this")
+    start_s: float = Field(0.0, ge=0, description="trace: window start in the trace, s")
+    duration_s: float | None = Field(None, gt=0, description="trace: window length, s")
+    over_context: Literal["error", "drop", "clip"] = Field(
+        "error", description="a request longer than the model's context: refuse, drop, clip"
+    )
+    groups: int = Field(4, ge=1, le=10_000, description="shared_prefix: prefix groups")
+    prompts_per_group: int = Field(4, ge=1, le=10_000)
+    system_prompt_len: int = Field(256, ge=1, le=1_000_000, description="shared prefix tokens")
+    question_len: int = Field(32, ge=1, le=1_000_000, description="tokens after the prefix")
+
+    @model_validator(mode="after")
+    def _trace_given(self) -> Workload:
+        if self.kind in ("trace", "trace_lengths") and not self.trace:
+            raise ValueError(f"kind {self.kind!r} needs trace: a Mooncake-shape JSONL file")
+        return self
+
+    @property
+    def label(self) -> str:
+        if self.kind == "fixed":
+            return ""
+        if self.kind == "uniform":
+            return f" uniform>={self.range_ratio:g}"
+        if self.kind == "shared_prefix":
+            return (
+                f" prefix {self.groups}x{self.prompts_per_group}"
+                f" sys={self.system_prompt_len} q={self.question_len}"
+            )
+        return f" {self.kind}={Path(self.trace or '').name}"
+
+
 class Point(_Frozen):
     """One load setting on a running server."""
 
@@ -187,12 +238,14 @@ class Point(_Frozen):
     num_prompts: int = Field(8, ge=1, le=100_000)
     input_len: int = Field(32, ge=1, le=1_000_000, description="prompt tokens")
     output_len: int = Field(32, ge=1, le=1_000_000, description="output tokens requested")
+    workload: Workload = Workload()
 
     @property
     def label(self) -> str:
         rate = "inf" if math.isinf(self.request_rate) else f"{self.request_rate:g}"
         conc = "unbounded" if self.concurrency is None else str(self.concurrency)
-        return f"c={conc} rate={rate} in={self.input_len} out={self.output_len}"
+        base = f"c={conc} rate={rate} in={self.input_len} out={self.output_len}"
+        return base + self.workload.label
 
 
 class ProbeSpec(_Frozen):

@@ -21,7 +21,15 @@ from typing import Any, Protocol
 
 from core.errors import ConfigError
 
-__all__ = ["Prompt", "Tokenizer", "load_tokenizer", "make_prompts", "prompts_digest"]
+__all__ = [
+    "Prompt",
+    "Tokenizer",
+    "load_tokenizer",
+    "make_prompts",
+    "prompt_of_length",
+    "prompts_digest",
+    "word_ids",
+]
 
 _WORD = re.compile(r"^ [a-z]{3,10}$")
 
@@ -106,25 +114,31 @@ def _word_ids(tok: Tokenizer) -> list[int]:
     return ids
 
 
+def word_ids(tok: Tokenizer) -> list[int]:
+    """The ids that decode to one plain " word" and re-encode to themselves: any sequence of
+    them decodes to a text of exactly that many tokens (core/load/workloads.py builds on it)."""
+    return _word_ids(tok)
+
+
+def prompt_of_length(tok: Tokenizer, rng: random.Random, input_len: int, output_len: int) -> Prompt:
+    """One seeded prompt of exactly ``input_len`` tokens (without the chat template)."""
+    pool = _word_ids(tok)
+    for _attempt in range(20):
+        ids = [rng.choice(pool) for _ in range(input_len)]
+        text = tok.decode(ids)
+        if len(tok.encode(text)) == input_len:
+            return Prompt(text=text, prompt_tokens=input_len, output_len=output_len)
+    raise ConfigError(
+        "plan.points.input_len", f"could not build a prompt of exactly {input_len} tokens"
+    )
+
+
 def make_prompts(
     tok: Tokenizer, n: int, input_len: int, output_len: int, seed: int
 ) -> list[Prompt]:
     """``n`` prompts of exactly ``input_len`` tokens (without the chat template)."""
     rng = random.Random(seed)
-    pool = _word_ids(tok)
-    prompts = []
-    for _ in range(n):
-        for _attempt in range(20):
-            ids = [rng.choice(pool) for _ in range(input_len)]
-            text = tok.decode(ids)
-            if len(tok.encode(text)) == input_len:
-                break
-        else:
-            raise ConfigError(
-                "plan.points.input_len", f"could not build a prompt of exactly {input_len} tokens"
-            )
-        prompts.append(Prompt(text=text, prompt_tokens=input_len, output_len=output_len))
-    return prompts
+    return [prompt_of_length(tok, rng, input_len, output_len) for _ in range(n)]
 
 
 def prompts_digest(prompts: list[Prompt]) -> str:

@@ -41,6 +41,7 @@ from core.errors import (
 from core.load.generator import LoadGenerator, LoadOptions
 from core.load.openai import MODELS_PATH, served_models
 from core.load.prompts import Tokenizer, load_tokenizer, make_prompts, prompts_digest
+from core.load.workloads import build_workload
 from core.metrics import compute_point_metrics, point_warnings
 from core.records import RequestRecord, records_to_table
 from core.run.gpu import gpu_memory, gpu_pids
@@ -241,9 +242,13 @@ def _run_point(
     budget = gen.budget(
         low, high, point.concurrency, point.request_rate, point.output_len, bench.min_steady_s
     )
-    prompts = make_prompts(
-        tok, budget, point.input_len, point.output_len, seed=bench.seed * 1000 + index
-    )
+    if point.workload.kind == "trace" and point.workload.arrivals == "timestamps":
+        raise ConfigError(
+            "plan.points.workload.arrivals",
+            "trace timestamps are not sent by the load generator yet: use 'closed_loop'",
+        )
+    built = build_workload(tok, point, budget, seed=bench.seed * 1000 + index)
+    prompts = built.prompts
     opts = LoadOptions(
         base_url=plan.base_url,
         model=model,
@@ -288,6 +293,7 @@ def _run_point(
             "point": point.model_dump(mode="json"),
             "started_at": started_at,
             "prompts_digest": prompts_digest(prompts[: len(records)]),
+            "workload": built.summary(),
             "requests_planned": {"at_least": low, "at_most": high, "prepared": budget},
             "token_source": "server" if server_counts else "requested (server sent no usage)",
             "metrics": metrics,

@@ -1,0 +1,282 @@
+"""A point's requests from its workload: fixed or uniform lengths, lengths drawn from a trace,
+trace replay (Mooncake JSONL), shared prefixes.
+
+Every prompt is seeded token ids of the served model's tokenizer (core/load/prompts.py's plain
+" word" ids, which decode to a text of exactly that many tokens), so the same (workload, seed,
+tokenizer) gives the same prompts in every arm. Trace replay makes each hash id one fixed block
+of ``BLOCK_TOKENS`` seeded tokens (the id alone picks them: the same id is the same tokens in
+every request, point and arm) and cuts a request's blocks to exactly its ``input_length``:
+unlike bench_serving's mooncake replay, which sends 128 words "hi" per block and ignores the
+length. Everything here runs before a point starts: nothing is on the timing path.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.config import Point, Workload
+from core.errors import ConfigError
+from core.load.prompts import Prompt, Tokenizer, prompt_of_length, word_ids
+
+__all__ = [
+    "BLOCK_TOKENS",
+    "BuiltWorkload",
+    "TraceRequest",
+    "build_workload",
+    "model_context_tokens",
+    "preview_rows",
+    "read_trace",
+    "shared_prefix_tokens",
+    "workload_digest",
+]
+
+BLOCK_TOKENS = 512  # Mooncake's prefix-block size (its README)
+_FIELD = "plan.points.workload"
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    timestamp_ms: float
+    input_length: int
+    output_length: int
+    hash_ids: tuple[int, ...]
+
+
+@dataclass
+class BuiltWorkload:
+    """The prompts of a point and when each goes out (None: the point's cap and rate)."""
+
+    prompts: list[Prompt]
+    arrivals_s: list[float] | None = None
+    token_ids: list[list[int]] = field(default_factory=list)
+    dropped: int = 0  # over the context, over_context="drop"
+    clipped: int = 0  # over the context, over_context="clip"
+    context_tokens: int | None = None
+
+    def summary(self) -> dict[str, object]:
+        """What the point records about its workload beside the prompts' digest."""
+        return {
+            "requests": len(self.prompts),
+            "dropped_over_context": self.dropped,
+            "clipped_over_context": self.clipped,
+            "context_tokens": self.context_tokens,
+            "trace_arrivals": self.arrivals_s is not None,
+        }
+
+
+def read_trace(path: str | Path) -> list[TraceRequest]:
+    """A Mooncake-shape JSONL trace; a line of another shape is a ConfigError naming it."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{_FIELD}.trace", f"no trace file at {str(path)!r}: give a JSONL file")
+    out = []
+    with p.open(encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                ids = row["hash_ids"]
+                req = TraceRequest(
+                    timestamp_ms=float(row["timestamp"]),
+                    input_length=int(row["input_length"]),
+                    output_length=int(row["output_length"]),
+                    hash_ids=tuple(int(i) for i in ids),
+                )
+                if not isinstance(ids, list) or req.input_length < 1 or req.output_length < 1:
+                    raise ValueError("lengths must be >= 1 and hash_ids a list")
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ConfigError(
+                    f"{_FIELD}.trace",
+                    f"{p.name} line {n} is not a Mooncake request ({type(exc).__name__}: {exc});"
+                    ' each line must be {"timestamp": ms, "input_length": n,'
+                    ' "output_length": n, "hash_ids": [ids]}',
+                ) from exc
+            out.append(req)
+    if not out:
+        raise ConfigError(f"{_FIELD}.trace", f"{p.name} holds no request")
+    return out
+
+
+def model_context_tokens(model_dir: str | Path) -> int | None:
+    """The model's context length from its config.json (None when not known)."""
+    cfg = Path(model_dir) / "config.json"
+    try:
+        data = json.loads(cfg.read_text())
+    except (OSError, ValueError):
+        return None
+    for key in ("max_position_embeddings", "n_positions", "max_seq_len"):
+        if isinstance(data.get(key), int):
+            return int(data[key])
+    return None
+
+
+def _block(tok: Tokenizer, seed: int, hash_id: int) -> list[int]:
+    # The id and the seed alone pick the block: no state shared between requests.
+    rng = random.Random(f"{seed}:{hash_id}")
+    pool = word_ids(tok)
+    # The first token is the id's own (distinct for ids below the pool size, 18,731 words
+    # for SmolLM2): two different blocks then never share a chance first token, so a prefix
+    # shared in tokens is the blocks shared, as the trace says.
+    return [pool[hash_id % len(pool)], *(rng.choice(pool) for _ in range(BLOCK_TOKENS - 1))]
+
+
+def _from_ids(tok: Tokenizer, ids: list[int], output_len: int) -> Prompt:
+    text = tok.decode(ids)
+    got = len(tok.encode(text))
+    if got != len(ids):  # plain word ids never merge; a tokenizer where they do is refused
+        raise ConfigError(
+            "server.tokenizer", f"a {len(ids)}-token prompt re-encodes to {got} tokens"
+        )
+    return Prompt(text=text, prompt_tokens=len(ids), output_len=output_len)
+
+
+def _fit(
+    w: Workload, context: int | None, input_len: int, output_len: int, where: str
+) -> int | None:
+    """The input length to send (None = drop): the context check of one request."""
+    if context is None or input_len + output_len <= context:
+        return input_len
+    if w.over_context == "error":
+        raise ConfigError(
+            f"{_FIELD}.over_context",
+            f"{where}: {input_len} + {output_len} tokens exceed the model's context of "
+            f"{context}; set over_context to 'drop' or 'clip', or shorten the request",
+        )
+    if w.over_context == "drop" or context - output_len < 1:
+        return None
+    return context - output_len
+
+
+def build_workload(
+    tok: Tokenizer, point: Point, n: int, seed: int, context_tokens: int | None = None
+) -> BuiltWorkload:
+    """The point's requests: ``n`` for the length kinds (the point's budget); for trace and
+    shared_prefix the workload's own count (trace: at most num_prompts in its window)."""
+    w = point.workload
+    rng = random.Random(seed)
+    built = BuiltWorkload(prompts=[], context_tokens=context_tokens)
+
+    def add(prompt: Prompt | None, ids: list[int] | None = None) -> None:
+        if prompt is not None:
+            built.prompts.append(prompt)
+            if ids is not None:
+                built.token_ids.append(ids)
+
+    if w.kind in ("fixed", "uniform", "trace_lengths"):
+        rows = read_trace(w.trace or "") if w.kind == "trace_lengths" else []
+        for i in range(n):
+            if w.kind == "fixed":
+                lin, lout = point.input_len, point.output_len
+            elif w.kind == "uniform":  # bench_serving --random-range-ratio
+                lin = rng.randint(max(1, int(point.input_len * w.range_ratio)), point.input_len)
+                lout = rng.randint(max(1, int(point.output_len * w.range_ratio)), point.output_len)
+            else:
+                row = rng.choice(rows)
+                lin, lout = row.input_length, row.output_length
+            fit = _fit(w, context_tokens, lin, lout, f"request {i}")
+            if fit is None:
+                built.dropped += 1
+                continue
+            built.clipped += fit < lin
+            add(prompt_of_length(tok, rng, fit, lout))
+        return built
+    if w.kind == "shared_prefix":
+        pool = word_ids(tok)
+        systems = [[rng.choice(pool) for _ in range(w.system_prompt_len)] for _ in range(w.groups)]
+        order = [(g, k) for g in range(w.groups) for k in range(w.prompts_per_group)]
+        rng.shuffle(order)  # like bench_serving: the groups' requests interleave
+        for i, (g, _k) in enumerate(order):
+            question = [rng.choice(pool) for _ in range(w.question_len)]
+            ids = systems[g] + question
+            fit = _fit(w, context_tokens, len(ids), point.output_len, f"request {i}")
+            if fit is None:
+                built.dropped += 1
+                continue
+            built.clipped += fit < len(ids)
+            add(_from_ids(tok, ids[:fit], point.output_len), ids[:fit])
+        return built
+    # trace replay
+    rows = read_trace(w.trace or "")
+    start_ms = w.start_s * 1000.0
+    end_ms = None if w.duration_s is None else start_ms + w.duration_s * 1000.0
+    window = [
+        (i, r)
+        for i, r in enumerate(rows)
+        if r.timestamp_ms >= start_ms and (end_ms is None or r.timestamp_ms < end_ms)
+    ][: point.num_prompts]
+    blocks: dict[int, list[int]] = {}
+    arrivals = []
+    for line_index, r in window:
+        fit = _fit(
+            w, context_tokens, r.input_length, r.output_length, f"trace request {line_index}"
+        )
+        if fit is None:
+            built.dropped += 1
+            continue
+        built.clipped += fit < r.input_length
+        ids = []
+        for h in r.hash_ids:
+            if len(ids) >= fit:
+                break
+            if h not in blocks:
+                blocks[h] = _block(tok, seed, h)
+            ids.extend(blocks[h])
+        if len(ids) < fit:  # a trace whose blocks do not cover its length: seeded filler
+            ids.extend(rng.choice(word_ids(tok)) for _ in range(fit - len(ids)))
+        ids = ids[:fit]
+        add(_from_ids(tok, ids, r.output_length), ids)
+        arrivals.append((r.timestamp_ms - start_ms) / 1000.0 * w.time_scale)
+    if w.arrivals == "timestamps" and arrivals:
+        first = arrivals[0]
+        built.arrivals_s = [a - first for a in arrivals]
+    return built
+
+
+def shared_prefix_tokens(token_ids: list[list[int]]) -> list[int]:
+    """Per request, the longest prefix in tokens it shares with any earlier request. The
+    longest common prefix with a set of sequences is reached at a neighbour in sorted order,
+    so one sorted list of the earlier requests answers it exactly."""
+    seen: list[tuple[int, ...]] = []
+    out = []
+    for ids in token_ids:
+        key = tuple(ids)
+        pos = bisect.bisect_left(seen, key)
+        best = 0
+        for j in (pos - 1, pos):
+            if 0 <= j < len(seen):
+                other = seen[j]
+                k, m = 0, min(len(other), len(key))
+                while k < m and other[k] == key[k]:
+                    k += 1
+                best = max(best, k)
+        out.append(best)
+        seen.insert(pos, key)
+    return out
+
+
+def workload_digest(w: Workload) -> str:
+    """The workload's fields, short: two points with the same digest asked for the same load."""
+    return hashlib.sha256(w.model_dump_json().encode()).hexdigest()[:12]
+
+
+def preview_rows(built: BuiltWorkload, tok: Tokenizer) -> list[dict[str, object]]:
+    """Per request what will be sent: `python -m core workload preview` and the Launch form.
+    ``input_tokens`` is re-measured from the text (served tokenizer, no chat template)."""
+    ids = [tok.encode(p.text) for p in built.prompts]
+    shared = shared_prefix_tokens(ids)
+    return [
+        {
+            "index": i,
+            "arrival_s": None if built.arrivals_s is None else built.arrivals_s[i],
+            "input_tokens": len(ids[i]),
+            "output_tokens": p.output_len,
+            "shared_prefix_tokens": shared[i],
+        }
+        for i, p in enumerate(built.prompts)
+    ]
