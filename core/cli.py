@@ -530,7 +530,11 @@ def _cmd_parse_log(args: argparse.Namespace) -> int:
         text = args.file.read_text(errors="replace")
     except OSError as exc:
         raise ConfigError("FILE", f"cannot read {args.file}: {exc.strerror}") from exc
-    print(json.dumps(parse_sglang_log(text), indent=2))
+    from core.scheduler_log import parse_scheduler_lines, scheduler_summary
+
+    # The start-up facts, then what the scheduler lines said while it served.
+    facts = parse_sglang_log(text) | scheduler_summary(parse_scheduler_lines(text))
+    print(json.dumps(facts, indent=2))
     return 0
 
 
