@@ -1,0 +1,193 @@
+"""Could this workload show the knob at all? One rule per knob family, each naming the
+resource the knob acts on and how much of it the arms used. A knob whose resource the
+workload never reached reads "not tested by this workload", never "within noise".
+
+Each arm's figure is the median over its runs of each run's peak (one odd trial does not
+decide), and the highest trial is quoted beside it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from core.analysis.runs import RunView
+from core.analysis.server_view import ServerView, server_view
+
+__all__ = ["KV_TESTED_USAGE", "knob_checks", "knob_lines", "knobs_under_test"]
+
+# Under half the smaller KV pool, with no queue or retraction, the extra KV a larger memory
+# fraction buys is never used: the knob cannot have moved a metric through its resource.
+KV_TESTED_USAGE = 0.5
+
+
+def knobs_under_test(arms: Mapping[str, Sequence[RunView]]) -> list[str]:
+    """The server fields whose values differ between the arms (their specs, not labels)."""
+    values: dict[str, set[str]] = {}
+    for views in arms.values():
+        for v in views:
+            for k, x in (v.spec.get("server") or {}).items():
+                values.setdefault(k, set()).add(repr(x))
+    seen = {k for k, xs in values.items() if len(xs) > 1}
+    return [k for k in _RULES if k in seen]
+
+
+def _median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def _arm_stat(
+    arms: Mapping[str, Sequence[RunView]], get: Callable[[ServerView], float | None]
+) -> dict[str, tuple[float | None, float | None]]:
+    """Per arm: (median over runs, highest run) of one figure of each run's server view."""
+    out: dict[str, tuple[float | None, float | None]] = {}
+    for arm, views in arms.items():
+        xs = [x for x in (get(server_view(v)) for v in views) if x is not None]
+        out[arm] = (_median(xs), max(xs) if xs else None)
+    return out
+
+
+def _server(views: Sequence[RunView], key: str) -> Any:
+    return next(((v.spec.get("server") or {}).get(key) for v in views), None)
+
+
+def _tokens(x: float) -> str:
+    return f"{x / 1e6:.2f} M" if x >= 1e6 else f"{x / 1e3:.0f} K" if x >= 1e4 else f"{x:,.0f}"
+
+
+def _check_mem_fraction(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
+    cap = _arm_stat(arms, lambda s: s.kv_capacity_tokens)
+    known: dict[str, float] = {a: c[0] for a, c in cap.items() if c[0] is not None and c[0] > 0}
+    base = {"knob": "mem_fraction_static", "resource": "KV cache tokens"}
+    if not known:
+        return base | _unknown("the server reported no KV pool size")
+    small = min(known.values())
+    small_arms = [a for a, c in known.items() if c == small]
+    used = _arm_stat(arms, lambda s: s.kv_used_peak_tokens)
+    queue = _arm_stat(arms, lambda s: s.queue_peak)
+    retr = _arm_stat(arms, lambda s: s.retracted_peak)
+    peaks = [x for x in (used[a][0] for a in small_arms) if x is not None]
+    if not peaks:
+        return base | _unknown("the server reported no KV tokens used")
+    peak = max(peaks)
+    top = max(used[a][1] or 0.0 for a in small_arms)
+    q = max(queue[a][0] or 0.0 for a in small_arms)
+    r = max(retr[a][0] or 0.0 for a in small_arms)
+    usage = peak / small
+    pressure = q > 0 or r > 0
+    exercised = usage >= KV_TESTED_USAGE or pressure
+    figures = (
+        f"peak {usage * 100:.2f} % of {_tokens(small)} tokens in the smaller pool"
+        f" (highest trial {top / small * 100:.2f} %)"
+    )
+    if exercised:
+        why = (
+            f"tested: the KV cache was a limit ({figures}; up to {q:.0f} requests queued,"
+            f" {r:.0f} retracted)"
+        )
+    else:
+        why = (
+            f"not tested by this workload: the KV cache was never the limit ({figures}; no"
+            " queue, no retraction); a workload that fills it (more concurrency or longer"
+            " prompts and outputs) would test it"
+        )
+    return base | {"used_peak": peak, "capacity": small, "exercised": exercised, "why": why}
+
+
+def _check_cuda_graphs(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
+    base = {"knob": "cuda_graphs", "resource": "decode passes run in CUDA graphs"}
+    share = _arm_stat(arms, lambda s: s.decode_graph_share)
+    on = [a for a, vs in arms.items() if _server(vs, "cuda_graphs") is True]
+    shares: dict[str, float] = {a: x for a in on if (x := share[a][0]) is not None}
+    if not shares:
+        return base | _unknown("the server did not say which decode passes ran in graphs")
+    low = min(shares.values())
+    broken = [a for a, s in shares.items() if s == 0]
+    if broken:
+        why = (
+            f"broken arm: {', '.join(broken)} ran 0 % of decode passes in CUDA graphs"
+            " although graphs were on; check the capture in its server log"
+        )
+        return base | {"used_peak": low, "capacity": 1.0, "exercised": False, "why": why}
+    what = (
+        "100 %"
+        if low >= 0.9995
+        else f"{low * 100:.1f} % (the rest ran above the largest captured batch)"
+    )
+    why = f"tested: the graphs-on arms ran {what} of decode passes in CUDA graphs"
+    return base | {"used_peak": low, "capacity": 1.0, "exercised": True, "why": why}
+
+
+def _check_graph_max_bs(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
+    base = {"knob": "cuda_graph_max_bs", "resource": "running batch vs the largest captured"}
+    running = _arm_stat(arms, lambda s: s.running_peak)
+    caps = [_server(vs, "cuda_graph_max_bs") for vs in arms.values()]
+    sizes = [float(c) for c in caps if isinstance(c, int | float)]
+    peaks = [r[1] for r in running.values() if r[1] is not None]
+    if not sizes or not peaks:
+        return base | _unknown("the running batch or the captured sizes are unknown")
+    small, peak = min(sizes), max(peaks)
+    exercised = peak > small
+    why = (
+        f"tested: the largest running batch ({peak:.0f}) exceeded the smaller max_bs ({small:.0f})"
+        if exercised
+        else f"not tested by this workload: the largest running batch ({peak:.0f}) fits the"
+        f" smaller max_bs ({small:.0f}); a concurrency above {small:.0f} would test it"
+    )
+    return base | {"used_peak": peak, "capacity": small, "exercised": exercised, "why": why}
+
+
+def _check_chunked_prefill(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
+    base = {"knob": "chunked_prefill_size", "resource": "prompt tokens vs the chunk"}
+    chunks = []
+    for vs in arms.values():
+        extra = _server(vs, "extra_args") or []
+        c = _server(vs, "chunked_prefill_size")
+        if c is None and "--chunked-prefill-size" in extra:
+            c = extra[extra.index("--chunked-prefill-size") + 1]
+        if c is None:
+            c = next((v.facts.get("chunked_prefill_size") for v in vs), None)
+        if c is not None:
+            chunks.append(float(c))
+    prompts = [
+        float(p["input_len"])
+        for vs in arms.values()
+        for v in vs
+        for p in (v.spec.get("plan") or {}).get("points", [])
+        if isinstance(p.get("input_len"), int | float)
+    ]
+    if not chunks or not prompts:
+        return base | _unknown("the prompt lengths or the chunk size are unknown")
+    small, longest = min(chunks), max(prompts)
+    exercised = longest > small
+    why = (
+        f"tested: prompts of {longest:.0f} tokens exceed the smaller chunk ({small:.0f})"
+        if exercised
+        else f"not tested by this workload: the longest prompt ({longest:.0f} tokens) fits"
+        f" one chunk ({small:.0f}); prompts over {small:.0f} tokens would test it"
+    )
+    return base | {"used_peak": longest, "capacity": small, "exercised": exercised, "why": why}
+
+
+def _unknown(why: str) -> dict[str, Any]:
+    return {"used_peak": None, "capacity": None, "exercised": None, "why": f"unknown: {why}"}
+
+
+_RULES: dict[str, Callable[[Mapping[str, Sequence[RunView]]], dict[str, Any]]] = {
+    "mem_fraction_static": _check_mem_fraction,
+    "cuda_graphs": _check_cuda_graphs,
+    "cuda_graph_max_bs": _check_graph_max_bs,
+    "chunked_prefill_size": _check_chunked_prefill,
+}
+
+
+def knob_checks(arms: Mapping[str, Sequence[RunView]]) -> list[dict[str, Any]]:
+    """Per knob under test: ``{"knob", "resource", "used_peak", "capacity", "exercised",
+    "why"}`` (``exercised`` None where the server did not say)."""
+    return [_RULES[k](arms) for k in knobs_under_test(arms)]
+
+
+def knob_lines(checks: Sequence[dict[str, Any]]) -> list[str]:
+    """One sentence per knob, for the verdict and the card."""
+    return [f"{c['knob']}: {c['why']}." for c in checks]

@@ -1,0 +1,161 @@
+"""The server's own view of a run: what SGLang said it was doing while the load ran.
+
+From ``samples.parquet`` (the ``/metrics`` scrapes, ``source == "metrics"``) and, where the
+server ran without ``--enable-metrics``, from its log's scheduler lines. Counters are read as
+deltas over the points (the prefix-cache gauge is reset by decode reports in 0.5.17, SGLang
+issue 26608, so the hit rate is ``Δcached_tokens_total / Δprompt_tokens_total``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from core.analysis.runs import RunView
+from core.scheduler_log import parse_scheduler_lines
+
+__all__ = ["ServerView", "no_view_line", "server_view"]
+
+
+@dataclass(frozen=True)
+class ServerView:
+    """Peaks and shares over the run's points; None where the server did not say."""
+
+    source: str  # "metrics", "log" or "none"
+    kv_used_peak_tokens: float | None = None
+    kv_used_p50_tokens: float | None = None
+    kv_capacity_tokens: float | None = None
+    running_peak: float | None = None
+    queue_peak: float | None = None
+    retracted_peak: float | None = None
+    paused_peak: float | None = None
+    gen_throughput_peak_tok_s: float | None = None
+    decode_graph_share: float | None = None
+    prefill_graph_share: float | None = None
+    prefix_cache_hit_rate: float | None = None
+
+    @property
+    def kv_usage_peak(self) -> float | None:
+        if self.kv_used_peak_tokens is None or not self.kv_capacity_tokens:
+            return None
+        return self.kv_used_peak_tokens / self.kv_capacity_tokens
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self) | {"kv_usage_peak": self.kv_usage_peak}
+
+
+def no_view_line(view: RunView) -> str:
+    """The one line shown instead of empty charts for an engine that reports none of this."""
+    engine = (view.spec.get("server") or {}).get("engine") or "this engine"
+    return f"{engine} reports no server-side view (no /metrics, no scheduler lines)."
+
+
+def server_view(view: RunView) -> ServerView:
+    if view.path is None:
+        return ServerView("none")
+    kv_capacity = _number(view.facts.get("max_total_num_tokens")) or _number(
+        view.facts.get("kv_cache_tokens")
+    )
+    file = view.path / "samples.parquet"
+    if file.is_file():
+        stat = file.stat()
+        got = _from_metrics(str(file), stat.st_mtime_ns, stat.st_size, kv_capacity)
+        if got is not None:
+            return got
+    log = view.path / "server.log"
+    if log.is_file():
+        return _from_log(log, kv_capacity)
+    return ServerView("none")
+
+
+def _number(x: Any) -> float | None:
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
+
+
+@lru_cache(maxsize=128)
+def _from_metrics(
+    file: str, _mtime_ns: int, _size: int, kv_capacity: float | None
+) -> ServerView | None:
+    try:
+        df = pd.read_parquet(file)
+    except (OSError, ValueError):
+        return None
+    if df.empty or "source" not in df.columns:
+        return None
+    m = df[(df["source"] == "metrics") & (df["point"].fillna(-1) >= 0)]
+    if m.empty:
+        return None
+
+    def series(*names: str) -> pd.Series:
+        for n in names:
+            s = m.loc[m["name"] == n, "value"].dropna()
+            if not s.empty:
+                return s
+        return pd.Series(dtype=float)
+
+    def peak(*names: str) -> float | None:
+        s = series(*names)
+        return float(s.max()) if not s.empty else None
+
+    def delta(name: str, labels_has: str | None = None) -> float | None:
+        rows = m[m["name"] == name]
+        if labels_has is not None:
+            rows = rows[rows["labels"].fillna("").str.contains(labels_has, regex=False)]
+        if rows.empty:
+            return None
+        # per label set: last minus first scrape (counters only grow while the server lives)
+        by = rows.sort_values("t_s").groupby(rows["labels"].fillna(""))["value"]
+        return float((by.last() - by.first()).sum())
+
+    used = series("sglang:num_used_tokens", "sglang:kv_used_tokens")
+    capacity = peak("sglang:max_total_num_tokens") or kv_capacity
+
+    def share(phase: str) -> float | None:
+        graph = delta("sglang:cuda_graph_passes_total", f"mode={phase}_cuda_graph")
+        eager = delta("sglang:cuda_graph_passes_total", f"mode={phase}_none")
+        total = (graph or 0.0) + (eager or 0.0)
+        return None if (graph is None and eager is None) or total <= 0 else (graph or 0.0) / total
+
+    cached, prompt = delta("sglang:cached_tokens_total"), delta("sglang:prompt_tokens_total")
+    return ServerView(
+        source="metrics",
+        kv_used_peak_tokens=float(used.max()) if not used.empty else None,
+        kv_used_p50_tokens=float(used.median()) if not used.empty else None,
+        kv_capacity_tokens=capacity,
+        running_peak=peak("sglang:num_running_reqs"),
+        queue_peak=peak("sglang:num_queue_reqs"),
+        retracted_peak=peak("sglang:num_retracted_reqs"),
+        paused_peak=peak("sglang:num_paused_reqs"),
+        gen_throughput_peak_tok_s=peak("sglang:gen_throughput"),
+        decode_graph_share=share("decode"),
+        prefill_graph_share=share("prefill"),
+        prefix_cache_hit_rate=cached / prompt if cached is not None and prompt else None,
+    )
+
+
+def _from_log(log: Path, kv_capacity: float | None) -> ServerView:
+    lines = parse_scheduler_lines(log.read_text(errors="replace"))
+    if not lines:
+        return ServerView("none")
+    decode = [r for r in lines if r["kind"] == "decode"]
+
+    def peak(key: str, rows: list[dict[str, Any]] = lines) -> float | None:
+        vals = [float(r[key]) for r in rows if isinstance(r.get(key), int | float)]
+        return max(vals) if vals else None
+
+    used = sorted(float(r["tokens_used"]) for r in decode if "tokens_used" in r)
+    graphs = [bool(r["graph"]) for r in decode if "graph" in r]
+    return ServerView(
+        source="log",
+        kv_used_peak_tokens=used[-1] if used else None,
+        kv_used_p50_tokens=used[len(used) // 2] if used else None,
+        kv_capacity_tokens=kv_capacity,
+        running_peak=peak("running_req"),
+        queue_peak=peak("queue_req"),
+        gen_throughput_peak_tok_s=peak("gen_throughput_tok_s", decode),
+        decode_graph_share=sum(graphs) / len(graphs) if graphs else None,
+    )
