@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import time
 from typing import Any
 
-from bench.common import OUT, REPO, machine, save
+from bench.common import OUT, REPO, bench_serving_record, machine, save
 from core.config import ServerConfig
 from core.engines import get_adapter
 from core.load.generator import LoadGenerator, LoadOptions
@@ -136,15 +134,7 @@ def bench_serving(
         "--output-file",
         str(out),
     ]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    proc = subprocess.run(
-        argv, cwd=OUT, capture_output=True, text=True, timeout=1800, env=env, check=False
-    )
-    if proc.returncode != 0 or not out.exists():
-        raise RuntimeError(
-            f"bench_serving failed ({proc.returncode}): {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
-        )
-    rec = json.loads(out.read_text().splitlines()[-1].replace("Infinity", "1e999"))
+    rec, _ = bench_serving_record(argv, out, timeout_s=1800)
     res = {k: rec[k if k != "median_e2e_ms" else "median_e2e_latency_ms"] for k in KEYS}
     res.update(
         completed=rec["completed"],

@@ -209,3 +209,20 @@ def wait_quiet(
         if load <= max_other or time.monotonic() > deadline:
             return load
         print(f"  (host busy: {load:.2f} cores in use by other processes; waiting)", flush=True)
+
+
+def bench_serving_record(
+    argv: list[str], out: Path, timeout_s: float
+) -> tuple[dict[str, Any], str]:
+    """One ``bench_serving`` invocation (an argv list, offline); its last JSONL record and
+    its stdout. bench_serving writes ``Infinity`` for an unbounded rate, which JSON refuses."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    proc = subprocess.run(
+        argv, cwd=OUT, capture_output=True, text=True, timeout=timeout_s, env=env, check=False
+    )
+    if proc.returncode != 0 or not out.exists():
+        raise RuntimeError(
+            f"bench_serving failed ({proc.returncode}): {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+        )
+    rec = json.loads(out.read_text().splitlines()[-1].replace("Infinity", "1e999"))
+    return rec, proc.stdout

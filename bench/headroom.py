@@ -30,7 +30,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import OUT, REPO, HostLoad, fake_sglang, machine, save, wait_quiet
+from bench.common import (
+    OUT,
+    REPO,
+    HostLoad,
+    bench_serving_record,
+    fake_sglang,
+    machine,
+    save,
+    wait_quiet,
+)
 
 SGLANG_PY = REPO / "bench" / ".venv-sglang" / "bin" / "python"
 # bench_serving unchanged, except that its benchmark() coroutine (warm-up, the requests, the
@@ -185,17 +194,9 @@ def run_bench_serving(base: str, c: int, n: int, out_len: int, tag: str) -> dict
         "--output-file",
         str(out),
     ]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    proc = subprocess.run(
-        argv, cwd=OUT, capture_output=True, text=True, timeout=900, env=env, check=False
-    )
-    if proc.returncode != 0 or not out.exists():
-        raise RuntimeError(
-            f"bench_serving failed ({proc.returncode}): {proc.stdout[-1500:]}{proc.stderr[-1500:]}"
-        )
-    rec = json.loads(out.read_text().splitlines()[-1].replace("Infinity", "1e999"))
+    rec, stdout = bench_serving_record(argv, out, timeout_s=900)
     timed = next(
-        json.loads(line[10:]) for line in proc.stdout.splitlines() if line.startswith("CPU_TIMED ")
+        json.loads(line[10:]) for line in stdout.splitlines() if line.startswith("CPU_TIMED ")
     )
     chunks = rec["total_output_tokens"] + c * min(out_len, 32)  # + its warm-up requests
     return {

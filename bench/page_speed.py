@@ -28,18 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO, machine, portal, save
+from core.interop.export_png import CHROMIUM_ARGS, DEFAULT_CHROMIUM
 from core.portal.demo import install_demo
 from core.settings import Settings
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+CHROMIUM = DEFAULT_CHROMIUM
+ARGS = CHROMIUM_ARGS
 EXP = "exp-20261130-045815-42d8"
 OFF, ON = "20261130-045815-c6a73d", "20261130-045815-c6b21c"
 # page -> (path, a text of its answer that every version of the page has drawn: the

@@ -17,16 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import OUT, REPO, machine, portal, save
+from core.interop.export_png import CHROMIUM_ARGS, DEFAULT_CHROMIUM
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+CHROMIUM = DEFAULT_CHROMIUM
+ARGS = CHROMIUM_ARGS
 
 
 def wait_idle(page: Any, text: str, timeout_ms: int = 60_000) -> None:
