@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages._auth import require_login, session_role
-from pages._services import services
+from pages._services import mark_routed, services
 
 st.set_page_config(page_title="ServeLab", page_icon=":material/speed:", layout="wide")
 services()  # start the worker with the portal, before any page is opened
@@ -26,5 +26,6 @@ pages = [
 # Streamlit listing every file of pages/ by its module name (the _helpers too). Before
 # sign-in the list is hidden, and the page a shared link names is run once signed in.
 page = st.navigation(pages, position="sidebar" if session_role() else "hidden")
+mark_routed()
 require_login()  # sign-in when the portal is served to a team (core/portal/access.py)
 page.run()
