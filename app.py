@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages._auth import require_login
-from pages._services import services
+from pages._auth import require_login, session_role
+from pages._services import mark_routed, services
 
 st.set_page_config(page_title="ServeLab", page_icon=":material/speed:", layout="wide")
 services()  # start the worker with the portal, before any page is opened
-require_login()  # sign-in when the portal is served to a team (core/portal/access.py)
 
 pages = [
     st.Page("pages/runs.py", title="Runs", icon=":material/list:", default=True),
@@ -23,4 +22,10 @@ pages = [
     ),
     st.Page("pages/import_export.py", title="Import / Export", url_path="import_export"),
 ]
-st.navigation(pages).run()
+# st.navigation comes before the gate: a script that stops before calling it leaves
+# Streamlit listing every file of pages/ by its module name (the _helpers too). Before
+# sign-in the list is hidden, and the page a shared link names is run once signed in.
+page = st.navigation(pages, position="sidebar" if session_role() else "hidden")
+mark_routed()
+require_login()  # sign-in when the portal is served to a team (core/portal/access.py)
+page.run()

@@ -10,11 +10,14 @@ whole environment on to a child process (``{**os.environ, ...}``) is not reading
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from core.errors import ConfigError
 
 __all__ = [
     "Settings",
@@ -77,6 +80,10 @@ class Settings:
     token_launch: str | None = None
     launchers: tuple[str, ...] = ()
     viewers: tuple[str, ...] = ()
+    # How long a token sign-in is remembered in the browser (core/portal/session.py), and
+    # the secret that signs it (unset: one generated into data_dir/session-secret, 0600).
+    session_hours: float = 12.0
+    session_secret: str | None = None
 
     @property
     def allowed_model_roots(self) -> tuple[Path, ...]:
@@ -95,12 +102,45 @@ class Settings:
         return self.data_dir / "servelab.duckdb"
 
 
+MIN_SESSION_SECRET_LEN = 32
+
+
+def _session_hours(text: str | None) -> float:
+    if text is None or not text.strip():
+        return 12.0
+    try:
+        hours = float(text)
+    except ValueError:
+        hours = math.nan
+    if not math.isfinite(hours) or hours <= 0:
+        raise ConfigError(
+            "SERVELAB_SESSION_HOURS",
+            f"must be a positive number of hours, e.g. 12 (got {text!r}); it is how long "
+            "a token sign-in is remembered in the browser",
+        )
+    return hours
+
+
+def _session_secret(text: str | None) -> str | None:
+    if not text:
+        return None
+    if len(text) < MIN_SESSION_SECRET_LEN:
+        raise ConfigError(
+            "SERVELAB_SESSION_SECRET",
+            f"must be at least {MIN_SESSION_SECRET_LEN} characters (e.g. `python -c 'import "
+            "secrets; print(secrets.token_urlsafe(32))'`), or unset it to use the one "
+            "generated into the data folder",
+        )
+    return text
+
+
 def _names(text: str) -> tuple[str, ...]:
     return tuple(n.strip().lower() for n in text.split(",") if n.strip())
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
-    """The settings of this process's environment (``env``: another one, e.g. in tests)."""
+    """The settings of this process's environment (``env``: another one, e.g. in tests).
+    Raises ``ConfigError`` naming the variable when a value cannot be used."""
     env = os.environ if env is None else env
     return Settings(
         data_dir=Path(env.get("SERVELAB_DATA_DIR", str(REPO_ROOT / "data"))).resolve(),
@@ -121,6 +161,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         token_launch=env.get("SERVELAB_TOKEN_LAUNCH") or None,
         launchers=_names(env.get("SERVELAB_LAUNCHERS", "")),
         viewers=_names(env.get("SERVELAB_VIEWERS", "")),
+        session_hours=_session_hours(env.get("SERVELAB_SESSION_HOURS")),
+        session_secret=_session_secret(env.get("SERVELAB_SESSION_SECRET")),
     )
 
 

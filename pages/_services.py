@@ -11,6 +11,13 @@ from core.executors.worker import Worker
 from core.portal.demo import install_demo
 from core.settings import Settings, load_settings
 
+ROUTED_KEY = "_servelab_bootstrapped"  # app.py's st.navigation ran in this session
+
+
+def mark_routed() -> None:
+    """app.py calls this after ``st.navigation``: this session needs no bootstrap rerun."""
+    st.session_state[ROUTED_KEY] = True
+
 
 @st.cache_resource
 def services() -> tuple[Settings, Worker]:
@@ -30,11 +37,13 @@ def bootstrap() -> tuple[Settings, Worker]:
 
     if PagesManager.uses_pages_directory:
         PagesManager.uses_pages_directory = False
-        # Rerun once per session only, so a rerun can never swallow a click.
-        if not st.session_state.get("_servelab_bootstrapped"):
-            st.session_state["_servelab_bootstrapped"] = True
+        # Rerun once per session only, and never in a session app.py has routed (whose
+        # browser already sent a click meant for app.py's widgets, e.g. the sign-in form's),
+        # so a rerun can never swallow a click.
+        if not st.session_state.get(ROUTED_KEY):
+            st.session_state[ROUTED_KEY] = True
             st.rerun()
-    st.session_state["_servelab_bootstrapped"] = True
+    st.session_state[ROUTED_KEY] = True
     from pages._auth import require_login
 
     require_login(sidebar=False)  # a page opened cold is gated too

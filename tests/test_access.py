@@ -120,6 +120,17 @@ def test_servelab_portal_checks_access_before_streamlit_starts() -> None:
         timeout=60,
     )
     assert ok.returncode == 0 and "token sign-in on 0.0.0.0" in ok.stdout
+    bad_term = subprocess.run(
+        [sys.executable, "-m", "core.portal.access"],
+        cwd=REPO,
+        env={**env, "SERVELAB_TOKEN_LAUNCH": LAUNCH_TOKEN, "SERVELAB_SESSION_HOURS": "twelve"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad_term.returncode == 2 and "SERVELAB_SESSION_HOURS: must be a positive" in (
+        bad_term.stderr
+    )
     script = (REPO / "servelab").read_text()
     portal = script[script.index("  portal)") : script.index("  test)")]
     check = portal.index('"$PY" -m core.portal.access || exit 2')
@@ -146,8 +157,18 @@ def app() -> AppTest:
     return AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
 
 
-def sign_in(a: AppTest, token: str) -> AppTest:
+def at_sign_in(a: AppTest) -> AppTest:
+    """The sign-in form, ready for a click. AppTest resets Streamlit's legacy pages/ mode
+    before every run, so from its second run on it runs the page st.navigation chose
+    (whose bootstrap() gates it) instead of app.py, which a browser keeps running; widget
+    ids differ between the two, so the form is drawn there once before it is used."""
     a.run()
+    a.run()
+    return a
+
+
+def sign_in(a: AppTest, token: str) -> AppTest:
+    at_sign_in(a)
     a.text_input(key="servelab_token").set_value(token)
     a.button(key="servelab_login").click().run()
     assert not a.exception, a.exception
@@ -202,8 +223,7 @@ def test_tokens_gate_the_portal_and_separate_view_from_launch(
     monkeypatch.setenv("SERVELAB_TOKEN_LAUNCH", LAUNCH_TOKEN)
 
     # No token: a sign-in prompt and nothing else.
-    a = app()
-    a.run()
+    a = at_sign_in(app())
     assert not a.exception
     assert a.text_input(key="servelab_token") is not None
     assert not any(t.value == "Runs" for t in a.title) and not a.dataframe

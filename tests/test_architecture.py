@@ -23,6 +23,7 @@ PAGES_MAY_IMPORT = frozenset(
         "core.views.cells",
         "core.config",
         "core.portal.demo",
+        "core.portal.session",
         "core.errors",
         "core.executors",
         "core.executors.queue",

@@ -312,7 +312,18 @@ def test_completed_default_model_is_not_converted_again(
         raise AssertionError("converted again")
 
     monkeypatch.setattr(model_setup, "_convert", fail)
+    assert not model_setup.needs_conversion(tmp_path)
     assert model_setup.resolve_model(DEFAULT_MODEL, tmp_path) == str(target)
+    assert model_setup.needs_conversion(tmp_path / "elsewhere")
+
+
+def test_the_first_start_says_it_converts_the_model_for_about_a_minute() -> None:
+    """It takes ~30-50 s on 2 cores: ./servelab says so before the terminal goes quiet."""
+    script = (Path(__file__).resolve().parent.parent / "servelab").read_text()
+    setup = script[script.index("setup() {") : script.index("cmd=${1:-portal}")]
+    assert "a few seconds" not in setup
+    assert "needs_conversion(d) and print(" in setup and "(once, about a minute)" in setup
+    assert setup.index("needs_conversion") < setup.index("ensure_default_model(d)")
 
 
 # -- facts and request helpers -----------------------------------------------------------------

@@ -41,6 +41,7 @@ __all__ = [
     "SOURCE_PACKAGE",
     "ensure_default_model",
     "find_default_gguf",
+    "needs_conversion",
     "resolve_model",
 ]
 
@@ -172,6 +173,13 @@ def _convert(gguf_path: Path, out_dir: Path) -> dict[str, Any]:
         "transformers_version": transformers.__version__,
         "parameters": sum(p.numel() for p in model.parameters()),
     }
+
+
+def needs_conversion(models_dir: Path) -> bool:
+    """Whether ``ensure_default_model`` will convert first (about a minute on 2 cores), so
+    ./servelab can say so before the terminal goes quiet."""
+    _, source_version = find_default_gguf()
+    return not _is_current(models_dir / DEFAULT_MODEL_FOLDER, source_version)
 
 
 def ensure_default_model(models_dir: Path) -> Path:

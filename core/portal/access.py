@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from core.errors import ConfigError
 from core.settings import REPO_ROOT, load_settings
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "MIN_TOKEN_LEN",
     "VIEW",
     "AccessConfig",
+    "Role",
     "is_loopback",
     "load_access",
     "main",
@@ -198,7 +200,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m core.portal.access [--bind ADDRESS]``: the mode, or why it is refused
     (exit 2)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    cfg = load_access(bind=args[1] if len(args) == 2 and args[0] == "--bind" else None)
+    try:
+        cfg = load_access(bind=args[1] if len(args) == 2 and args[0] == "--bind" else None)
+    except ConfigError as exc:  # e.g. SERVELAB_SESSION_HOURS=abc
+        print(f"servelab: {exc}", file=sys.stderr)
+        return 2
     found = problems(cfg)
     for problem in found:
         print(f"servelab: {problem}", file=sys.stderr)
