@@ -8,12 +8,14 @@ decide), and the highest trial is quoted beside it.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from core.analysis.runs import RunView
 from core.analysis.server_view import ServerView, server_view
+from core.analysis.stats import NOT_TESTED
 
 __all__ = ["KV_TESTED_USAGE", "knob_checks", "knob_lines", "knobs_under_test"]
 
@@ -78,8 +80,8 @@ def _check_mem_fraction(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]
     pressure = q > 0 or r > 0
     exercised = usage >= KV_TESTED_USAGE or pressure
     figures = (
-        f"peak {usage * 100:.2f} % of {_tokens(small)} tokens in the smaller pool"
-        f" (highest trial {top / small * 100:.2f} %)"
+        f"peak {usage * 100:.2f} % of {_tokens(small)} tokens in the smaller pool,"
+        f" highest trial {top / small * 100:.2f} %"
     )
     if exercised:
         why = (
@@ -87,12 +89,29 @@ def _check_mem_fraction(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]
             f" {r:.0f} retracted)"
         )
     else:
-        why = (
-            f"not tested by this workload: the KV cache was never the limit ({figures}; no"
-            " queue, no retraction); a workload that fills it (more concurrency or longer"
-            " prompts and outputs) would test it"
-        )
-    return base | {"used_peak": peak, "capacity": small, "exercised": exercised, "why": why}
+        why = f"{NOT_TESTED}: the KV cache was never the limit ({figures}; no queue, no retraction)"
+    suggest = None if exercised else _kv_suggestion(arms, small)
+    return base | _found(peak, small, exercised, why, suggest)
+
+
+def _kv_suggestion(arms: Mapping[str, Sequence[RunView]], pool_tokens: float) -> str:
+    """The load that would make the smaller pool the limit: in-flight tokens above it."""
+    lengths = [
+        float(p["input_len"]) + float(p["output_len"])
+        for vs in arms.values()
+        for v in vs
+        for p in (v.spec.get("plan") or {}).get("points", [])
+        if isinstance(p.get("input_len"), int | float)
+        and isinstance(p.get("output_len"), int | float)
+    ]
+    text = "a point whose in-flight tokens exceed the smaller pool"
+    if not lengths:
+        return text
+    per_request = max(lengths)
+    return (
+        f"{text}: concurrency ≥ {math.ceil(pool_tokens / per_request):,} at these lengths"
+        f" ({per_request:,.0f} tokens a request), or longer prompts and outputs"
+    )
 
 
 def _check_cuda_graphs(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
@@ -109,14 +128,14 @@ def _check_cuda_graphs(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
             f"broken arm: {', '.join(broken)} ran 0 % of decode passes in CUDA graphs"
             " although graphs were on; check the capture in its server log"
         )
-        return base | {"used_peak": low, "capacity": 1.0, "exercised": False, "why": why}
+        return base | _found(low, 1.0, False, why, "a graphs-on arm whose capture works")
     what = (
         "100 %"
         if low >= 0.9995
         else f"{low * 100:.1f} % (the rest ran above the largest captured batch)"
     )
     why = f"tested: the graphs-on arms ran {what} of decode passes in CUDA graphs"
-    return base | {"used_peak": low, "capacity": 1.0, "exercised": True, "why": why}
+    return base | _found(low, 1.0, True, why, None)
 
 
 def _check_graph_max_bs(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
@@ -132,10 +151,11 @@ def _check_graph_max_bs(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]
     why = (
         f"tested: the largest running batch ({peak:.0f}) exceeded the smaller max_bs ({small:.0f})"
         if exercised
-        else f"not tested by this workload: the largest running batch ({peak:.0f}) fits the"
-        f" smaller max_bs ({small:.0f}); a concurrency above {small:.0f} would test it"
+        else f"{NOT_TESTED}: the largest running batch ({peak:.0f}) fits the smaller max_bs"
+        f" ({small:.0f})"
     )
-    return base | {"used_peak": peak, "capacity": small, "exercised": exercised, "why": why}
+    suggest = None if exercised else f"a concurrency above {small:.0f}"
+    return base | _found(peak, small, exercised, why, suggest)
 
 
 def _check_chunked_prefill(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
@@ -164,14 +184,30 @@ def _check_chunked_prefill(arms: Mapping[str, Sequence[RunView]]) -> dict[str, A
     why = (
         f"tested: prompts of {longest:.0f} tokens exceed the smaller chunk ({small:.0f})"
         if exercised
-        else f"not tested by this workload: the longest prompt ({longest:.0f} tokens) fits"
-        f" one chunk ({small:.0f}); prompts over {small:.0f} tokens would test it"
+        else f"{NOT_TESTED}: the longest prompt ({longest:.0f} tokens) fits one chunk ({small:.0f})"
     )
-    return base | {"used_peak": longest, "capacity": small, "exercised": exercised, "why": why}
+    suggest = None if exercised else f"prompts over {small:.0f} tokens"
+    return base | _found(longest, small, exercised, why, suggest)
+
+
+def _found(
+    used: float | None,
+    capacity: float | None,
+    exercised: bool | None,
+    why: str,
+    suggest: str | None,
+) -> dict[str, Any]:
+    return {
+        "used_peak": used,
+        "capacity": capacity,
+        "exercised": exercised,
+        "why": why,
+        "suggest": suggest,
+    }
 
 
 def _unknown(why: str) -> dict[str, Any]:
-    return {"used_peak": None, "capacity": None, "exercised": None, "why": f"unknown: {why}"}
+    return _found(None, None, None, f"unknown: {why}", None)
 
 
 _RULES: dict[str, Callable[[Mapping[str, Sequence[RunView]]], dict[str, Any]]] = {
@@ -184,10 +220,16 @@ _RULES: dict[str, Callable[[Mapping[str, Sequence[RunView]]], dict[str, Any]]] =
 
 def knob_checks(arms: Mapping[str, Sequence[RunView]]) -> list[dict[str, Any]]:
     """Per knob under test: ``{"knob", "resource", "used_peak", "capacity", "exercised",
-    "why"}`` (``exercised`` None where the server did not say)."""
+    "why", "suggest"}`` (``exercised`` None where the server did not say; ``suggest``: the
+    workload that would test a knob this one did not exercise, else None)."""
     return [_RULES[k](arms) for k in knobs_under_test(arms)]
 
 
 def knob_lines(checks: Sequence[dict[str, Any]]) -> list[str]:
     """One sentence per knob, for the verdict and the card."""
-    return [f"{c['knob']}: {c['why']}." for c in checks]
+    return [
+        f"{c['knob']}: {c['why']}"
+        + (f"; {c['suggest']} would test it" if c.get("suggest") else "")
+        + "."
+        for c in checks
+    ]
