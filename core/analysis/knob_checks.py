@@ -16,8 +16,18 @@ from typing import Any
 from core.analysis.runs import RunView
 from core.analysis.server_view import ServerView, server_view
 from core.analysis.stats import NOT_TESTED
+from core.config import knob_text, same_value
 
-__all__ = ["KV_TESTED_USAGE", "knob_checks", "knob_lines", "knobs_under_test"]
+__all__ = [
+    "KV_TESTED_USAGE",
+    "knob_change",
+    "knob_checks",
+    "knob_lines",
+    "knob_sentence",
+    "knobs_under_test",
+    "single_knob_arms",
+    "untested_arms",
+]
 
 # Under half the smaller KV pool, with no queue or retraction, the extra KV a larger memory
 # fraction buys is never used: the knob cannot have moved a metric through its resource.
@@ -109,8 +119,8 @@ def _kv_suggestion(arms: Mapping[str, Sequence[RunView]], pool_tokens: float) ->
         return text
     per_request = max(lengths)
     return (
-        f"{text}: concurrency ≥ {math.ceil(pool_tokens / per_request):,} at these lengths"
-        f" ({per_request:,.0f} tokens a request), or longer prompts and outputs"
+        f"{text}, i.e. concurrency ≥ {math.ceil(pool_tokens / per_request):,} at"
+        f" {per_request:,.0f} tokens a request, or longer prompts and outputs"
     )
 
 
@@ -233,3 +243,70 @@ def knob_lines(checks: Sequence[dict[str, Any]]) -> list[str]:
         + "."
         for c in checks
     ]
+
+
+def _server_of(views: Sequence[RunView]) -> dict[str, Any]:
+    return dict(views[0].spec.get("server") or {}) if views else {}
+
+
+def knob_change(knob: str, arms: Mapping[str, Sequence[RunView]], baseline: str) -> str:
+    """``0.85→0.92``, ``off→on``: the knob's baseline value, then the others."""
+    values = [_server_of(arms.get(baseline, ())).get(knob)]
+    values += [_server_of(vs).get(knob) for vs in arms.values()]
+    shown = list(dict.fromkeys(knob_text(v) for v in values))
+    return f"{shown[0]}→{', '.join(shown[1:])}" if len(shown) > 1 else shown[0]
+
+
+def single_knob_arms(arms: Mapping[str, Sequence[RunView]], baseline: str) -> dict[str, str]:
+    """Per arm other than the baseline: the one server field it differs from the baseline
+    in, where it is exactly one (the contrast that speaks for that knob alone)."""
+    base = _server_of(arms.get(baseline, ()))
+    out: dict[str, str] = {}
+    for arm, views in arms.items():
+        if arm == baseline:
+            continue
+        mine = _server_of(views)
+        diff = [k for k in base.keys() | mine.keys() if not same_value(base.get(k), mine.get(k))]
+        if len(diff) == 1:
+            out[arm] = diff[0]
+    return out
+
+
+def untested_arms(
+    arms: Mapping[str, Sequence[RunView]], baseline: str, checks: Sequence[dict[str, Any]]
+) -> dict[str, str]:
+    """Arm → knob, for the arms that differ from the baseline only in a knob the workload
+    did not exercise: any change of theirs is "not tested by this workload", not noise."""
+    idle = {c["knob"] for c in checks if c.get("exercised") is False}
+    return {a: k for a, k in single_knob_arms(arms, baseline).items() if k in idle}
+
+
+def knob_sentence(
+    check: Mapping[str, Any],
+    change: str,
+    did: str | None,
+    cost: str | None,
+    verdict: str | None,
+    others: Sequence[str] = (),
+) -> str:
+    """One sentence per knob under test: what it did (``did``, with its interval), what it
+    cost (the ledger), whether the workload could show it (``check``) and, where it could
+    not, the workload that would. ``verdict``: better / worse / within noise of ``did``,
+    left out for a knob the workload did not exercise (its change cannot come from it).
+    ``others``: the other knobs the arms differ in that the workload did exercise."""
+    idle = check.get("exercised") is False
+    head = f"{check['knob']} {change}: "
+    if did is None and idle and others:
+        head += f"the difference is {' or '.join(others)} or noise, not this knob"
+    elif did is None:
+        head += "its effect is not separated here (no arm differs from the baseline in it alone)"
+    else:
+        head += did + (f", {verdict}" if verdict and not idle else "")
+    if cost:
+        head += f"; costs {cost.split(': ', 1)[-1]}"
+    text = f"{head}; {check['why']}"
+    if idle and did is not None:
+        text += f", so the difference cannot come from what the knob acts on ({check['resource']})"
+    if check.get("suggest"):
+        text += f". To test it: {check['suggest']}"
+    return text + "."

@@ -215,7 +215,9 @@ def format_experiment(settings: Settings, record: ExperimentRecord) -> str:
     table = arm_stats(runs, baseline)
     out += story.verdict
     out.append(story.noise)
-    out += format_attribution(settings, record)  # a grid's split of the difference into knobs
+    # a grid's split of the difference into knobs; an unexercised knob's part is "not tested"
+    idle = [c["knob"] for c in story.knob_checks if c.get("exercised") is False]
+    out += format_attribution(settings, record, untested=idle)
     rows = []
     for _, r in table[table["metric"] == "output_throughput"].iterrows():
         ci = (
