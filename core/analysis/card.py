@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -557,10 +557,8 @@ class Story:
             "noise": self.noise,
             "knob_checks": self.knob_checks,
             "ledger": {arm: lg.as_json() for arm, lg in self.ledger.items()},
-            "card": card_frame(self.card)
-            .astype(object)
-            .where(lambda d: d.notna(), None)
-            .to_dict(orient="records"),
+            # the card's rows with their intervals (change, low, high: relative, paired)
+            "card": [asdict(r) | {"name": r.name, "unit": r.unit} for r in self.card],
             "caveats": [c.sentence() for c in self.caveats],
         }
 

@@ -25,6 +25,7 @@ __all__ = [
     "knob_lines",
     "knob_sentence",
     "knobs_under_test",
+    "run_knob_checks",
     "single_knob_arms",
     "untested_arms",
 ]
@@ -90,7 +91,7 @@ def _check_mem_fraction(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]
     pressure = q > 0 or r > 0
     exercised = usage >= KV_TESTED_USAGE or pressure
     figures = (
-        f"peak {usage * 100:.2f} % of {_tokens(small)} tokens in the smaller pool,"
+        f"peak {usage * 100:.2f} % of {_tokens(small)} tokens in {_pool(known)},"
         f" highest trial {top / small * 100:.2f} %"
     )
     if exercised:
@@ -100,11 +101,15 @@ def _check_mem_fraction(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]
         )
     else:
         why = f"{NOT_TESTED}: the KV cache was never the limit ({figures}; no queue, no retraction)"
-    suggest = None if exercised else _kv_suggestion(arms, small)
+    suggest = None if exercised else _kv_suggestion(arms, small, _pool(known))
     return base | _found(peak, small, exercised, why, suggest)
 
 
-def _kv_suggestion(arms: Mapping[str, Sequence[RunView]], pool_tokens: float) -> str:
+def _pool(capacity_by_arm: Mapping[str, float]) -> str:
+    return "the smaller pool" if len(set(capacity_by_arm.values())) > 1 else "the pool"
+
+
+def _kv_suggestion(arms: Mapping[str, Sequence[RunView]], pool_tokens: float, pool: str) -> str:
     """The load that would make the smaller pool the limit: in-flight tokens above it."""
     lengths = [
         float(p["input_len"]) + float(p["output_len"])
@@ -114,7 +119,7 @@ def _kv_suggestion(arms: Mapping[str, Sequence[RunView]], pool_tokens: float) ->
         if isinstance(p.get("input_len"), int | float)
         and isinstance(p.get("output_len"), int | float)
     ]
-    text = "a point whose in-flight tokens exceed the smaller pool"
+    text = f"a point whose in-flight tokens exceed {pool}"
     if not lengths:
         return text
     per_request = max(lengths)
@@ -144,7 +149,8 @@ def _check_cuda_graphs(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
         if low >= 0.9995
         else f"{low * 100:.1f} % (the rest ran above the largest captured batch)"
     )
-    why = f"tested: the graphs-on arms ran {what} of decode passes in CUDA graphs"
+    who = "the graphs-on arms" if len(arms) > 1 else "it"
+    why = f"tested: {who} ran {what} of decode passes in CUDA graphs"
     return base | _found(low, 1.0, True, why, None)
 
 
@@ -310,3 +316,22 @@ def knob_sentence(
     if check.get("suggest"):
         text += f". To test it: {check['suggest']}"
     return text + "."
+
+
+def run_knob_checks(view: RunView) -> list[dict[str, Any]]:
+    """One run on its own: did it reach the resource each of its server settings acts on
+    (its KV usage peak against its pool, its share of decode passes in graphs, its running
+    batch against max_bs, its prompts against the chunk). SGLang only: the other engines
+    report none of these resources."""
+    server = view.spec.get("server") or {}
+    if server.get("engine") != "sglang":
+        return []
+    graphs = server.get("cuda_graphs") is True
+    applies = {
+        "mem_fraction_static": True,
+        "cuda_graphs": graphs,
+        "cuda_graph_max_bs": graphs and server.get("cuda_graph_max_bs") is not None,
+        "chunked_prefill_size": True,
+    }
+    arms = {view.run_id: [view]}
+    return [rule(arms) for knob, rule in _RULES.items() if applies[knob]]
