@@ -347,7 +347,7 @@ def test_a_knob_the_workload_never_exercised_reads_not_tested_in_the_split() -> 
     (the knob checks said so), the graphs' part keeps its verdict."""
     import sys
 
-    from core.analysis.attribution import format_attribution
+    from core.analysis.attribution import experiment_effects, format_attribution
     from core.experiments.design import load_experiment
     from core.settings import DEMO_DIR, Settings
 
@@ -365,3 +365,12 @@ def test_a_knob_the_workload_never_exercised_reads_not_tested_in_the_split() -> 
         in told
     )
     assert "cuda_graphs off→on +226.7% (95% CI +219.6%…+233.9%)," in told
+    # the export's effects table says the same
+    found = experiment_effects(settings, record, untested=["mem_fraction_static"])
+    assert found is not None
+    sentences, effects = found
+    assert "not tested by this workload" in sentences[0]
+    mem = effects[effects["term"] == "mem_fraction_static 0.85→0.92"]
+    assert "within noise" not in set(mem["label"]) and "not tested by this workload" in set(
+        mem["label"]
+    )

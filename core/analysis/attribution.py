@@ -647,16 +647,22 @@ def format_attribution(
 
 
 def experiment_effects(
-    settings: Settings, record: ExperimentRecord
+    settings: Settings, record: ExperimentRecord, untested: Collection[str] = ()
 ) -> tuple[list[str], pd.DataFrame] | None:
     """For exports: the verdict sentences (output throughput, then TTFT) and every effect;
-    None for an experiment without a grid or results."""
+    None for an experiment without a grid or results. ``untested``: as ``verdict_sentence``
+    (the effects' ``label`` too)."""
     attr = experiment_attribution(settings, record)
     if attr is None:
         return None
     sentences = [
-        verdict_sentence(attr, m)
+        verdict_sentence(attr, m, untested=untested)
         for m in ("output_throughput", "median_ttft_ms")
         if decompose(attr, m)
     ]
-    return sentences + [f"note: {n}" for n in attr.notes], effects_table(attr)
+    effects = effects_table(attr)
+    if untested and not effects.empty:
+        knob = effects["term"].str.split(" ", n=1).str[0]
+        idle = (effects["kind"] == "main") & knob.isin(list(untested))
+        effects.loc[idle & (effects["label"] == WITHIN_NOISE), "label"] = NOT_TESTED
+    return sentences + [f"note: {n}" for n in attr.notes], effects

@@ -548,6 +548,12 @@ class Story:
     def noise(self) -> str:
         return noise_note(self.floor, self.host)
 
+    @property
+    def untested_knobs(self) -> list[str]:
+        """The knobs under test the workload never exercised: their parts of an attribution
+        read "not tested by this workload" (``attribution.verdict_sentence(untested=…)``)."""
+        return [c["knob"] for c in self.knob_checks if c.get("exercised") is False]
+
     def as_json(self) -> dict[str, Any]:
         """What scripts and CI read (``python -m core experiment --show ID --json``)."""
         return {

@@ -255,8 +255,7 @@ def format_experiment(settings: Settings, record: ExperimentRecord) -> str:
     out += story.verdict
     out.append(story.noise)
     # a grid's split of the difference into knobs; an unexercised knob's part is "not tested"
-    idle = [c["knob"] for c in story.knob_checks if c.get("exercised") is False]
-    out += format_attribution(settings, record, untested=idle)
+    out += format_attribution(settings, record, untested=story.untested_knobs)
     rows = []
     for _, r in table[table["metric"] == "output_throughput"].iterrows():
         ci = (
