@@ -220,6 +220,10 @@ def test_the_2x2_verdict_leads_with_the_knobs_and_never_calls_the_memory_fractio
     assert checks["mem_fraction_static"]["exercised"] is False
     assert checks["cuda_graphs"]["exercised"] is True
     assert set(story.ledger) == set(story.arms)
+    assert story.costs == (
+        "mem_fraction_static 0.92: +9.74 GB reserved → +454,083 KV tokens (+8.3 %); "
+        "cuda_graphs on: +0.40 GB graph memory (decode 0.06, prefill 0.34)"
+    )
 
 
 def test_the_kv_pressure_verdict_says_the_memory_fraction_was_tested() -> None:

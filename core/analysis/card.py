@@ -549,6 +549,14 @@ class Story:
         return noise_note(self.floor, self.host)
 
     @property
+    def costs(self) -> str | None:
+        """What each knob under test costs and buys, in the ledger's units, on one line:
+        ``cuda_graphs on: +0.40 GB graph memory (…); mem_fraction_static 0.92: +9.74 GB
+        reserved → +454,083 KV tokens (+8.3 %)``; None where the ledger says nothing."""
+        found = [str(c["cost"]) for c in self.knob_checks if c.get("cost")]
+        return "; ".join(found) if found else None
+
+    @property
     def untested_knobs(self) -> list[str]:
         """The knobs under test the workload never exercised: their parts of an attribution
         read "not tested by this workload" (``attribution.verdict_sentence(untested=…)``)."""
@@ -562,6 +570,7 @@ class Story:
             "verdict": self.verdict,
             "noise": self.noise,
             "knob_checks": self.knob_checks,
+            "costs": self.costs,
             "ledger": {arm: lg.as_json() for arm, lg in self.ledger.items()},
             # the card's rows with their intervals (change, low, high: relative, paired)
             "card": [asdict(r) | {"name": r.name, "unit": r.unit} for r in self.card],
@@ -581,9 +590,12 @@ def _knob_story(
     """The knob checks and the ledger per arm; the card with the contrasts of a knob the
     workload never exercised reading "not tested by this workload" (never "within noise";
     memory rows keep theirs: what a knob costs is real either way); one sentence per knob
-    under test, and the arms so relabelled."""
-    checks = knob_checks(arms)
+    under test, and the arms so relabelled. Each check also carries its knob's ``cost``
+    (``core.analysis.ledger.knob_cost``: what it costs and buys in memory, or None)."""
     ledgers = arm_ledgers(arms)
+    checks = [
+        c | {"cost": knob_cost(c["knob"], arms, ledgers, baseline)} for c in knob_checks(arms)
+    ]
     untested = set(untested_arms(arms, baseline, checks))
     rows = [
         replace(r, verdict=NOT_TESTED)
@@ -607,7 +619,7 @@ def _knob_story(
                 c,
                 knob_change(c["knob"], arms, baseline),
                 None if row is None else f"{row.name} {row.where} {row.change_text()}",
-                knob_cost(c["knob"], arms, ledgers, baseline),
+                c["cost"],
                 word,
                 others,
             )
