@@ -172,6 +172,11 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--trials", type=int, help="override the plan's number of trials")
     ex.add_argument("--show", metavar="EXPERIMENT_ID", help="print an experiment's verdict")
     ex.add_argument(
+        "--json",
+        action="store_true",
+        help="with --show: the story as JSON (verdict, card, knob_checks, ledger per arm)",
+    )
+    ex.add_argument(
         "--executor",
         choices=EXECUTORS,
         help="run the arms here (local) or on the Ray cluster (ray)",
@@ -552,8 +557,15 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
         record = load_experiment(settings, args.show)
         if record is None:
             raise ConfigError("--show", f"no experiment {args.show}")
-        print(format_experiment(settings, record))
+        if args.json:
+            from core.views.report import experiment_json
+
+            print(json.dumps(experiment_json(settings, record), indent=2, default=str))
+        else:
+            print(format_experiment(settings, record))
         return 0
+    if args.json:
+        raise ConfigError("--json", "--json goes with --show EXPERIMENT_ID")
     if args.plan is None:
         raise ConfigError("PLAN", "give a plan file (or --show EXPERIMENT_ID)")
     data = _load_plan_file(args.plan)

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from core.analysis.card import Story, card_grid, regression_lines
+from core.analysis.stats import NOT_TESTED
 from core.views.cells import CARD_LEGEND
 
 _CELL = {
@@ -14,6 +15,7 @@ _CELL = {
     "worse": "background-color: #f8d7da",
     "within noise": "color: #555",
     "no change": "color: #555",
+    NOT_TESTED: "color: #555; font-style: italic",
 }
 
 

@@ -340,3 +340,37 @@ def test_memory_headroom_is_attributed_from_the_servers_free_memory() -> None:
         (140 * 0.08 - 2) / (140 * 0.15 - 2) - 1
     )
     assert abs(parts["cuda_graphs"].log) < 1e-9 and abs(parts["interaction"].log) < 1e-9
+
+
+def test_a_knob_the_workload_never_exercised_reads_not_tested_in_the_split() -> None:
+    """The shipped H200 2×2: the memory fraction's part is "not tested by this workload"
+    (the knob checks said so), the graphs' part keeps its verdict."""
+    import sys
+
+    from core.analysis.attribution import experiment_effects, format_attribution
+    from core.experiments.design import load_experiment
+    from core.settings import DEMO_DIR, Settings
+
+    settings = Settings(
+        data_dir=DEMO_DIR, sglang_python=sys.executable, transformers_python=sys.executable
+    )
+    record = load_experiment(settings, "exp-20261201-041412-6b50")
+    if record is None:
+        pytest.skip("the 2×2 demo is not shipped")
+    plain = format_attribution(settings, record)[2]
+    told = format_attribution(settings, record, untested=["mem_fraction_static"])[2]
+    assert "mem_fraction_static 0.85→0.92 +9.1% (95% CI -26.1%…+61.1%, within noise)" in plain
+    assert (
+        "mem_fraction_static 0.85→0.92 +9.1% (95% CI -26.1%…+61.1%, not tested by this workload)"
+        in told
+    )
+    assert "cuda_graphs off→on +226.7% (95% CI +219.6%…+233.9%)," in told
+    # the export's effects table says the same
+    found = experiment_effects(settings, record, untested=["mem_fraction_static"])
+    assert found is not None
+    sentences, effects = found
+    assert "not tested by this workload" in sentences[0]
+    mem = effects[effects["term"] == "mem_fraction_static 0.85→0.92"]
+    assert "within noise" not in set(mem["label"]) and "not tested by this workload" in set(
+        mem["label"]
+    )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -89,3 +91,68 @@ def test_exact_length_can_be_switched_off(tmp_path: Path, monkeypatch: pytest.Mo
     assert cli.spec_from_args(args).plan.ignore_eos is False
     args = cli._parser().parse_args(["run", "--engine", "transformers"])
     assert cli.spec_from_args(args).plan.ignore_eos is True
+
+
+def _demo_copy(tmp_path: Path) -> dict[str, str]:
+    """A copy of the shipped demo as the data folder (the catalog the CLI builds stays there)."""
+    import shutil
+
+    from core.settings import DEMO_DIR
+
+    if not (DEMO_DIR / "experiments" / "exp-20261201-041412-6b50").is_dir():
+        pytest.skip("the H200 2×2 demo is not shipped")
+    shutil.copytree(DEMO_DIR, tmp_path / "data")
+    return {**os.environ, "SERVELAB_DATA_DIR": str(tmp_path / "data")}
+
+
+def _core_json(env: dict[str, str], *args: str) -> Any:
+    out = subprocess.run(
+        [sys.executable, "-m", "core", *args, "--json"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_experiment_show_json_carries_the_knob_checks_and_the_ledger(tmp_path: Path) -> None:
+    env = _demo_copy(tmp_path)
+    story = _core_json(env, "experiment", "--show", "exp-20261201-041412-6b50")
+    assert {"baseline", "arms", "verdict", "card", "knob_checks", "ledger"} <= set(story)
+    checks = {c["knob"]: c for c in story["knob_checks"]}
+    assert set(checks) == {"mem_fraction_static", "cuda_graphs"}
+    for c in checks.values():
+        assert {"knob", "resource", "used_peak", "capacity", "exercised", "why"} <= set(c)
+    mem = checks["mem_fraction_static"]
+    assert mem["exercised"] is False and mem["capacity"] == 5498295
+    assert mem["why"].startswith("not tested by this workload")
+    assert checks["cuda_graphs"]["exercised"] is True and checks["cuda_graphs"]["used_peak"] == 1
+    assert story["verdict"][0].startswith("mem_fraction_static 0.85→0.92:")
+    row = next(
+        r
+        for r in story["card"]
+        if r["arm"] == "cg=true mfs=0.85"
+        and r["metric"] == "output_throughput"
+        and r["concurrency"] == 64
+    )
+    assert row["low"] < row["change"] < row["high"] and row["verdict"] == "better"
+    assert story["ledger"]["cg=true mfs=0.92"]["kv_cache_tokens"] == 5952378
+    assert story["ledger"]["cg=true mfs=0.92"]["graph_gb"] == 0.4
+
+
+def test_show_json_carries_the_runs_own_checks_server_view_and_ledger(tmp_path: Path) -> None:
+    env = _demo_copy(tmp_path)
+    run = _core_json(env, "show", "20261201-041412-a1cfea")  # graphs on, mem 0.92
+    checks = {c["knob"]: c for c in run["knob_checks"]}
+    assert checks["mem_fraction_static"]["exercised"] is False
+    assert checks["mem_fraction_static"]["capacity"] == 5952378
+    assert checks["cuda_graphs"]["used_peak"] == 1.0
+    assert run["server_view"]["source"] == "metrics"
+    assert run["server_view"]["kv_used_peak_tokens"] == checks["mem_fraction_static"]["used_peak"]
+    assert run["ledger"]["weights_gb"] == run["facts"]["weight_mem_gb"]
+    hf = _core_json(env, "show", "20261130-045815-c6a73d")  # transformers serve
+    assert hf["knob_checks"] == [] and hf["server_view"] is None
+    assert "reports no server-side view" in hf["server_view_note"]

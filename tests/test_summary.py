@@ -9,17 +9,22 @@ from typing import Any
 import pytest
 
 from core.analysis.card import (
+    Story,
     card_frame,
     card_grid,
     caveats,
     comparison_story,
+    experiment_story,
     noise_note,
     regression_lines,
     summary_card,
 )
 from core.analysis.points import metric_deltas
-from core.analysis.runs import RunView
-from core.run_folder import RunStatus
+from core.analysis.runs import RunView, load_run
+from core.analysis.stats import NOT_TESTED
+from core.experiments.design import load_experiment
+from core.run_folder import RunFolder, RunStatus
+from core.settings import DEMO_DIR, Settings
 
 
 def view(
@@ -170,3 +175,76 @@ def test_a_tiny_change_without_an_interval_is_no_change_never_within_noise() -> 
     rows = summary_card({"a": trials_a, "b": trials_b}, "b")
     noisy = next(r for r in rows if r.metric == "output_throughput")
     assert noisy.verdict == "within noise" and noisy.confirmed
+
+
+# --- the knob checks in the verdict, on the shipped H200 demos (stored data, no re-run) ---
+
+
+def _demo_story(exp_id: str) -> Story:
+    import sys
+
+    settings = Settings(
+        data_dir=DEMO_DIR, sglang_python=sys.executable, transformers_python=sys.executable
+    )
+    record = load_experiment(settings, exp_id)
+    if record is None:
+        pytest.skip(f"demo {exp_id} not shipped")
+    return experiment_story(settings, record)
+
+
+def test_the_2x2_verdict_leads_with_the_knobs_and_never_calls_the_memory_fraction_noise() -> None:
+    story = _demo_story("exp-20261201-041412-6b50")
+    mem, graphs = story.verdict[0], story.verdict[1]
+    assert mem.startswith("mem_fraction_static 0.85→0.92: output throughput at c=64 +9.1% (95% CI")
+    assert "not tested by this workload: the KV cache was never the limit" in mem
+    assert "peak 0.14 % of 5.50 M tokens" in mem
+    assert "+9.74 GB reserved → +454,083 KV tokens (+8.3 %)" in mem
+    assert "To test it: " in mem and "concurrency ≥ 42,956" in mem  # 5,498,295 / (64 + 64)
+    assert graphs.startswith("cuda_graphs off→on: output throughput at c=64 +226.7%")
+    assert "better" in graphs and "+0.40 GB graph memory" in graphs
+    assert "100 % of decode passes in CUDA graphs" in graphs
+    # the contrast of the memory fraction alone: never "within noise", anywhere
+    assert not any("within noise" in line for line in story.verdict[:2])
+    assert (
+        "+9% output throughput at concurrency 64 (95% CI -26%…+61%), not tested"
+        in (story.verdict[2])
+    )
+    alone = [r for r in story.card if r.arm == "cg=false mfs=0.92"]
+    assert {r.verdict for r in alone if r.metric == "output_throughput"} == {NOT_TESTED}
+    assert all(r.verdict != "within noise" for r in alone)
+    # what the knob costs stays a finding: its memory rows keep their verdict
+    assert {r.verdict for r in alone if r.metric == "peak_gpu_mib"} == {"worse"}
+    text, _ = card_grid(story.card, "cg=false mfs=0.92")
+    assert text.loc["output throughput (tok/s)", "c=64"].endswith("n/t")
+    checks = {c["knob"]: c for c in story.knob_checks}
+    assert checks["mem_fraction_static"]["exercised"] is False
+    assert checks["cuda_graphs"]["exercised"] is True
+    assert set(story.ledger) == set(story.arms)
+    assert story.costs == (
+        "mem_fraction_static 0.92: +9.74 GB reserved → +454,083 KV tokens (+8.3 %); "
+        "cuda_graphs on: +0.40 GB graph memory (decode 0.06, prefill 0.34)"
+    )
+
+
+def test_the_kv_pressure_verdict_says_the_memory_fraction_was_tested() -> None:
+    story = _demo_story("exp-20261201-204553-b919")
+    (mem,) = [line for line in story.verdict if line.startswith("mem_fraction_static")]
+    assert "tested: the KV cache was a limit" in mem and "not tested" not in mem
+    assert "+39,910 KV tokens (+8.3 %)" in mem and "To test it" not in mem
+    assert story.verdict[0] == mem
+
+
+def test_the_seed_pair_on_compare_says_the_memory_fraction_was_not_tested() -> None:
+    """Two plain runs of the 2×2 demo (graphs off + 0.85, graphs on + 0.92), no declared
+    knob: the knobs under test come from the specs."""
+    views = [
+        load_run(RunFolder(DEMO_DIR / "runs" / r))
+        for r in ("20261201-000311-8d8413", "20261201-000511-eb5799")
+    ]
+    story = comparison_story(views, 0, ["graphs off 0.85", "graphs on 0.92"])
+    mem, graphs = story.verdict[0], story.verdict[1]
+    assert mem.startswith("mem_fraction_static 0.85→0.92: the difference is cuda_graphs or noise")
+    assert "not tested by this workload" in mem and "of 5.50 M tokens" in mem
+    assert graphs.startswith("cuda_graphs off→on:") and "100 % of decode passes" in graphs
+    assert [c["exercised"] for c in story.knob_checks] == [False, True]
+    assert story.as_json()["knob_checks"] == story.knob_checks

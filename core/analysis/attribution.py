@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +34,7 @@ import statsmodels.api as sm
 
 from core.analysis.memory import memory_headroom
 from core.analysis.points import METRIC_DIRECTIONS, point_key
-from core.analysis.stats import RunOfArm, paired_log_ratio
+from core.analysis.stats import NOT_TESTED, WITHIN_NOISE, RunOfArm, paired_log_ratio
 from core.analysis.trials import experiment_runs
 from core.config import knob_text, same_value
 from core.experiments.design import baseline_arm
@@ -479,7 +479,7 @@ def _label(metric: str, est: float, low: float | None, high: float | None) -> st
     if low is None or high is None:
         return "interval unknown"
     if low <= 0 <= high:
-        return "within noise"
+        return WITHIN_NOISE
     return "better" if (est > 0) == higher_is_better(metric) else "worse"
 
 
@@ -552,9 +552,12 @@ def verdict_sentence(
     metric: str = "output_throughput",
     concurrency: Any = "highest",
     noise_floor: dict[str, Any] | None = None,
+    untested: Collection[str] = (),
 ) -> str:
     """ "Of the −14% output throughput at concurrency 64 (after vs before): knob +9% (95% CI
-    …), …; A/A noise floor ±3%." followed by the log-scale sum of the parts."""
+    …), …; A/A noise floor ±3%." followed by the log-scale sum of the parts. ``untested``:
+    the knobs whose resource the workload never reached (``core.analysis.knob_checks``):
+    their part reads "not tested by this workload", never "within noise"."""
     parts = decompose(attr, metric, concurrency)
     words = _WORDS.get(metric, metric)
     if not parts:
@@ -568,7 +571,9 @@ def verdict_sentence(
     texts = []
     for p in pieces:
         noise = p.within_noise
-        tail = ", within noise" if noise else ""
+        tail = f", {WITHIN_NOISE}" if noise else ""
+        if p.kind == "main" and p.name.split(" ", 1)[0] in untested:
+            tail, noise = f", {NOT_TESTED}", True
         if (
             noise_floor
             and isinstance(noise_floor.get(metric), int | float)
@@ -621,32 +626,43 @@ def experiment_attribution(settings: Settings, record: ExperimentRecord) -> Attr
 
 
 def format_attribution(
-    settings: Settings, record: ExperimentRecord, noise_floor: dict[str, Any] | None = None
+    settings: Settings,
+    record: ExperimentRecord,
+    noise_floor: dict[str, Any] | None = None,
+    untested: Collection[str] = (),
 ) -> list[str]:
     """Text lines for the CLI: the verdict per metric at the highest concurrency, then the
-    runs left out and why."""
+    runs left out and why (``untested``: as ``verdict_sentence``)."""
     attr = experiment_attribution(settings, record)
     if attr is None:
         return []
     out = ["", "Attribution (log-ratio effects, OLS with trial blocks):"]
     for metric in ("output_throughput", "median_ttft_ms", "median_itl_ms"):
         if decompose(attr, metric):
-            out.append("  " + verdict_sentence(attr, metric, noise_floor=noise_floor))
+            out.append(
+                "  " + verdict_sentence(attr, metric, noise_floor=noise_floor, untested=untested)
+            )
     out += [f"  note: {n}" for n in attr.notes]
     return out
 
 
 def experiment_effects(
-    settings: Settings, record: ExperimentRecord
+    settings: Settings, record: ExperimentRecord, untested: Collection[str] = ()
 ) -> tuple[list[str], pd.DataFrame] | None:
     """For exports: the verdict sentences (output throughput, then TTFT) and every effect;
-    None for an experiment without a grid or results."""
+    None for an experiment without a grid or results. ``untested``: as ``verdict_sentence``
+    (the effects' ``label`` too)."""
     attr = experiment_attribution(settings, record)
     if attr is None:
         return None
     sentences = [
-        verdict_sentence(attr, m)
+        verdict_sentence(attr, m, untested=untested)
         for m in ("output_throughput", "median_ttft_ms")
         if decompose(attr, m)
     ]
-    return sentences + [f"note: {n}" for n in attr.notes], effects_table(attr)
+    effects = effects_table(attr)
+    if untested and not effects.empty:
+        knob = effects["term"].str.split(" ", n=1).str[0]
+        idle = (effects["kind"] == "main") & knob.isin(list(untested))
+        effects.loc[idle & (effects["label"] == WITHIN_NOISE), "label"] = NOT_TESTED
+    return sentences + [f"note: {n}" for n in attr.notes], effects

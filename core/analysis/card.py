@@ -20,19 +20,29 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
 from core.analysis.diff import confounders
+from core.analysis.knob_checks import (
+    knob_change,
+    knob_checks,
+    knob_sentence,
+    single_knob_arms,
+    untested_arms,
+)
+from core.analysis.ledger import MemoryLedger, arm_ledgers, knob_cost
 from core.analysis.memory import gpu_total_gb, headroom_gb, memory_headroom, peak_gpu_mib_by_point
 from core.analysis.points import METRIC_DIRECTIONS, first_points, is_no_change, metric_deltas
 from core.analysis.roles import headline_point
 from core.analysis.runs import RunView
 from core.analysis.stats import (
     MIN_TRIALS_FOR_CI,
+    NOT_TESTED,
+    WITHIN_NOISE,
     RunOfArm,
     arm_stats,
     paired_log_ratio,
@@ -64,7 +74,12 @@ __all__ = [
 
 # "within noise": an interval (or the host's A/A noise floor) covers the change; "no change":
 # no interval, and the change is below the single-run threshold (points.is_no_change).
-CardVerdict = Literal["better", "worse", "within noise", "no change", "unknown"]
+# "not tested by this workload": the arm differs from the baseline only in a knob whose
+# resource the workload never reached (core.analysis.knob_checks), so its change is no finding.
+CardVerdict = Literal[
+    "better", "worse", "within noise", "no change", "unknown", "not tested by this workload"
+]
+_NO_FINDING = (WITHIN_NOISE, "no change", "unknown", NOT_TESTED)
 
 # metric -> (name in words, unit, higher is better)
 CARD_METRICS: dict[str, tuple[str, str, bool]] = {
@@ -147,9 +162,7 @@ class CardRow:
         if self.low is not None and self.high is not None:
             text += f" [{pct(self.low)}, {pct(self.high)}]"
         return f"{text} {_MARK[self.verdict]}" + (
-            ""
-            if self.confirmed or self.verdict in ("unknown", "within noise", "no change")
-            else "?"
+            "" if self.confirmed or self.verdict in _NO_FINDING else "?"
         )
 
     def sentence(self) -> str:
@@ -160,11 +173,7 @@ class CardRow:
         return (
             f"{self.name} {self.where}: {self.change_text()} with {self.arm} vs "
             f"{self.baseline}, {self.verdict}"
-            + (
-                ""
-                if self.confirmed or self.verdict in ("within noise", "no change", "unknown")
-                else " (unconfirmed)"
-            )
+            + ("" if self.confirmed or self.verdict in _NO_FINDING else " (unconfirmed)")
         )
 
 
@@ -186,10 +195,10 @@ def _verdict(
     noise = as_number((floor or {}).get(metric))
     if low is not None and high is not None:
         if low <= 0 <= high or (noise is not None and abs(change) <= noise):
-            return "within noise", True
+            return WITHIN_NOISE, True
         return direction, True
     if noise is not None:
-        return ("within noise", True) if abs(change) <= noise else (direction, True)
+        return (WITHIN_NOISE, True) if abs(change) <= noise else (direction, True)
     if is_no_change(change):
         return "no change", False
     return direction, False
@@ -437,7 +446,14 @@ def card_frame(rows: Sequence[CardRow]) -> pd.DataFrame:
     )
 
 
-_MARK = {"better": "▲", "worse": "▼", "within noise": "≈", "no change": "=", "unknown": "?"}
+_MARK = {
+    "better": "▲",
+    "worse": "▼",
+    WITHIN_NOISE: "≈",
+    "no change": "=",
+    "unknown": "?",
+    NOT_TESTED: "n/t",
+}
 
 
 def card_grid(rows: Sequence[CardRow], arm: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -524,10 +540,91 @@ class Story:
     floor: dict[str, Any] | None
     host: str | None
     caveats: list[PointCaveat] = field(default_factory=list)  # suspect points, in words
+    # per knob under test: could the workload show it (core.analysis.knob_checks)
+    knob_checks: list[dict[str, Any]] = field(default_factory=list)
+    ledger: dict[str, MemoryLedger] = field(default_factory=dict)  # per arm
 
     @property
     def noise(self) -> str:
         return noise_note(self.floor, self.host)
+
+    @property
+    def costs(self) -> str | None:
+        """What each knob under test costs and buys, in the ledger's units, on one line:
+        ``cuda_graphs on: +0.40 GB graph memory (…); mem_fraction_static 0.92: +9.74 GB
+        reserved → +454,083 KV tokens (+8.3 %)``; None where the ledger says nothing."""
+        found = [str(c["cost"]) for c in self.knob_checks if c.get("cost")]
+        return "; ".join(found) if found else None
+
+    @property
+    def untested_knobs(self) -> list[str]:
+        """The knobs under test the workload never exercised: their parts of an attribution
+        read "not tested by this workload" (``attribution.verdict_sentence(untested=…)``)."""
+        return [c["knob"] for c in self.knob_checks if c.get("exercised") is False]
+
+    def as_json(self) -> dict[str, Any]:
+        """What scripts and CI read (``python -m core experiment --show ID --json``)."""
+        return {
+            "baseline": self.baseline,
+            "arms": self.arms,
+            "verdict": self.verdict,
+            "noise": self.noise,
+            "knob_checks": self.knob_checks,
+            "costs": self.costs,
+            "ledger": {arm: lg.as_json() for arm, lg in self.ledger.items()},
+            # the card's rows with their intervals (change, low, high: relative, paired)
+            "card": [asdict(r) | {"name": r.name, "unit": r.unit} for r in self.card],
+            "caveats": [c.sentence() for c in self.caveats],
+        }
+
+
+def _headline_row(card: Sequence[CardRow], arm: str) -> CardRow | None:
+    """The arm's output throughput at its highest concurrency: what a knob did, in one row."""
+    rows = [r for r in card if r.arm == arm and r.metric == "output_throughput"]
+    return max(rows, key=lambda r: r.concurrency or 0) if rows else None
+
+
+def _knob_story(
+    arms: Mapping[str, Sequence[RunView]], baseline: str, card: Sequence[CardRow]
+) -> tuple[list[CardRow], list[dict[str, Any]], dict[str, MemoryLedger], list[str], set[str]]:
+    """The knob checks and the ledger per arm; the card with the contrasts of a knob the
+    workload never exercised reading "not tested by this workload" (never "within noise";
+    memory rows keep theirs: what a knob costs is real either way); one sentence per knob
+    under test, and the arms so relabelled. Each check also carries its knob's ``cost``
+    (``core.analysis.ledger.knob_cost``: what it costs and buys in memory, or None)."""
+    ledgers = arm_ledgers(arms)
+    checks = [
+        c | {"cost": knob_cost(c["knob"], arms, ledgers, baseline)} for c in knob_checks(arms)
+    ]
+    untested = set(untested_arms(arms, baseline, checks))
+    rows = [
+        replace(r, verdict=NOT_TESTED)
+        if r.arm in untested
+        and r.metric not in _MEMORY
+        and r.verdict in (WITHIN_NOISE, "no change")
+        else r
+        for r in card
+    ]
+    alone = {k: a for a, k in single_knob_arms(arms, baseline).items()}
+    sentences = []
+    for c in checks:
+        row = _headline_row(rows, alone[c["knob"]]) if c["knob"] in alone else None
+        word = None
+        if row is not None:
+            sure = row.confirmed or row.verdict in _NO_FINDING
+            word = row.verdict + ("" if sure else " (unconfirmed)")
+        others = [o["knob"] for o in checks if o is not c and o.get("exercised") is not False]
+        sentences.append(
+            knob_sentence(
+                c,
+                knob_change(c["knob"], arms, baseline),
+                None if row is None else f"{row.name} {row.where} {row.change_text()}",
+                c["cost"],
+                word,
+                others,
+            )
+        )
+    return rows, checks, ledgers, sentences, untested
 
 
 def experiment_story(
@@ -548,7 +645,10 @@ def experiment_story(
             by_arm.setdefault(r.arm, []).append(r.view)
             trials.setdefault(r.arm, []).append(r.trial)
     card = summary_card(by_arm, base, floor, trials) if base else []
+    card, checks, ledgers, knobs, untested = _knob_story(by_arm, base, card)
     table = arm_stats(list(runs), base)
+    idle = table["arm"].isin(list(untested)) & (table["label"] == WITHIN_NOISE)
+    table.loc[idle, "label"] = NOT_TESTED
     text = verdict(str(record.name), table, list(runs), base, floor)
     lines = regression_lines(card)
     if lines:
@@ -559,10 +659,12 @@ def experiment_story(
         baseline=base,
         arms=arms,
         card=card,
-        verdict=[text, *([care] if care else [])],
+        verdict=[*knobs, text, *([care] if care else [])],
         floor=floor,
         host=str(host) if host else None,
         caveats=found,
+        knob_checks=checks,
+        ledger=ledgers,
     )
 
 
@@ -577,6 +679,7 @@ def comparison_story(
     arms = list(names)
     by_arm = {n: [v] for n, v in zip(arms, views, strict=True)}
     card = summary_card(by_arm, arms[baseline], floor)
+    card, checks, ledgers, knobs, untested = _knob_story(by_arm, arms[baseline], card)
     lines: list[str] = []
     head = headline_point(views)
     if head is None:
@@ -596,6 +699,8 @@ def comparison_story(
             parts = []
             for _, r in rows.iterrows():
                 rel, word = r[f"rel_{name}"], r[f"verdict_{name}"]
+                if name in untested and word == "no change":
+                    word = NOT_TESTED
                 if word is None or pd.isna(r[name]):
                     parts.append(f"{r['metric']} unknown")
                 elif pd.isna(rel):
@@ -622,10 +727,12 @@ def comparison_story(
         baseline=arms[baseline],
         arms=arms,
         card=card,
-        verdict=lines,
+        verdict=[*knobs, *lines],
         floor=dict(floor) if floor else None,
         host=host,
         caveats=found,
+        knob_checks=checks,
+        ledger=ledgers,
     )
 
 

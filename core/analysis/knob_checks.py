@@ -8,14 +8,27 @@ decide), and the highest trial is quoted beside it.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from core.analysis.runs import RunView
 from core.analysis.server_view import ServerView, server_view
+from core.analysis.stats import NOT_TESTED
+from core.config import knob_text, same_value
 
-__all__ = ["KV_TESTED_USAGE", "knob_checks", "knob_lines", "knobs_under_test"]
+__all__ = [
+    "KV_TESTED_USAGE",
+    "knob_change",
+    "knob_checks",
+    "knob_lines",
+    "knob_sentence",
+    "knobs_under_test",
+    "run_knob_checks",
+    "single_knob_arms",
+    "untested_arms",
+]
 
 # Under half the smaller KV pool, with no queue or retraction, the extra KV a larger memory
 # fraction buys is never used: the knob cannot have moved a metric through its resource.
@@ -78,8 +91,8 @@ def _check_mem_fraction(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]
     pressure = q > 0 or r > 0
     exercised = usage >= KV_TESTED_USAGE or pressure
     figures = (
-        f"peak {usage * 100:.2f} % of {_tokens(small)} tokens in the smaller pool"
-        f" (highest trial {top / small * 100:.2f} %)"
+        f"peak {usage * 100:.2f} % of {_tokens(small)} tokens in {_pool(known)},"
+        f" highest trial {top / small * 100:.2f} %"
     )
     if exercised:
         why = (
@@ -87,12 +100,33 @@ def _check_mem_fraction(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]
             f" {r:.0f} retracted)"
         )
     else:
-        why = (
-            f"not tested by this workload: the KV cache was never the limit ({figures}; no"
-            " queue, no retraction); a workload that fills it (more concurrency or longer"
-            " prompts and outputs) would test it"
-        )
-    return base | {"used_peak": peak, "capacity": small, "exercised": exercised, "why": why}
+        why = f"{NOT_TESTED}: the KV cache was never the limit ({figures}; no queue, no retraction)"
+    suggest = None if exercised else _kv_suggestion(arms, small, _pool(known))
+    return base | _found(peak, small, exercised, why, suggest)
+
+
+def _pool(capacity_by_arm: Mapping[str, float]) -> str:
+    return "the smaller pool" if len(set(capacity_by_arm.values())) > 1 else "the pool"
+
+
+def _kv_suggestion(arms: Mapping[str, Sequence[RunView]], pool_tokens: float, pool: str) -> str:
+    """The load that would make the smaller pool the limit: in-flight tokens above it."""
+    lengths = [
+        float(p["input_len"]) + float(p["output_len"])
+        for vs in arms.values()
+        for v in vs
+        for p in (v.spec.get("plan") or {}).get("points", [])
+        if isinstance(p.get("input_len"), int | float)
+        and isinstance(p.get("output_len"), int | float)
+    ]
+    text = f"a point whose in-flight tokens exceed {pool}"
+    if not lengths:
+        return text
+    per_request = max(lengths)
+    return (
+        f"{text}, i.e. concurrency ≥ {math.ceil(pool_tokens / per_request):,} at"
+        f" {per_request:,.0f} tokens a request, or longer prompts and outputs"
+    )
 
 
 def _check_cuda_graphs(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
@@ -109,14 +143,15 @@ def _check_cuda_graphs(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
             f"broken arm: {', '.join(broken)} ran 0 % of decode passes in CUDA graphs"
             " although graphs were on; check the capture in its server log"
         )
-        return base | {"used_peak": low, "capacity": 1.0, "exercised": False, "why": why}
+        return base | _found(low, 1.0, False, why, "a graphs-on arm whose capture works")
     what = (
         "100 %"
         if low >= 0.9995
         else f"{low * 100:.1f} % (the rest ran above the largest captured batch)"
     )
-    why = f"tested: the graphs-on arms ran {what} of decode passes in CUDA graphs"
-    return base | {"used_peak": low, "capacity": 1.0, "exercised": True, "why": why}
+    who = "the graphs-on arms" if len(arms) > 1 else "it"
+    why = f"tested: {who} ran {what} of decode passes in CUDA graphs"
+    return base | _found(low, 1.0, True, why, None)
 
 
 def _check_graph_max_bs(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
@@ -132,10 +167,11 @@ def _check_graph_max_bs(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]
     why = (
         f"tested: the largest running batch ({peak:.0f}) exceeded the smaller max_bs ({small:.0f})"
         if exercised
-        else f"not tested by this workload: the largest running batch ({peak:.0f}) fits the"
-        f" smaller max_bs ({small:.0f}); a concurrency above {small:.0f} would test it"
+        else f"{NOT_TESTED}: the largest running batch ({peak:.0f}) fits the smaller max_bs"
+        f" ({small:.0f})"
     )
-    return base | {"used_peak": peak, "capacity": small, "exercised": exercised, "why": why}
+    suggest = None if exercised else f"a concurrency above {small:.0f}"
+    return base | _found(peak, small, exercised, why, suggest)
 
 
 def _check_chunked_prefill(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
@@ -164,14 +200,30 @@ def _check_chunked_prefill(arms: Mapping[str, Sequence[RunView]]) -> dict[str, A
     why = (
         f"tested: prompts of {longest:.0f} tokens exceed the smaller chunk ({small:.0f})"
         if exercised
-        else f"not tested by this workload: the longest prompt ({longest:.0f} tokens) fits"
-        f" one chunk ({small:.0f}); prompts over {small:.0f} tokens would test it"
+        else f"{NOT_TESTED}: the longest prompt ({longest:.0f} tokens) fits one chunk ({small:.0f})"
     )
-    return base | {"used_peak": longest, "capacity": small, "exercised": exercised, "why": why}
+    suggest = None if exercised else f"prompts over {small:.0f} tokens"
+    return base | _found(longest, small, exercised, why, suggest)
+
+
+def _found(
+    used: float | None,
+    capacity: float | None,
+    exercised: bool | None,
+    why: str,
+    suggest: str | None,
+) -> dict[str, Any]:
+    return {
+        "used_peak": used,
+        "capacity": capacity,
+        "exercised": exercised,
+        "why": why,
+        "suggest": suggest,
+    }
 
 
 def _unknown(why: str) -> dict[str, Any]:
-    return {"used_peak": None, "capacity": None, "exercised": None, "why": f"unknown: {why}"}
+    return _found(None, None, None, f"unknown: {why}", None)
 
 
 _RULES: dict[str, Callable[[Mapping[str, Sequence[RunView]]], dict[str, Any]]] = {
@@ -184,10 +236,102 @@ _RULES: dict[str, Callable[[Mapping[str, Sequence[RunView]]], dict[str, Any]]] =
 
 def knob_checks(arms: Mapping[str, Sequence[RunView]]) -> list[dict[str, Any]]:
     """Per knob under test: ``{"knob", "resource", "used_peak", "capacity", "exercised",
-    "why"}`` (``exercised`` None where the server did not say)."""
+    "why", "suggest"}`` (``exercised`` None where the server did not say; ``suggest``: the
+    workload that would test a knob this one did not exercise, else None)."""
     return [_RULES[k](arms) for k in knobs_under_test(arms)]
 
 
 def knob_lines(checks: Sequence[dict[str, Any]]) -> list[str]:
     """One sentence per knob, for the verdict and the card."""
-    return [f"{c['knob']}: {c['why']}." for c in checks]
+    return [
+        f"{c['knob']}: {c['why']}"
+        + (f"; {c['suggest']} would test it" if c.get("suggest") else "")
+        + "."
+        for c in checks
+    ]
+
+
+def _server_of(views: Sequence[RunView]) -> dict[str, Any]:
+    return dict(views[0].spec.get("server") or {}) if views else {}
+
+
+def knob_change(knob: str, arms: Mapping[str, Sequence[RunView]], baseline: str) -> str:
+    """``0.85→0.92``, ``off→on``: the knob's baseline value, then the others."""
+    values = [_server_of(arms.get(baseline, ())).get(knob)]
+    values += [_server_of(vs).get(knob) for vs in arms.values()]
+    shown = list(dict.fromkeys(knob_text(v) for v in values))
+    return f"{shown[0]}→{', '.join(shown[1:])}" if len(shown) > 1 else shown[0]
+
+
+def single_knob_arms(arms: Mapping[str, Sequence[RunView]], baseline: str) -> dict[str, str]:
+    """Per arm other than the baseline: the one server field it differs from the baseline
+    in, where it is exactly one (the contrast that speaks for that knob alone)."""
+    base = _server_of(arms.get(baseline, ()))
+    out: dict[str, str] = {}
+    for arm, views in arms.items():
+        if arm == baseline:
+            continue
+        mine = _server_of(views)
+        diff = [k for k in base.keys() | mine.keys() if not same_value(base.get(k), mine.get(k))]
+        if len(diff) == 1:
+            out[arm] = diff[0]
+    return out
+
+
+def untested_arms(
+    arms: Mapping[str, Sequence[RunView]], baseline: str, checks: Sequence[dict[str, Any]]
+) -> dict[str, str]:
+    """Arm → knob, for the arms that differ from the baseline only in a knob the workload
+    did not exercise: any change of theirs is "not tested by this workload", not noise."""
+    idle = {c["knob"] for c in checks if c.get("exercised") is False}
+    return {a: k for a, k in single_knob_arms(arms, baseline).items() if k in idle}
+
+
+def knob_sentence(
+    check: Mapping[str, Any],
+    change: str,
+    did: str | None,
+    cost: str | None,
+    verdict: str | None,
+    others: Sequence[str] = (),
+) -> str:
+    """One sentence per knob under test: what it did (``did``, with its interval), what it
+    cost (the ledger), whether the workload could show it (``check``) and, where it could
+    not, the workload that would. ``verdict``: better / worse / within noise of ``did``,
+    left out for a knob the workload did not exercise (its change cannot come from it).
+    ``others``: the other knobs the arms differ in that the workload did exercise."""
+    idle = check.get("exercised") is False
+    head = f"{check['knob']} {change}: "
+    if did is None and idle and others:
+        head += f"the difference is {' or '.join(others)} or noise, not this knob"
+    elif did is None:
+        head += "its effect is not separated here (no arm differs from the baseline in it alone)"
+    else:
+        head += did + (f", {verdict}" if verdict and not idle else "")
+    if cost:
+        head += f"; costs {cost.split(': ', 1)[-1]}"
+    text = f"{head}; {check['why']}"
+    if idle and did is not None:
+        text += f", so the difference cannot come from what the knob acts on ({check['resource']})"
+    if check.get("suggest"):
+        text += f". To test it: {check['suggest']}"
+    return text + "."
+
+
+def run_knob_checks(view: RunView) -> list[dict[str, Any]]:
+    """One run on its own: did it reach the resource each of its server settings acts on
+    (its KV usage peak against its pool, its share of decode passes in graphs, its running
+    batch against max_bs, its prompts against the chunk). SGLang only: the other engines
+    report none of these resources."""
+    server = view.spec.get("server") or {}
+    if server.get("engine") != "sglang":
+        return []
+    graphs = server.get("cuda_graphs") is True
+    applies = {
+        "mem_fraction_static": True,
+        "cuda_graphs": graphs,
+        "cuda_graph_max_bs": graphs and server.get("cuda_graph_max_bs") is not None,
+        "chunked_prefill_size": True,
+    }
+    arms = {view.run_id: [view]}
+    return [rule(arms) for knob, rule in _RULES.items() if applies[knob]]

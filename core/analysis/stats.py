@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import pandas as pd
@@ -33,6 +33,8 @@ __all__ = [
     "ARM_STATS_COLUMNS",
     "EXPERIMENT_METRICS",
     "MIN_TRIALS_FOR_CI",
+    "NOT_TESTED",
+    "WITHIN_NOISE",
     "arm_stats",
     "first_per_arm",
     "frontier",
@@ -43,6 +45,11 @@ __all__ = [
 ]
 
 MIN_TRIALS_FOR_CI = 3
+# The words a verdict uses where a change is no finding, written here only: an interval
+# (or the host's A/A noise floor) covers the change; or the workload never reached the
+# resource the knob acts on (core.analysis.knob_checks), so no interval speaks for the knob.
+WITHIN_NOISE: Final = "within noise"
+NOT_TESTED: Final = "not tested by this workload"
 ARM_STATS_COLUMNS = (
     "point",
     "concurrency",
@@ -146,7 +153,7 @@ def _label(metric: str, low: float | None, high: float | None, rel: float | None
     if low is None or high is None:
         return f"unknown (fewer than {MIN_TRIALS_FOR_CI} trials)"
     if low <= 0 <= high:
-        return "within noise"
+        return WITHIN_NOISE
     up = low > 0
     higher_is_better = METRIC_DIRECTIONS.get(metric, "higher") == "higher"
     return "better" if up == higher_is_better else "worse"

@@ -78,6 +78,7 @@ SERVER_INFO_FACT_KEYS: tuple[str, ...] = (
     "weight_mem_gb",
     "kv_cache_gb",
     "graph_mem_gb",
+    "graph_mem_gb_by_phase",
     "available_gpu_mem_gb",
     "cuda_graph_batch_sizes",
     "cuda_graph_enabled",
@@ -294,6 +295,11 @@ def server_info_facts(info: dict[str, Any]) -> dict[str, Any]:
         "weight_mem_gb": as_number(usage.get("weight")),
         "kv_cache_gb": as_number(usage.get("kvcache")),
         "graph_mem_gb": round(sum(graph_gb), 3) if graph_gb else as_number(graph),
+        # per phase (0.5.17+: prefill, decode, draft_…), the phases that took memory
+        "graph_mem_gb_by_phase": {
+            str(k): x for k, v in _dict(graph).items() if (x := as_number(v)) is not None and x > 0
+        }
+        or None,
         "available_gpu_mem_gb": as_number(usage.get("startup_available")),
         "cuda_graph_batch_sizes": _decode_batch_sizes(info, state),
         "cuda_graph_enabled": _graph_enabled(info, state),

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
+from core.scheduler_log import parse_scheduler_lines, scheduler_summary
+
 __all__ = [
     "FAILURE_LABELS",
     "FAILURE_REASONS",
@@ -119,9 +121,6 @@ _FINAL_AVAIL_RE = re.compile(r"\bavailable_(?:gpu|cpu)_mem=(?P<v>" + _FLOAT + r"
 _READY_RE = re.compile(r"The server is fired up and ready to roll")
 _UVICORN_RE = re.compile(r"Uvicorn running on|Application startup complete")
 _BATCH_RE = re.compile(r"\b(?:Prefill|Decode) batch\b")
-_DECODE_RE = re.compile(r"\bDecode batch(?: \[\d{1,15}\])?[.,]")
-_GEN_TPUT_RE = re.compile(r"gen throughput \(token/s\): (?P<v>\d{1,15}(?:\.\d{1,9})?)")
-_GRAPH_TRUE_RE = re.compile(r"\bcuda graph: True\b")
 _SERVER_ARGS_RE = re.compile(r"\bserver_args=")
 # `ServerArgs(k=v, ...)` (old repr) and `{'k': v, ...}` (0.5.23 dict); nested values are skipped.
 _ARG_RE = re.compile(
@@ -185,7 +184,6 @@ class _Scan:
     bs_old: dict[str, str] = field(default_factory=dict)
     final: dict[str, str] = field(default_factory=dict)
     capture_attempted: bool = False
-    graph_true: bool = False
     ready_ts: str | None = None
     ready: bool = False
 
@@ -239,14 +237,18 @@ def _parse(text: str) -> dict[str, Any]:
     facts["available_gpu_mem_gb_final"] = _pick_float(scan.final, _FINAL_AVAIL_RE)
 
     facts["tp_size"] = _tp_size(records, args)
-    facts["cuda_graph_enabled"] = _cuda_graph_enabled(scan, args)
+    # The scheduler lines have one parser (core.scheduler_log), shared with parse-log and
+    # the server's view; counted on the primary rank, as every other fact here is.
+    lines = parse_scheduler_lines(clean)
+    graph_true = any(r.get("graph") is True for r in lines)
+    facts["cuda_graph_enabled"] = _cuda_graph_enabled(scan, args, graph_true)
     facts["sglang_version"] = _first(_VERSION_RE.match(r.message) for r in records if not r.ts)
     facts["ready"] = scan.ready
     facts["startup_s"] = _startup_s(records, scan.ready_ts)
     facts["failure"] = _failure(records)
-    facts["decode_lines"] = len(_DECODE_RE.findall(clean))
-    throughputs = _GEN_TPUT_RE.findall(clean)
-    facts["last_gen_throughput"] = float(throughputs[-1]) if throughputs else None
+    batches = scheduler_summary(lines)
+    facts["decode_lines"] = batches["decode_batches"]
+    facts["last_gen_throughput"] = batches["last_gen_throughput_tok_s"]
     exit_codes = _EXIT_CODE_RE.findall(clean)
     facts["exit_code"] = int(exit_codes[-1]) if exit_codes else None
     facts["mem_fraction_static"] = _as_float(args.get("mem_fraction_static"))
@@ -280,8 +282,6 @@ def _scan(records: list[_Record]) -> _Scan:
     scan = _Scan()
     for rec in records:
         msg, rank = rec.message, rec.rank
-        if _GRAPH_TRUE_RE.search(msg):
-            scan.graph_true = True
         if _READY_RE.search(msg):
             scan.ready = True
             scan.ready_ts = scan.ready_ts or rec.ts
@@ -492,10 +492,10 @@ def _tp_size(records: list[_Record], args: dict[str, Any]) -> int | None:
     return None
 
 
-def _cuda_graph_enabled(scan: _Scan, args: dict[str, Any]) -> bool | None:
+def _cuda_graph_enabled(scan: _Scan, args: dict[str, Any], graph_true: bool) -> bool | None:
     """True if capture was attempted or batch lines say ``cuda graph: True``; False only when
     the server args turn graphs off (both phases on 0.5.23); otherwise unknown."""
-    if scan.capture_attempted or scan.graph_true:
+    if scan.capture_attempted or graph_true:
         return True
     if args.get("disable_cuda_graph") is True:
         return False

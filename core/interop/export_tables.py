@@ -182,7 +182,10 @@ def effects_of(sel: Selection) -> tuple[list[str], pd.DataFrame] | None:
         return None
     from core.analysis.attribution import experiment_effects
 
-    return experiment_effects(sel.settings, sel.experiment)
+    story = sel.story
+    return experiment_effects(
+        sel.settings, sel.experiment, story.untested_knobs if story is not None else ()
+    )
 
 
 def _frames(sel: Selection) -> dict[str, Any]:

@@ -19,7 +19,8 @@ __all__ = ["CARD_LEGEND", "DELTA_LEGEND", "readable_cells"]
 CARD_LEGEND = (
     "▲ better / ▼ worse by each metric's direction (green / red); ≈ within noise: the "
     "interval or the host's A/A noise floor covers the change; = no change: one run per "
-    "arm and under 0.5 %; '?' = one run per arm, no interval."
+    "arm and under 0.5 %; '?' = one run per arm, no interval; n/t = not tested by this "
+    "workload: the arm differs only in a knob whose resource the load never reached."
 )
 DELTA_LEGEND = (
     'One run each, so no interval: a change under 0.5 % reads "no change" (not "within '

@@ -12,11 +12,13 @@ from core.run_folder import RunFolder, RunStatus, Step
 from core.settings import Settings
 
 __all__ = [
+    "experiment_json",
     "format_experiment",
     "format_run",
     "format_runs",
     "node_line",
     "run_details",
+    "run_why",
     "step_rows",
 ]
 
@@ -95,6 +97,25 @@ def run_details(folder: RunFolder) -> dict[str, Any]:
         },
         "probe": folder.read("probe.json"),
         "points": folder.point_summaries(),
+    } | run_why(folder)
+
+
+def run_why(folder: RunFolder) -> dict[str, Any]:
+    """The server's side of one run, for scripts: ``knob_checks`` (did this run reach the
+    resource each of its settings acts on), ``server_view`` (None where the engine reports
+    none) and the memory ``ledger``."""
+    from core.analysis.knob_checks import run_knob_checks
+    from core.analysis.ledger import run_ledger
+    from core.analysis.runs import load_run
+    from core.analysis.server_view import no_view_line, server_view
+
+    view = load_run(folder)
+    seen = server_view(view)
+    return {
+        "knob_checks": run_knob_checks(view),
+        "server_view": seen.as_json() if seen.source != "none" else None,
+        "server_view_note": no_view_line(view) if seen.source == "none" else None,
+        "ledger": run_ledger(view).as_json(),
     }
 
 
@@ -191,6 +212,24 @@ def format_runs(rows: list[dict[str, Any]]) -> str:
     )
 
 
+def experiment_json(settings: Settings, record: ExperimentRecord) -> dict[str, Any]:
+    """The experiment's story for scripts and CI (``experiment --show ID --json``): the
+    same Story as the pages and ``format_experiment``, plus the runs' states."""
+    from core.analysis.card import experiment_story
+    from core.analysis.trials import experiment_runs
+
+    runs = experiment_runs(settings, record)
+    states = [str(r.view.status.state) for r in runs]
+    head = {
+        "experiment_id": record.experiment_id,
+        "name": record.name,
+        "runs": {s: states.count(s) for s in sorted(set(states))},
+    }
+    if not runs or not record.arm_labels:
+        return head | {"baseline": None, "arms": record.arm_labels, "verdict": [], "card": []}
+    return head | experiment_story(settings, record, runs).as_json()
+
+
 def format_experiment(settings: Settings, record: ExperimentRecord) -> str:
     """The verdict, then per point and arm the mean output throughput with its interval."""
     from core.analysis.attribution import format_attribution
@@ -215,7 +254,8 @@ def format_experiment(settings: Settings, record: ExperimentRecord) -> str:
     table = arm_stats(runs, baseline)
     out += story.verdict
     out.append(story.noise)
-    out += format_attribution(settings, record)  # a grid's split of the difference into knobs
+    # a grid's split of the difference into knobs; an unexercised knob's part is "not tested"
+    out += format_attribution(settings, record, untested=story.untested_knobs)
     rows = []
     for _, r in table[table["metric"] == "output_throughput"].iterrows():
         ci = (

@@ -1,0 +1,229 @@
+"""The memory ledger of a run and of an arm: where the GPU's memory went (weights, KV cache,
+CUDA graphs per phase), what the server left free at each start-up step, and what the load
+then used (NVML peak) and left (headroom at the peak); and what each knob under test costs
+and buys in the same units.
+
+Each figure comes from whichever source the run has, first found wins: ``facts.json``
+(``/get_server_info``'s ``memory_usage`` on newer SGLang, else the start-up log,
+``core.engines.sglang_log``), then the ``sglang:*_memory_usage_gb`` gauges in
+``samples.parquet``. None where no source says; a 0 is a measured value. SGLang's "GB" are
+GiB per GPU, as NVML's MiB / 1024 are, so the figures add up.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from core.analysis.memory import gpu_total_gb, headroom_gb, run_peak_gpu_mib
+from core.analysis.runs import RunView
+from core.metrics import as_number
+
+__all__ = ["MemoryLedger", "arm_ledgers", "knob_cost", "run_ledger"]
+
+
+@dataclass(frozen=True)
+class MemoryLedger:
+    """One run's (or an arm's median) GPU memory, GB per GPU; None where unknown."""
+
+    weights_gb: float | None = None
+    kv_cache_gb: float | None = None
+    kv_cache_tokens: float | None = None
+    graph_gb: float | None = None
+    graph_gb_by_phase: dict[str, float] = field(default_factory=dict)
+    free_after_weights_gb: float | None = None
+    free_after_kv_gb: float | None = None
+    free_after_capture_gb: float | None = None
+    free_at_ready_gb: float | None = None  # what the server left free once started
+    gpu_total_gb: float | None = None
+    peak_used_gb: float | None = None  # NVML, while the points ran
+    headroom_at_peak_gb: float | None = None
+    sources: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self) | {"sources": list(self.sources)}
+
+
+# facts.json key → ledger field (the start-up log's and /get_server_info's names)
+_FACTS = {
+    "weights_gb": "weight_mem_gb",
+    "kv_cache_gb": "kv_cache_gb",
+    "kv_cache_tokens": "kv_cache_tokens",
+    "graph_gb": "graph_mem_gb",
+    "free_after_weights_gb": "avail_mem_gb_after_load",
+    "free_after_kv_gb": "avail_mem_gb_after_kv_pool",
+    "free_after_capture_gb": "avail_mem_gb_after_graph",
+    "free_at_ready_gb": "available_gpu_mem_gb",
+}
+# /metrics gauge → ledger field (constants SGLang exports from start-up on)
+_GAUGES = {
+    "weights_gb": "sglang:weight_memory_usage_gb",
+    "kv_cache_gb": "sglang:kv_cache_memory_usage_gb",
+    "kv_cache_tokens": "sglang:max_total_num_tokens",
+    "free_at_ready_gb": "sglang:startup_available_gpu_memory_gb",
+}
+_GRAPH_GAUGE = "sglang:graph_memory_usage_gb"
+
+
+def run_ledger(view: RunView) -> MemoryLedger:
+    """The ledger of one run from its facts, then its gauges."""
+    f = view.facts
+    got: dict[str, Any] = {k: as_number(f.get(key)) for k, key in _FACTS.items()}
+    sources = ["facts.json"] if any(v is not None for v in got.values()) else []
+    stated = f.get("graph_mem_gb_by_phase")  # /get_server_info's memory_usage.graph
+    phases = (
+        {str(k): x for k, v in stated.items() if (x := as_number(v)) is not None}
+        if isinstance(stated, dict)
+        else {}
+    )
+    gauges = _gauges(view.path)
+    if gauges:
+        for k, name in _GAUGES.items():
+            if got[k] is None and name in gauges:
+                got[k] = sum(gauges[name].values())
+                sources.append("/metrics")
+        if not phases and _GRAPH_GAUGE in gauges:
+            phases = {
+                _label(labels, "phase"): v for labels, v in gauges[_GRAPH_GAUGE].items() if v > 0
+            }
+    if got["graph_gb"] is None and phases:
+        got["graph_gb"] = round(sum(phases.values()), 3)
+    total = gpu_total_gb(f.get("gpus"))
+    peak_mib = run_peak_gpu_mib(view.path)
+    return MemoryLedger(
+        **got,
+        graph_gb_by_phase=phases,
+        gpu_total_gb=total,
+        peak_used_gb=None if peak_mib is None else peak_mib / 1024,
+        # THE headroom rule (core.analysis.memory), asked about the peak rather than start-up
+        headroom_at_peak_gb=headroom_gb(None, total, peak_mib),
+        sources=tuple(dict.fromkeys(sources + (["NVML"] if peak_mib is not None else []))),
+    )
+
+
+def _label(labels: str, key: str) -> str:
+    for part in labels.split(","):
+        k, _, v = part.partition("=")
+        if k == key:
+            return v
+    return labels
+
+
+def _gauges(path: Path | None) -> dict[str, dict[str, float]]:
+    if path is None:
+        return {}
+    file = path / "samples.parquet"
+    try:
+        stat = file.stat()
+    except OSError:
+        return {}
+    return _read_gauges(str(file), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=256)
+def _read_gauges(file: str, _mtime_ns: int, _size: int) -> dict[str, dict[str, float]]:
+    """name → labels → the last value of every memory gauge (constants after start-up)."""
+    try:
+        table = pq.read_table(file, columns=["t_s", "name", "labels", "value"])
+    except (OSError, pa.ArrowInvalid, KeyError):
+        return {}
+    names = [*_GAUGES.values(), _GRAPH_GAUGE]
+    table = table.filter(pc.is_in(table["name"], pa.array(names)))
+    out: dict[str, dict[str, float]] = {}
+    rows = sorted(table.to_pylist(), key=lambda r: r["t_s"] or 0.0)
+    for r in rows:
+        if r["value"] is not None:
+            out.setdefault(r["name"], {})[r["labels"] or ""] = float(r["value"])
+    return out
+
+
+def _median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def arm_ledgers(arms: Mapping[str, Sequence[RunView]]) -> dict[str, MemoryLedger]:
+    """Per arm: the median over its runs of each figure (one odd trial does not decide)."""
+    out: dict[str, MemoryLedger] = {}
+    for arm, views in arms.items():
+        ledgers = [run_ledger(v) for v in views]
+        values: dict[str, Any] = {}
+        for f in fields(MemoryLedger):
+            if f.name in ("graph_gb_by_phase", "sources"):
+                continue
+            values[f.name] = _median(
+                [x for lg in ledgers if (x := getattr(lg, f.name)) is not None]
+            )
+        phases = {p for lg in ledgers for p in lg.graph_gb_by_phase}
+        out[arm] = MemoryLedger(
+            **values,
+            graph_gb_by_phase={
+                p: m
+                for p in sorted(phases)
+                if (m := _median([lg.graph_gb_by_phase.get(p, 0.0) for lg in ledgers]))
+            },
+            sources=tuple(dict.fromkeys(s for lg in ledgers for s in lg.sources)),
+        )
+    return out
+
+
+def _mean(xs: list[float | None]) -> float | None:
+    known = [x for x in xs if x is not None]
+    return sum(known) / len(known) if known else None
+
+
+def knob_cost(
+    knob: str,
+    arms: Mapping[str, Sequence[RunView]],
+    ledgers: Mapping[str, MemoryLedger],
+    baseline: str,
+) -> str | None:
+    """What the knob costs and buys in memory, from its baseline value to the other one
+    (arms averaged by the knob's value): ``cuda_graphs on: +0.40 GB graph memory (prefill
+    0.34, decode 0.06)``, ``mem_fraction_static 0.92: +9.74 GB reserved → +454,083 KV tokens
+    (+8.3 %)``. None where the ledger does not say or the knob has no memory side."""
+    value = {
+        a: (vs[0].spec.get("server") or {}).get(knob) if vs else None for a, vs in arms.items()
+    }
+    base_value = value.get(baseline)
+    others = [v for v in dict.fromkeys(map(repr, value.values())) if v != repr(base_value)]
+    if baseline not in ledgers or len(others) != 1:
+        return None
+    new = [a for a, v in value.items() if repr(v) == others[0] and a in ledgers]
+    old = [a for a, v in value.items() if repr(v) == repr(base_value) and a in ledgers]
+
+    def diff(name: str) -> float | None:
+        a = _mean([getattr(ledgers[x], name) for x in new])
+        b = _mean([getattr(ledgers[x], name) for x in old])
+        return None if a is None or b is None else a - b
+
+    shown = next(repr(v) for v in value.values() if repr(v) == others[0])
+    to = {"True": "on", "False": "off"}.get(shown, shown)
+    if knob == "mem_fraction_static":
+        kv_gb, tokens = diff("kv_cache_gb"), diff("kv_cache_tokens")
+        base_tokens = _mean([ledgers[x].kv_cache_tokens for x in old])
+        if kv_gb is None and tokens is None:
+            return None
+        text = f"{knob} {to}: " + (f"{kv_gb:+.2f} GB reserved" if kv_gb is not None else "")
+        if tokens is not None:
+            pct = f" ({tokens / base_tokens * 100:+.1f} %)" if base_tokens else ""
+            text += (" → " if kv_gb is not None else "") + f"{tokens:+,.0f} KV tokens{pct}"
+        return text
+    if knob in ("cuda_graphs", "cuda_graph_max_bs"):
+        graph = diff("graph_gb")
+        if graph is None:
+            return None
+        phases = {
+            p: _mean([ledgers[x].graph_gb_by_phase.get(p, 0.0) for x in new])
+            for p in dict.fromkeys(p for x in new for p in ledgers[x].graph_gb_by_phase)
+        }
+        per = ", ".join(f"{p} {g:.2f}" for p, g in phases.items() if g)
+        return f"{knob} {to}: {graph:+.2f} GB graph memory" + (f" ({per})" if per else "")
+    return None
