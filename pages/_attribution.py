@@ -3,6 +3,8 @@ knob's effect, the waterfall, every effect, and the sweep charts (core does the 
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import pandas as pd
 import streamlit as st
 
@@ -25,8 +27,14 @@ from pages._details import details
 
 
 def attribution_section(
-    settings: Settings, record: ExperimentRecord, runs: list[RunOfArm], table: pd.DataFrame
+    settings: Settings,
+    record: ExperimentRecord,
+    runs: list[RunOfArm],
+    table: pd.DataFrame,
+    untested: Collection[str] = (),
 ) -> None:
+    """``untested``: the knobs the workload could not show (the story's knob checks), which
+    read "not tested by this workload" rather than "within noise"."""
     design = design_of(record.spec) if record.spec.get("grid") else None
     if design is None:
         return
@@ -49,7 +57,7 @@ def attribution_section(
     conc = (
         c2.selectbox("Concurrency", known, index=len(known) - 1, key="attr_conc") if known else None
     )
-    st.markdown(f"**{verdict_sentence(attr, metric, conc, floor)}**")
+    st.markdown(f"**{verdict_sentence(attr, metric, conc, floor, untested)}**")
     where = "over all points" if conc is None else f"at concurrency {conc}"
     floor_value = floor.get(metric)
     st.plotly_chart(

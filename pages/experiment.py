@@ -164,7 +164,9 @@ st.caption(
 # --- details --------------------------------------------------------------------------------
 colours = arm_colours(story.arms, story.baseline)
 table = arm_stats(runs, story.baseline)
-attribution_section(settings, record, runs, table)  # a knob grid: which knob did it
+attribution_section(
+    settings, record, runs, table, story.untested_knobs
+)  # a knob grid: which knob did it
 st.subheader("Per point and metric")
 with details(f"Every arm, point and metric ({len(table)} rows)", "exp_all_metrics") as open_:
     if open_:

@@ -150,6 +150,11 @@ def test_experiment_page_shows_the_demo_verdict(
                 "concurrency 1 (95% CI +"
             ) in text
             assert "Of the +244.4% output throughput at concurrency 64" in text
+            # The page's attribution sentence agrees with the verdict: the workload never
+            # reached the KV cache, so the memory fraction is not tested, not "within noise".
+            attribution = text[text.index("Of the +244.4%") :]
+            assert "mem_fraction_static 0.85→0.92" in attribution or "mfs" in attribution
+            assert "not tested by this workload" in attribution
             assert any("Runs (12/12 finished)" in label for label in labels), labels
         elif record.experiment_id == KV_EXP:
             assert "+6% output throughput at concurrency 640" in text
