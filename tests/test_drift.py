@@ -222,3 +222,15 @@ def test_expand_runs_the_closing_baseline_last_tagged_as_no_trial() -> None:
     assert CLOSING_TAG in spec.tags and "trial:3" in spec.tags and "trial:0" not in spec.tags
     assert spec.server.cuda_graphs is False
     assert len(expand(exp.model_copy(update={"closing_baseline": False}), "exp-x")) == 6
+
+
+def test_a_grid_plan_keeps_its_closing_baseline() -> None:
+    exp = parse_experiment(
+        {
+            "name": "g",
+            "trials": 3,
+            "closing_baseline": True,
+            "grid": {"knobs": {"server.cuda_graphs": [False, True]}},
+        }
+    )
+    assert exp.closing_baseline and expand(exp, "exp-g")[-1][:2] == (exp.baseline_arm, 3)

@@ -444,6 +444,7 @@ def _parse_grid_experiment(data: dict[str, Any]) -> ExperimentSpec:
         probe.trials,
         order_seed=probe.order_seed,
         kind=probe.kind,
+        closing_baseline=probe.closing_baseline,
     )
 
 
