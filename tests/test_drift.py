@@ -28,6 +28,7 @@ from core.experiments.design import (
     save_experiment,
 )
 from core.experiments.records import ExperimentRecord
+from core.records import RequestRecord
 from core.settings import Settings
 from tests.runs_by_hand import P1, make_run
 
@@ -234,3 +235,35 @@ def test_a_grid_plan_keeps_its_closing_baseline() -> None:
         }
     )
     assert exp.closing_baseline and expand(exp, "exp-g")[-1][:2] == (exp.baseline_arm, 3)
+
+
+def test_a_point_that_drifted_within_its_steady_window_is_named(settings: Settings) -> None:
+    """Records whose chunks come 30 % less often at the end of the window than at its
+    start (one token each), in every run: the line names the point and the runs."""
+    rng = np.random.default_rng(235)
+    records = []
+    for i, t in enumerate(_chunks(rng, -0.3, n=3000)):
+        records.append(
+            RequestRecord(
+                index=i,
+                send_s=max(t - 0.01, 0.0),
+                prompt_tokens=32,
+                output_tokens_requested=1,
+                chunk_s=[float(t)],
+                end_s=float(t),
+                ok=True,
+                output_tokens_server=1,
+            )
+        )
+    steady = {"output_throughput": 100.0, "steady_start_s": 0.0, "steady_end_s": 10.0}
+    runs = []
+    for i, (arm, trial) in enumerate(ORDER[:6]):
+        rid = f"run-{i:02d}-{arm}"
+        make_run(settings.runs_dir, rid, points=[(P1, steady, "d")], records=records)
+        runs.append((arm, trial, rid))
+    exp = parse_experiment({"name": "w", "trials": 3, "arms": [{"label": "A"}, {"label": "B"}]})
+    save_experiment(settings, exp, runs, "exp-within")
+    (record,) = list_experiments(settings)
+    care = experiment_story(settings, record).verdict[-1]
+    assert "output throughput trended within the steady window (worst: -2" in care
+    assert "all 3 runs of A, all 3 runs of B" in care

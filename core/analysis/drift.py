@@ -23,6 +23,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, Literal
 
 import numpy as np
@@ -195,6 +196,14 @@ def _chunk_tokens(path: Any) -> tuple[np.ndarray, np.ndarray]:
     return flat[keep].astype(float), per_chunk[keep].astype(float)
 
 
+@lru_cache(maxsize=4096)
+def _records_trend(path: str, mtime_ns: int, start: float, end: float) -> Trend | None:
+    """The slices' trend of one records.parquet, cached: a page redraws its story every few
+    seconds while runs go on, and records are written once (``mtime_ns`` keys a rewrite)."""
+    chunks, tokens = _chunk_tokens(path)
+    return slice_trend(steady_slices(chunks, tokens, start, end))
+
+
 def point_drift(view: RunView) -> dict[PointKey, Trend]:
     """Per point of one run: the trend of output tok/s over its steady window's slices
     (points without records, a steady window or enough chunks are left out)."""
@@ -207,8 +216,7 @@ def point_drift(view: RunView) -> dict[PointKey, Trend]:
         path = view.path / "points" / f"{int(s.get('index', -1)):03d}" / "records.parquet"
         if start is None or end is None or not path.exists():
             continue
-        chunks, tokens = _chunk_tokens(path)
-        trend = slice_trend(steady_slices(chunks, tokens, start, end))
+        trend = _records_trend(str(path), path.stat().st_mtime_ns, start, end)
         if trend is not None:
             out[key] = trend
     return out
@@ -334,7 +342,11 @@ class Drift:
             meaning = "the host drifted by about that much over the experiment"
         else:
             flagged = ", ".join(
-                f"the run of {arm}" if n == 1 else f"{k} of {n} runs of {arm}"
+                f"the run of {arm}"
+                if n == 1
+                else f"all {n} runs of {arm}"
+                if k == n
+                else f"{k} of {n} runs of {arm}"
                 for arm, k, n in self.runs
             )
             text = (
