@@ -44,6 +44,7 @@ __all__ = [
     "closing_drift",
     "common_trend",
     "drift_findings",
+    "holm",
     "mann_kendall_p",
     "point_drift",
     "slice_trend",
@@ -317,6 +318,7 @@ class Drift:
     p_value: float | None = None
     n: int = 0
     runs: tuple[tuple[str, int, int], ...] = ()
+    tests: int = 1  # how many trends the test was one of (Holm-adjusted over them)
     point: str = ""
 
     def sentence(self, care: bool = True) -> str:
@@ -328,7 +330,8 @@ class Drift:
         if self.kind == "across trials":
             text = (
                 f"{where}throughput of every arm {way} {size} from the first to the last "
-                f"trial (common trend over {self.n} runs, p={self.p_value:.2g})"
+                f"trial (common trend over {self.n} runs, p={self.p_value:.2g}"
+                + (f", Holm-adjusted over {self.tests} points)" if self.tests > 1 else ")")
             )
             meaning = (
                 "the host drifted; the paired intervals absorb what each trial shares, "
@@ -359,6 +362,19 @@ class Drift:
         return text + (f" — {meaning}" if care else "")
 
 
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm-Bonferroni adjusted p values (Holm 1979), in the order given (None stays None):
+    an experiment tests every point, so that the chance of flagging a drift-free one stays
+    at ``DRIFT_ALPHA`` for the whole family, not per point."""
+    known = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
+    out: list[float | None] = [None] * len(p_values)
+    running = 0.0
+    for rank, (p, i) in enumerate(known):
+        running = max(running, min(1.0, p * (len(known) - rank)))
+        out[i] = running
+    return out
+
+
 def drift_findings(
     runs: Sequence[RunOfArm],
     closing: Sequence[RunOfArm] = (),
@@ -366,13 +382,16 @@ def drift_findings(
     *,
     within: bool = True,
 ) -> list[Drift]:
-    """The drifts worth a "Read with care" line: a significant common trend across trials
-    of at least ``MIN_DRIFT``; points whose steady window drifted that much (significant)
-    in some run; a closing baseline at least ``MIN_DRIFT`` off its first run. By point."""
+    """The drifts worth a "Read with care" line: a common trend across trials significant
+    after Holm over the points (``holm``) and at least ``MIN_DRIFT``; points whose steady
+    window drifted that much in some run (Holm over every run's points); a closing
+    baseline at least ``MIN_DRIFT`` off its first run. By point."""
     found: list[Drift] = []
-    for key, t in trial_drift([*runs, *closing]).items():
-        if t.significant and abs(t.change) >= MIN_DRIFT:
-            found.append(Drift(key, "across trials", t.change, t.p_value, t.n))
+    trends = trial_drift([*runs, *closing])
+    adjusted = holm([t.p_value for t in trends.values()])
+    for (key, t), p in zip(trends.items(), adjusted, strict=True):
+        if p is not None and p < DRIFT_ALPHA and abs(t.change) >= MIN_DRIFT:
+            found.append(Drift(key, "across trials", t.change, p, t.n, tests=len(trends)))
     for key, change in closing_drift(runs, closing, baseline).items():
         if abs(change) >= MIN_DRIFT:
             found.append(Drift(key, "closing baseline", change))
@@ -386,15 +405,19 @@ def drift_findings(
 
 
 def _within(runs: Sequence[RunOfArm]) -> list[Drift]:
+    trends = [
+        (r.arm, key, t)
+        for r in runs
+        if r.view.status.state == "succeeded"
+        for key, t in point_drift(r.view).items()
+    ]
+    adjusted = holm([t.p_value for _, _, t in trends])
     flagged: dict[PointKey, dict[str, list[float]]] = {}
     measured: dict[tuple[PointKey, str], int] = {}
-    for r in runs:
-        if r.view.status.state != "succeeded":
-            continue
-        for key, t in point_drift(r.view).items():
-            measured[(key, r.arm)] = measured.get((key, r.arm), 0) + 1
-            if t.significant and abs(t.change) >= MIN_DRIFT:
-                flagged.setdefault(key, {}).setdefault(r.arm, []).append(t.change)
+    for (arm, key, t), p in zip(trends, adjusted, strict=True):
+        measured[(key, arm)] = measured.get((key, arm), 0) + 1
+        if p is not None and p < DRIFT_ALPHA and abs(t.change) >= MIN_DRIFT:
+            flagged.setdefault(key, {}).setdefault(arm, []).append(t.change)
     out = []
     for key, by_arm in flagged.items():
         worst = max((c for cs in by_arm.values() for c in cs), key=abs)
@@ -404,6 +427,7 @@ def _within(runs: Sequence[RunOfArm]) -> list[Drift]:
                 "within the point",
                 worst,
                 runs=tuple((arm, len(cs), measured[(key, arm)]) for arm, cs in by_arm.items()),
+                tests=len(trends),
             )
         )
     return out
