@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -33,6 +34,7 @@ from core.records import RequestRecord
 from core.settings import Settings
 from tests.runs_by_hand import P1, make_run
 
+REPO = Path(__file__).resolve().parent.parent
 SIMULATIONS = 400
 # the nominal rate plus two binomial standard errors over SIMULATIONS
 MAX_FALSE_RATE = DRIFT_ALPHA + 2 * math.sqrt(DRIFT_ALPHA * (1 - DRIFT_ALPHA) / SIMULATIONS)
@@ -280,3 +282,29 @@ def test_every_point_tested_keeps_the_family_at_the_nominal_rate() -> None:
         p = [common_trend(_trials(rng, 0.0, trials=3)) for _ in range(7)]
         flagged += any(x is not None and x < DRIFT_ALPHA for x in holm([t.p_value for t in p if t]))
     assert flagged / SIMULATIONS <= MAX_FALSE_RATE
+
+
+def test_the_experiment_page_and_show_say_the_drift(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page renders the story: its "Read with care" box and verdict carry the drift,
+    and ``experiment --show`` prints the same line."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from core.views.report import format_experiment
+
+    record = _experiment(settings, _drifting(-0.25))
+    (settings.data_dir / ".demo-installed").write_text("")  # no demo runs beside it
+    monkeypatch.setenv("SERVELAB_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("SERVELAB_WORKER", "off")
+    st.cache_resource.clear()
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
+    app.query_params["experiment"] = record.experiment_id
+    app.run()
+    app.switch_page("pages/experiment.py").run()
+    assert not app.exception, app.exception
+    said = "throughput of every arm fell 25% from the first to the last trial"
+    assert any(said in w.value and "host drifted" in w.value for w in app.warning)
+    assert any(said in m.value for m in app.markdown)
+    assert said in format_experiment(settings, record)
