@@ -177,6 +177,12 @@ def _parser() -> argparse.ArgumentParser:
         help="with --show: the story as JSON (verdict, card, knob_checks, ledger per arm)",
     )
     ex.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the runs it would queue, the estimated duration and the smallest effect "
+        "its trials can resolve on this host; queue nothing",
+    )
+    ex.add_argument(
         "--executor",
         choices=EXECUTORS,
         help="run the arms here (local) or on the Ray cluster (ray)",
@@ -576,6 +582,11 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
         base["placement"] = {**(base.get("placement") or {}), "executor": args.executor}
         data["base"] = base
     exp = parse_experiment(data)
+    if args.dry_run:
+        from core.launch.queue import dry_run
+
+        print("\n".join(dry_run(settings, exp)))
+        return 0
     from core.executors import executor_for
     from core.experiments.design import expand
 

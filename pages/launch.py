@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core.analysis.power import host_noise, power_lines
 from core.errors import ConfigError, StoreError
 from core.executors import EXECUTORS, executor_summary, ray_address, runs_here, save_ray_address
 from core.experiments.design import load_experiment
@@ -90,6 +91,24 @@ def estimate() -> str:
     )
 
 
+def power() -> str:
+    """The smallest effect the preset's trials can resolve, from the noise this host has
+    shown (core/analysis/power.py); empty for a single run."""
+    preset = next(
+        (p for p in PRESETS if p.name == st.session_state.get("preset", default_preset)), PRESETS[0]
+    )
+    if len(preset.arms) < 2:
+        return ""
+    try:
+        trials = int(st.session_state.get("trials", D["trials"]))
+    except (TypeError, ValueError):
+        trials = int(D["trials"])
+    engine = st.session_state.get("engine", D["engine"])
+    model = str(st.session_state.get("model", D["model"])).strip()
+    lines = power_lines(host_noise(settings, engine=engine, model=model), max(trials, 1))
+    return "  \n".join(lines)
+
+
 # Number fields have no min/max here: a bad value reaches core's check and gets a
 # message beside it (a browser-clamped widget would silently refuse to submit).
 with st.form("launch"):
@@ -110,6 +129,8 @@ with st.form("launch"):
     )
     err("trials")
     st.caption("Estimate: " + estimate())
+    if text := power():  # next to the duration: what these trials can tell apart
+        st.caption(text)
     if ray_address(settings) or not runs_here(settings.executor):  # core/executors
         st.selectbox(
             "Executor",

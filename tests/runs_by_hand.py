@@ -130,8 +130,10 @@ def make_run(
     intended: list[str] | None = None,
     records: list[RequestRecord] | None = None,
     samples: list[dict[str, Any]] | None = None,
+    started_at: str | None = None,
 ) -> RunFolder:
-    """A run folder as the pipeline leaves it. ``points``: (point, metrics, digest)."""
+    """A run folder as the pipeline leaves it. ``points``: (point, metrics, digest);
+    ``started_at``: when the run (and each of its points) started, ISO 8601."""
     points = points if points is not None else [(P1, {"output_throughput": 100.0}, "d1")]
     spec = RunSpec(
         server=ServerConfig(**(server or {"engine": "sglang"})),
@@ -146,7 +148,8 @@ def make_run(
     if intended is not None:
         spec_json["intended_diff"] = intended
     folder.write("spec.json", spec_json)
-    folder.write("status.json", {"run_id": run_id, "state": "succeeded", "phase": "done"})
+    status: dict[str, Any] = {"run_id": run_id, "state": "succeeded", "phase": "done"}
+    folder.write("status.json", status | ({"started_at": started_at} if started_at else {}))
     folder.write("facts.json", facts if facts is not None else run_facts())
     folder.write(
         "launch.json",
@@ -166,6 +169,7 @@ def make_run(
                 "metrics": metrics,
                 "metrics_retokenized": metrics,
                 "client": {},
+                **({"started_at": started_at} if started_at else {}),
             },
         )
         if records is not None:

@@ -17,6 +17,7 @@ PAGES_MAY_IMPORT = frozenset(
         "core.analysis.diff",
         "core.analysis.memory",
         "core.analysis.points",
+        "core.analysis.power",
         "core.analysis.roles",
         "core.analysis.runs",
         "core.analysis.trials",

@@ -60,6 +60,11 @@ def test_check_shows_the_estimate_and_queues_nothing_then_queue_runs_three_trial
     assert app.selectbox(key="preset").value == "Continuous batching A/B"
     assert app.number_input(key="trials").value == 3
     assert any(c.value.startswith("Estimate: 6 runs (2 arms × 3 trials)") for c in app.caption)
+    # next to it, what 3 trials can resolve here: an empty data folder has shown no noise
+    assert any(
+        "Resolvable effect: unknown" in c.value and "A/A noise check" in c.value
+        for c in app.caption
+    )
     app.button(key="check_launch").click().run()
     assert not app.exception, app.exception
     assert not app.error, [e.value for e in app.error]
@@ -69,3 +74,27 @@ def test_check_shows_the_estimate_and_queues_nothing_then_queue_runs_three_trial
     app.button(key="submit_launch").click().run()
     assert not app.exception, app.exception
     assert len(list(runs.iterdir())) == 6
+
+
+def test_the_form_states_what_the_trials_resolve_from_this_hosts_aa(
+    app: AppTest, tmp_path: Path
+) -> None:
+    from core.experiments.design import parse_experiment, save_experiment
+    from core.settings import load_settings
+    from tests.runs_by_hand import P1, make_run
+
+    settings = load_settings()
+    exp = parse_experiment({"name": "aa", "kind": "aa", "arms": [{"label": "A1"}, {"label": "A2"}]})
+    runs = []
+    for arm, values in {"A1": [100.0, 104.0, 97.0], "A2": [102.0, 99.0, 99.0]}.items():
+        for trial, v in enumerate(values):
+            make_run(
+                settings.runs_dir, f"aa-{arm}-{trial}", points=[(P1, {"output_throughput": v}, "d")]
+            )
+            runs.append((arm, trial, f"aa-{arm}-{trial}"))
+    save_experiment(settings, exp, runs, "exp-aa")
+    app.number_input(key="trials").set_value(5).run()
+    assert not app.exception, app.exception
+    (power,) = [c.value for c in app.caption if "Resolvable effect" in c.value]
+    assert "from A/A exp-aa" in power
+    assert "with 5 trials: about +" in power and "← this plan" in power

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from core.analysis.diff import confounders
+from core.analysis.drift import Drift, drift_findings
 from core.analysis.knob_checks import (
     knob_change,
     knob_checks,
@@ -48,7 +49,7 @@ from core.analysis.stats import (
     paired_log_ratio,
     verdict,
 )
-from core.analysis.trials import experiment_runs, noise_floor
+from core.analysis.trials import closing_runs, experiment_runs, noise_floor
 from core.experiments.design import baseline_arm
 from core.experiments.records import ExperimentRecord
 from core.metrics import CAVEAT_KINDS, CAVEAT_MEANING, Caveat, as_number, point_caveats
@@ -58,6 +59,7 @@ __all__ = [
     "CARD_METRICS",
     "CardRow",
     "PointCaveat",
+    "ReadWithCare",
     "Story",
     "card_frame",
     "card_grid",
@@ -348,8 +350,20 @@ def caveats(arms: Mapping[str, Sequence[RunView]]) -> list[PointCaveat]:
     return out
 
 
-def caveat_line(found: Sequence[PointCaveat]) -> str | None:
-    """The caveats as one line of the verdict; None when there are none."""
+# What a "Read with care" line names: a suspect point, or a drift (core.analysis.drift).
+ReadWithCare = PointCaveat | Drift
+
+
+def drift_caveats(found: Sequence[Drift], keys: Sequence[tuple[Any, ...]]) -> list[Drift]:
+    """The drifts, each labelled as the card labels its point (``keys``: every point key
+    of the runs, so the labels say as much as the card's columns)."""
+    shapes = {k[1:] for k in {*keys, *(d.key for d in found)}}
+    return [replace(d, point=_point_label(d.key, shapes)) for d in found]
+
+
+def caveat_line(found: Sequence[ReadWithCare]) -> str | None:
+    """The caveats (suspect points, drift) as one line of the verdict; None when there are
+    none."""
     if not found:
         return None
     return "Read with care: " + "; ".join(c.sentence(care=False) for c in found) + "."
@@ -539,7 +553,8 @@ class Story:
     verdict: list[str]
     floor: dict[str, Any] | None
     host: str | None
-    caveats: list[PointCaveat] = field(default_factory=list)  # suspect points, in words
+    # suspect points and drift, in words (the "Read with care" line)
+    caveats: list[ReadWithCare] = field(default_factory=list)
     # per knob under test: could the workload show it (core.analysis.knob_checks)
     knob_checks: list[dict[str, Any]] = field(default_factory=list)
     ledger: dict[str, MemoryLedger] = field(default_factory=dict)  # per arm
@@ -653,7 +668,11 @@ def experiment_story(
     lines = regression_lines(card)
     if lines:
         text = "Regressions: " + "; ".join(lines) + ". " + text
-    found = caveats(by_arm)
+    found: list[ReadWithCare] = [*caveats(by_arm)]
+    found += drift_caveats(
+        drift_findings(runs, closing_runs(settings, record), base),
+        [key for views in by_arm.values() for v in views for key, _ in first_points(v)],
+    )
     care = caveat_line(found)
     return Story(
         baseline=base,
@@ -720,7 +739,7 @@ def comparison_story(
     regs = regression_lines(card)
     if regs:
         lines.insert(0, "Regressions: " + "; ".join(regs) + ".")
-    found = caveats(by_arm)
+    found: list[ReadWithCare] = [*caveats(by_arm)]
     if care := caveat_line(found):
         lines.append(care)
     return Story(

@@ -41,6 +41,8 @@ __all__ = [
     "mean_ci",
     "paired_log_ratio",
     "slo_table",
+    "t975",
+    "trial_log_ratios",
     "verdict",
 ]
 
@@ -88,7 +90,7 @@ def mean_ci(values: list[float]) -> tuple[float | None, float | None, float | No
     sem = float(np.std(vals, ddof=1)) / math.sqrt(len(vals))
     if sem == 0:
         return mean, mean, mean
-    half = _t975(float(len(vals) - 1)) * sem
+    half = t975(float(len(vals) - 1)) * sem
     low, high = mean - half, mean + half
     if min(vals) >= 0:  # a latency or a rate is never negative; nor is its interval
         low = max(low, 0.0)
@@ -96,7 +98,7 @@ def mean_ci(values: list[float]) -> tuple[float | None, float | None, float | No
 
 
 @lru_cache(maxsize=1024)
-def _t975(df: float) -> float:
+def t975(df: float) -> float:
     """Student-t 97.5% quantile (scipy's ppf costs ~1 ms a call; a page asks hundreds)."""
     return float(sps.t.ppf(0.975, df))
 
@@ -116,11 +118,7 @@ def paired_log_ratio(
     a balanced 2×2 (``core.analysis.attribution``). Interval None with fewer than 3 pairs;
     a value ≤ 0 (an error rate of 0) has no log: all zero on both sides reads as no
     change, otherwise the ratio of the means without an interval."""
-    pairs = [
-        (float(a), float(base[t]))
-        for t, a in arm.items()
-        if t in base and _finite(a) and _finite(base[t])
-    ]
+    pairs = _pairs(arm, base)
     if not pairs:
         return None, None, None
     enough = len(pairs) >= MIN_TRIALS_FOR_CI
@@ -139,8 +137,27 @@ def paired_log_ratio(
     sem = float(np.std(logs, ddof=1)) / math.sqrt(len(logs))
     if sem == 0:
         return rel, rel, rel
-    half = _t975(float(len(logs) - 1)) * sem
+    half = t975(float(len(logs) - 1)) * sem
     return rel, math.expm1(d - half), math.expm1(d + half)
+
+
+def _pairs(arm: Mapping[int, float], base: Mapping[int, float]) -> list[tuple[float, float]]:
+    """(arm, base) of each trial both arms completed: what pairs the estimator."""
+    return [
+        (float(a), float(base[t]))
+        for t, a in arm.items()
+        if t in base and _finite(a) and _finite(base[t])
+    ]
+
+
+def trial_log_ratios(arm: Mapping[int, float], base: Mapping[int, float]) -> list[float]:
+    """The per-trial log(arm / base) that ``paired_log_ratio`` averages ([] when a value is
+    ≤ 0: no log): their spread is the noise a paired interval is made of
+    (``core.analysis.power``)."""
+    pairs = _pairs(arm, base)
+    if any(a <= 0 or b <= 0 for a, b in pairs):
+        return []
+    return [math.log(a / b) for a, b in pairs]
 
 
 def _finite(v: float | None) -> bool:

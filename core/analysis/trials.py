@@ -12,13 +12,26 @@ from core.experiments.records import ExperimentRecord
 from core.run_folder import find_runs
 from core.settings import Settings
 
-__all__ = ["experiment_runs", "noise_floor"]
+__all__ = ["closing_runs", "experiment_runs", "noise_floor"]
 
 
 def experiment_runs(settings: Settings, record: ExperimentRecord) -> list[RunOfArm]:
-    """The experiment's runs as ``core.analysis.stats.RunOfArm`` (arm, trial, loaded run)."""
+    """The experiment's trials as ``core.analysis.stats.RunOfArm`` (arm, trial, loaded run).
+    A closing baseline run is no trial (``closing_runs``): it never enters the estimator."""
+    return _runs(settings, record, closing=False)
+
+
+def closing_runs(settings: Settings, record: ExperimentRecord) -> list[RunOfArm]:
+    """The closing repeat of the baseline arm (``ExperimentSpec.closing_baseline``), if
+    any: what bounds the drift (``core.analysis.drift``)."""
+    return _runs(settings, record, closing=True)
+
+
+def _runs(settings: Settings, record: ExperimentRecord, closing: bool) -> list[RunOfArm]:
     out = []
     for r in record.runs:
+        if r.closing != closing:
+            continue
         found, _ = find_runs(settings.runs_dir, [r.run_id])
         if found:  # an id experiment.json names but no folder (or no valid id): no trial
             out.append(RunOfArm(r.arm, r.trial, load_run(found[0])))

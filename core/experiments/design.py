@@ -45,6 +45,7 @@ from core.safety import redact_spec
 from core.settings import Settings
 
 __all__ = [
+    "CLOSING_TAG",
     "GRID_KNOB_FIELDS",
     "MAX_ARMS",
     "MAX_GRID_KNOBS",
@@ -81,6 +82,8 @@ class Arm(BaseModel):
         return v
 
 
+# The tag of the closing repeat of the baseline arm (``ExperimentSpec.closing_baseline``).
+CLOSING_TAG = "closing:baseline"
 MAX_GRID_KNOBS = 4
 MAX_ARMS = 16  # a 2x2x2x2 factorial
 MAX_KNOB_VALUES = 8
@@ -323,6 +326,11 @@ class ExperimentSpec(BaseModel):
         None, description="the arm others are compared with; default: the last arm"
     )
     grid: KnobGrid | None = Field(None, description="the knob grid the arms came from")
+    closing_baseline: bool = Field(
+        False,
+        description="run the baseline arm once more after the last trial: its difference "
+        "from the baseline's first run bounds the host's drift (it is no trial)",
+    )
 
     @field_validator("arms")
     @classmethod
@@ -363,7 +371,8 @@ def _apply(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
 
 
 def expand(exp: ExperimentSpec, exp_id: str) -> list[tuple[str, int, RunSpec]]:
-    """(arm label, trial, spec) in execution order: arms shuffled within each trial."""
+    """(arm label, trial, spec) in execution order: arms shuffled within each trial; with
+    ``closing_baseline``, the baseline arm once more at the end (``_closing_run``)."""
     base = exp.base.model_dump(mode="json")
     rng = random.Random(exp.order_seed)
     runs = []
@@ -384,7 +393,21 @@ def expand(exp: ExperimentSpec, exp_id: str) -> list[tuple[str, int, RunSpec]]:
             except ValidationError as exc:
                 raise config_error(exc, field=f"arms[{arm.label}]") from exc
             runs.append((arm.label, trial, spec))
+    if exp.closing_baseline:
+        runs.append(_closing_run(exp, runs))
     return runs
+
+
+def _closing_run(
+    exp: ExperimentSpec, runs: list[tuple[str, int, RunSpec]]
+) -> tuple[str, int, RunSpec]:
+    """The baseline arm's run once more, after the last trial: as trial ``exp.trials`` (one
+    past the last, so it pairs with nothing) and tagged ``closing:baseline``."""
+    label = exp.baseline_arm
+    spec = next(s for a, t, s in runs if a == label and t == 0)
+    tags = [t for t in spec.tags if not t.startswith("trial:")]
+    tags += [f"trial:{exp.trials}", CLOSING_TAG]
+    return label, exp.trials, spec.model_copy(update={"tags": tuple(tags)})
 
 
 def parse_experiment(data: dict[str, Any]) -> ExperimentSpec:
@@ -421,6 +444,7 @@ def _parse_grid_experiment(data: dict[str, Any]) -> ExperimentSpec:
         probe.trials,
         order_seed=probe.order_seed,
         kind=probe.kind,
+        closing_baseline=probe.closing_baseline,
     )
 
 
@@ -457,7 +481,16 @@ def save_experiment(
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
         host=platform.node(),
         spec=redact_spec(exp.model_dump(mode="json")),  # no API key in experiment.json
-        runs=[ExperimentRun(run_id=rid, arm=arm, trial=trial) for arm, trial, rid in runs],
+        runs=[
+            ExperimentRun(
+                run_id=rid,
+                arm=arm,
+                trial=trial,
+                # set only where true: experiment.json keeps the keys every version wrote
+                **({"closing": True} if exp.closing_baseline and trial >= exp.trials else {}),
+            )
+            for arm, trial, rid in runs
+        ],
     )
     write_json_atomic(folder / EXPERIMENT_FILE, record.as_json())
     return folder

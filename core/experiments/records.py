@@ -24,13 +24,16 @@ EXPERIMENT_FILE = "experiment.json"
 
 
 class ExperimentRun(BaseModel):
-    """One run of an experiment: its id, its arm's label and its trial (0-based)."""
+    """One run of an experiment: its id, its arm's label and its trial (0-based).
+    ``closing``: the closing repeat of the baseline arm (``ExperimentSpec.closing_baseline``),
+    run after the last trial; it bounds the drift and is no trial of the estimator."""
 
     model_config = ConfigDict(frozen=True, extra="allow")
 
     run_id: str
     arm: str
     trial: int
+    closing: bool = False
 
 
 class ExperimentRecord(BaseModel):

@@ -105,6 +105,8 @@ def select(settings: Settings, ids: Sequence[str], baseline: str | None = None) 
                 if found:
                     views.append(load_run(found[0]))
                     meta[r.run_id] = {"experiment_id": ident, "arm": r.arm, "trial": r.trial}
+                    if r.closing:  # the closing baseline run: no trial (core.analysis.drift)
+                        meta[r.run_id]["closing"] = True
             continue
         found, _ = find_runs(settings.runs_dir, [ident])
         if not found:

@@ -134,12 +134,14 @@ def grid_estimate(
     """How many runs the grid queues and about how long they take (median of earlier
     runs of this engine and model here)."""
     arms, trials = len(exp.arms), exp.trials
+    runs = arms * trials + (1 if exp.closing_baseline else 0)
     design = exp.grid.resolved_design if exp.grid else "arms"
-    count = f"{arms * trials} runs ({arms} arms, {design}, × {trials} trials)"
+    closing = " + a closing baseline run" if exp.closing_baseline else ""
+    count = f"{runs} runs ({arms} arms, {design}, × {trials} trials{closing})"
     if not history_s:
         return f"{count}. No finished run of this engine and model here yet to estimate from."
     per_run = statistics.median(history_s)
-    total = per_run if parallel else per_run * arms * trials
+    total = per_run if parallel else per_run * runs
     return (
         f"{count}: about {minutes_text(total)} (median {minutes_text(per_run)} per run over "
         f"{len(history_s)} finished run(s) of this engine and model)"

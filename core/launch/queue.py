@@ -14,12 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.config import RunSpec
-from core.executors import with_executor
+from core.executors import executor_for, runs_here, with_executor
 from core.executors.queue import submit
 from core.experiments.design import ExperimentSpec, expand, new_experiment_id, save_experiment
+from core.launch.grid import grid_estimate
 from core.settings import Settings
+from core.store import Catalog
 
-__all__ = ["Queued", "queue_experiment", "queue_launch"]
+__all__ = ["Queued", "dry_run", "queue_experiment", "queue_launch"]
 
 
 @dataclass(frozen=True)
@@ -68,3 +70,32 @@ def _queue_experiment(
         exp_id,
     )
     return exp_id, run_ids
+
+
+def dry_run(settings: Settings, exp: ExperimentSpec, *, executor: str | None = None) -> list[str]:
+    """What queueing ``exp`` would do, in words, queueing nothing: its runs in order (arms
+    shuffled per trial), the estimated duration (earlier runs of its engine and model here:
+    ``grid_estimate``) and the smallest effect its trials can resolve on this host
+    (``core.analysis.power``), with a few other trial counts."""
+    # imported here: queueing one run (``python -m core run --executor``) needs no scipy
+    from core.analysis.power import host_noise, power_lines
+
+    if executor is not None:
+        exp = exp.model_copy(update={"base": with_executor(exp.base, executor)})
+    server = exp.base.server
+    lines = [f"Dry run of {exp.name!r}: nothing queued. It would queue, in this order:"]
+    by_trial: dict[int, list[str]] = {}
+    for arm, trial, _ in expand(exp, "dry-run"):
+        by_trial.setdefault(trial, []).append(arm)
+    for trial, arms in by_trial.items():
+        what = "closing baseline" if trial >= exp.trials else f"trial {trial}"
+        lines.append(f"  {what}: " + ", ".join(arms))
+    history = Catalog(settings.catalog_path, settings.runs_dir).recent_durations_s(
+        server.engine, server.model
+    )
+    lines.append(
+        "Estimated duration: "
+        + grid_estimate(exp, history, parallel=not runs_here(executor_for(exp.base, settings)))
+    )
+    lines += power_lines(host_noise(settings, engine=server.engine, model=server.model), exp.trials)
+    return lines
