@@ -380,10 +380,14 @@ class ExperimentSpec(BaseModel):
     @model_validator(mode="after")
     def _adaptive(self) -> ExperimentSpec:
         if self.trials != "auto":
-            given = sorted(
-                {"min_trials", "max_trials", "max_minutes", "equivalence_margin"}
-                & self.model_fields_set
-            )
+            # a saved fixed-trials spec carries these at their defaults: only a changed one
+            # says the user meant auto
+            fields = type(self).model_fields
+            given = [
+                k
+                for k in ("min_trials", "max_trials", "max_minutes", "equivalence_margin")
+                if getattr(self, k) != fields[k].get_default(call_default_factory=True)
+            ]
             if given:
                 raise ValueError(
                     f"{', '.join(given)} apply to trials: auto; set trials: auto or leave them out"
