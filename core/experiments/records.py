@@ -121,7 +121,9 @@ class ExperimentRecord(BaseModel):
     """``experiment.json``. ``spec`` is the saved ``ExperimentSpec`` JSON (name, base, arms,
     trials, order_seed, kind, baseline, or a grid's knobs)."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    # an inf request_rate in the spec stays a readable "Infinity" (JSON null would not
+    # validate as the ExperimentSpec an adaptive experiment's controller reads back)
+    model_config = ConfigDict(frozen=True, extra="allow", ser_json_inf_nan="strings")
 
     experiment_id: str
     created_at: str | None = None
