@@ -44,6 +44,15 @@ def _csv_ints(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated integers") from None
 
 
+def _trials(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"give a number of trials or auto, not {text!r}") from None
+
+
 def _rate(text: str) -> float:
     try:
         return parse_request_rate(text)
@@ -169,7 +178,12 @@ def _parser() -> argparse.ArgumentParser:
         nargs="?",
         help="JSON/YAML: name, base {server, plan}, arms [{label, changes}], trials",
     )
-    ex.add_argument("--trials", type=int, help="override the plan's number of trials")
+    ex.add_argument(
+        "--trials",
+        type=_trials,
+        help="override the plan's number of trials: a number, or auto (min_trials to "
+        "max_trials, until every headline contrast is decided)",
+    )
     ex.add_argument("--show", metavar="EXPERIMENT_ID", help="print an experiment's verdict")
     ex.add_argument(
         "--json",
@@ -603,23 +617,34 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
         return 0
     # Run the queue here unless a portal's worker already owns this data folder. Polled
     # every 0.5 s (as `run` does): the next run starts sooner after one ends.
-    worker = Worker(settings, poll_interval_s=0.5)
+    # trials: auto adds trials as it goes (core/launch/adaptive.py): this worker runs the
+    # controller when it owns the queue; a portal's worker does otherwise.
+    from core.analysis.sequential import progress_text
+    from core.launch.adaptive import advance_experiments
+    from core.run_folder import RunFolder
+
+    worker = Worker(
+        settings, poll_interval_s=0.5, on_change=lambda: bool(advance_experiments(settings))
+    )
     worker.start()
     try:
-        record = load_experiment(settings, exp_id)
-        if record is None:
-            raise StoreError(
-                f"experiment {exp_id} was queued but its experiment.json is unreadable"
-            )
-        ids = record.run_ids
         while True:
-            from core.run_folder import RunFolder
-
+            record = load_experiment(settings, exp_id)  # read again: trials: auto adds runs
+            if record is None:
+                raise StoreError(
+                    f"experiment {exp_id} was queued but its experiment.json is unreadable"
+                )
+            ids = record.run_ids
             states = [RunFolder(settings.runs_dir / i).status_or_empty().state for i in ids]
             done = sum(s not in ("queued", "running") for s in states)
-            sys.stderr.write(f"\r[{exp_id}] {done}/{len(ids)} runs finished")
+            progress = progress_text(record)
+            stopped = record.adaptive is not None and record.adaptive.stop is not None
+            sys.stderr.write(
+                f"\r[{exp_id}] {done}/{len(ids)} runs finished"
+                + (f"; {progress}" if progress else "")
+            )
             sys.stderr.flush()
-            if done == len(ids):
+            if done == len(ids) and (stopped or not record.is_adaptive):
                 sys.stderr.write("\n")
                 break
             time.sleep(0.5)

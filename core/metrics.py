@@ -39,6 +39,7 @@ __all__ = [
     "DEFINITION",
     "LATENCY_FAMILIES",
     "STAT_NAMES",
+    "VERDICT_METRICS",
     "Caveat",
     "TokenSource",
     "as_number",
@@ -80,6 +81,11 @@ def rate_value(value: Any) -> float | None:
         return float(value)
     except (TypeError, ValueError):
         return None
+
+
+# THE headline metrics: what a verdict names at the headline point (Compare's verdict) and
+# what an adaptive experiment's stop rule must decide (core.analysis.sequential).
+VERDICT_METRICS = ("output_throughput", "median_ttft_ms", "median_itl_ms")
 
 
 def headline_index(points: Sequence[Mapping[str, Any]]) -> int | None:

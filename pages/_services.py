@@ -8,6 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.executors.worker import Worker
+from core.launch.adaptive import advance_experiments
 from core.portal.demo import install_demo
 from core.settings import Settings, load_settings
 
@@ -23,7 +24,9 @@ def mark_routed() -> None:
 def services() -> tuple[Settings, Worker]:
     settings = load_settings()
     install_demo(settings)  # first start: a real H200 CUDA-graph A/B to look at
-    worker = Worker(settings)
+    # on_change: the controller of trials: auto experiments, run by the worker that owns
+    # the queue (its state is in experiment.json, so a restarted portal carries on).
+    worker = Worker(settings, on_change=lambda: bool(advance_experiments(settings)))
     if settings.worker_enabled:
         worker.start()
     return settings, worker

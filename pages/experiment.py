@@ -15,6 +15,7 @@ import streamlit as st
 from core.analysis.card import experiment_story
 from core.analysis.diff import confounders
 from core.analysis.memory import memory_headroom
+from core.analysis.sequential import progress_text
 from core.analysis.stats import (
     EXPERIMENT_METRICS,
     RunOfArm,
@@ -79,11 +80,21 @@ def _states(runs: list[RunOfArm]) -> tuple[str, ...]:
 
 runs = experiment_runs(settings, record)
 drawn = _states(runs)
+# trials: auto: "decided after 5 trials (38 min)", or while it runs "trial 4 of at most 10;
+# undecided: ..." (core/analysis/sequential.py); the worker's controller adds the trials.
+trials_line = progress_text(record)
+adaptive_running = record.is_adaptive and not (record.adaptive and record.adaptive.stop)
+if trials_line is not None:
+    (st.info if adaptive_running else st.success)(f"Trials auto: {trials_line}")
 
 
-@st.fragment(run_every="3s" if any(s in ACTIVE for s in drawn) else None)
+@st.fragment(run_every="3s" if adaptive_running or any(s in ACTIVE for s in drawn) else None)
 def progress() -> None:
-    """The runs and their states; redraws the page when a run's state changes."""
+    """The runs and their states; redraws the page when a run's state changes or the
+    controller of trials: auto added runs or stopped."""
+    fresh = load_experiment(settings, exp_id) or record
+    if fresh.as_json() != record.as_json():
+        st.rerun()
     now = experiment_runs(settings, record)
     if _states(now) != drawn:
         st.rerun()  # a run moved on: the whole page (card, verdict, charts) follows

@@ -75,14 +75,16 @@ def estimate() -> str:
     preset = next(
         (p for p in PRESETS if p.name == st.session_state.get("preset", default_preset)), PRESETS[0]
     )
+    auto = bool(st.session_state.get("trials_auto", D["trials_auto"]))
+    key = "max_trials" if auto else "trials"  # trials: auto: at most max_trials
     try:
-        trials = int(st.session_state.get("trials", D["trials"]))
+        trials = int(st.session_state.get(key, D[key]))
     except (TypeError, ValueError):
-        trials = int(D["trials"])
+        trials = int(D[key])
     engine = st.session_state.get("engine", D["engine"])
     model = str(st.session_state.get("model", D["model"])).strip()
     chosen = st.session_state.get("executor")  # a Ray run's arms go in parallel
-    return estimate_text(
+    return ("at most: " if auto else "") + estimate_text(
         preset,
         max(trials, 1),
         Catalog(settings.catalog_path, settings.runs_dir).recent_durations_s(engine, model),
@@ -128,6 +130,18 @@ with st.form("launch"):
         key="trials",
     )
     err("trials")
+    st.checkbox(
+        "Trials: auto (add trials until every headline contrast is decided: better, worse "
+        "or equivalent; the trials above are then ignored)",
+        value=D["trials_auto"],
+        key="trials_auto",
+    )
+    t1, t2, t3 = st.columns(3)
+    t1.number_input("Min trials (first look)", value=D["min_trials"], step=1, key="min_trials")
+    t2.number_input("Max trials", value=D["max_trials"], step=1, key="max_trials")
+    t3.text_input("Max minutes (optional)", D["max_minutes"], key="max_minutes")
+    for key in ("min_trials", "max_trials", "max_minutes"):
+        err(key)
     st.caption("Estimate: " + estimate())
     if text := power():  # next to the duration: what these trials can tell apart
         st.caption(text)

@@ -40,6 +40,7 @@ from core.analysis.memory import gpu_total_gb, headroom_gb, memory_headroom, pea
 from core.analysis.points import METRIC_DIRECTIONS, first_points, is_no_change, metric_deltas
 from core.analysis.roles import headline_point
 from core.analysis.runs import RunView
+from core.analysis.sequential import look_level, progress_text
 from core.analysis.stats import (
     MIN_TRIALS_FOR_CI,
     NOT_TESTED,
@@ -50,9 +51,16 @@ from core.analysis.stats import (
     verdict,
 )
 from core.analysis.trials import closing_runs, experiment_runs, noise_floor
-from core.experiments.design import baseline_arm
+from core.experiments.design import ExperimentSpec, baseline_arm
 from core.experiments.records import ExperimentRecord
-from core.metrics import CAVEAT_KINDS, CAVEAT_MEANING, Caveat, as_number, point_caveats
+from core.metrics import (
+    CAVEAT_KINDS,
+    CAVEAT_MEANING,
+    VERDICT_METRICS,
+    Caveat,
+    as_number,
+    point_caveats,
+)
 from core.settings import Settings
 
 __all__ = [
@@ -116,6 +124,7 @@ class CardRow:
     n_base: int
     verdict: CardVerdict
     confirmed: bool  # an interval (or the A/A floor) backs the verdict
+    level: float = 0.95  # the interval's coverage (trials: auto: the adjusted level)
 
     @property
     def name(self) -> str:
@@ -142,7 +151,8 @@ class CardRow:
                 else f"{diff:+.2f} {self.unit} ({text})"
             )
         if self.low is not None and self.high is not None:
-            text += f" (95% CI {self.low * 100:+.1f}…{self.high * 100:+.1f}%)"
+            ci = "95% CI" if self.level == 0.95 else f"{self.level * 100:.1f}% CI"
+            text += f" ({ci} {self.low * 100:+.1f}…{self.high * 100:+.1f}%)"
         elif self.n < MIN_TRIALS_FOR_CI or self.n_base < MIN_TRIALS_FOR_CI:
             text += f" (no interval: {min(self.n, self.n_base)} run(s) per arm)"
         return text
@@ -235,12 +245,13 @@ def summary_card(
     baseline: str,
     floor: Mapping[str, Any] | None = None,
     trials: Mapping[str, Sequence[int]] | None = None,
+    level: float = 0.95,
 ) -> list[CardRow]:
     """The card's rows for every arm other than ``baseline`` (arms in order; the views of
     an arm are its succeeded runs). ``floor``: the A/A noise floor of the host the runs ran
     on (``core.analysis.trials.noise_floor``), or None. ``trials``: per arm, the trial of
     each view, so that arms pair by trial (``paired_log_ratio``); without it (plain runs,
-    one each) the views pair by position."""
+    one each) the views pair by position. ``level``: the intervals' coverage."""
     if baseline not in arms:
         return []
     trial_of = {
@@ -266,6 +277,7 @@ def summary_card(
                         _facts(views, metric, trial_of[arm]),
                         _facts(arms[baseline], metric, trial_of[baseline]),
                         floor,
+                        level,
                     )
                 )
                 continue
@@ -275,7 +287,9 @@ def summary_card(
                 if not a and not b:
                     continue
                 rows.append(
-                    _row(metric, key[0], _point_label(key, shapes), arm, baseline, a, b, floor)
+                    _row(
+                        metric, key[0], _point_label(key, shapes), arm, baseline, a, b, floor, level
+                    )
                 )
     # the KV pool and the headroom from server facts are whole-run: drop empty ones
     return [r for r in rows if r.mean is not None or r.base_mean is not None]
@@ -387,8 +401,9 @@ def _row(
     a: Mapping[int, float],
     b: Mapping[int, float],
     floor: Mapping[str, Any] | None,
+    level: float = 0.95,
 ) -> CardRow:
-    change, low, high = paired_log_ratio(a, b)
+    change, low, high = paired_log_ratio(a, b, level)
     verdict, confirmed = _verdict(metric, change, low, high, floor)
     return CardRow(
         metric=metric,
@@ -405,6 +420,7 @@ def _row(
         n_base=len(b),
         verdict=verdict,
         confirmed=confirmed,
+        level=level,
     )
 
 
@@ -659,12 +675,15 @@ def experiment_story(
         if r.view.status.state == "succeeded":
             by_arm.setdefault(r.arm, []).append(r.view)
             trials.setdefault(r.arm, []).append(r.trial)
-    card = summary_card(by_arm, base, floor, trials) if base else []
+    # An adaptive experiment decided on intervals at its stop rule's adjusted level: the
+    # card and the verdict show those, so the decision and the interval agree.
+    level = _experiment_level(record.spec)
+    card = summary_card(by_arm, base, floor, trials, level) if base else []
     card, checks, ledgers, knobs, untested = _knob_story(by_arm, base, card)
-    table = arm_stats(list(runs), base)
+    table = arm_stats(list(runs), base, level=level)
     idle = table["arm"].isin(list(untested)) & (table["label"] == WITHIN_NOISE)
     table.loc[idle, "label"] = NOT_TESTED
-    text = verdict(str(record.name), table, list(runs), base, floor)
+    text = verdict(str(record.name), table, list(runs), base, floor, level)
     lines = regression_lines(card)
     if lines:
         text = "Regressions: " + "; ".join(lines) + ". " + text
@@ -674,6 +693,9 @@ def experiment_story(
         [key for views in by_arm.values() for v in views for key, _ in first_points(v)],
     )
     care = caveat_line(found)
+    if (trials_line := progress_text(record)) is not None:
+        level_note = f" Intervals: {level * 100:.1f}%, adjusted for the stop rule's looks."
+        text += f" Trials auto: {trials_line}." + (level_note if runs else "")
     return Story(
         baseline=base,
         arms=arms,
@@ -684,6 +706,17 @@ def experiment_story(
         caveats=found,
         knob_checks=checks,
         ledger=ledgers,
+    )
+
+
+def _experiment_level(spec: Mapping[str, Any]) -> float:
+    """The intervals' level: 95%, or for ``trials: auto`` the stop rule's adjusted one."""
+    if spec.get("trials") != "auto":
+        return 0.95
+    defaults = ExperimentSpec.model_fields
+    return look_level(
+        int(spec.get("min_trials") or defaults["min_trials"].default),
+        int(spec.get("max_trials") or defaults["max_trials"].default),
     )
 
 
@@ -709,7 +742,7 @@ def comparison_story(
             "--output-len)."
         )
     else:
-        deltas = metric_deltas(views, baseline=baseline, metrics=_VERDICT_METRICS, names=arms)
+        deltas = metric_deltas(views, baseline=baseline, metrics=VERDICT_METRICS, names=arms)
         rows = deltas[deltas["point"] == head.label]
         conf = confounders(views)
         for i, name in enumerate(arms):
@@ -753,9 +786,6 @@ def comparison_story(
         knob_checks=checks,
         ledger=ledgers,
     )
-
-
-_VERDICT_METRICS = ("output_throughput", "median_ttft_ms", "median_itl_ms")
 
 
 def runs_host(settings: Settings | None, views: Sequence[RunView]) -> str | None:

@@ -38,6 +38,7 @@ __all__ = [
     "arm_stats",
     "first_per_arm",
     "frontier",
+    "level_text",
     "mean_ci",
     "paired_log_ratio",
     "slo_table",
@@ -100,11 +101,16 @@ def mean_ci(values: list[float]) -> tuple[float | None, float | None, float | No
 @lru_cache(maxsize=1024)
 def t975(df: float) -> float:
     """Student-t 97.5% quantile (scipy's ppf costs ~1 ms a call; a page asks hundreds)."""
-    return float(sps.t.ppf(0.975, df))
+    return _t_quantile(0.975, df)
+
+
+@lru_cache(maxsize=1024)
+def _t_quantile(q: float, df: float) -> float:
+    return float(sps.t.ppf(q, df))
 
 
 def paired_log_ratio(
-    arm: Mapping[int, float], base: Mapping[int, float]
+    arm: Mapping[int, float], base: Mapping[int, float], level: float = 0.95
 ) -> tuple[float | None, float | None, float | None]:
     """THE estimator of a difference between two arms of an experiment: (relative
     difference, low, high) of ``arm`` vs ``base``, each given as trial → value.
@@ -115,7 +121,10 @@ def paired_log_ratio(
     between its arms (the host's state at that time: drift, a noisy neighbour); the log
     makes a ratio of 2 and of 1/2 equally far from "no change" (docs/METRICS.md). The
     attribution's OLS with trial blocks gives the same interval for the same contrast in
-    a balanced 2×2 (``core.analysis.attribution``). Interval None with fewer than 3 pairs;
+    a balanced 2×2 (``core.analysis.attribution``). ``level``: the interval's coverage; an
+    adaptive experiment asks for its stop rule's adjusted level
+    (``core.analysis.sequential.look_level``), so its card, verdict and stop decision show
+    one interval. Interval None with fewer than 3 pairs;
     a value ≤ 0 (an error rate of 0) has no log: all zero on both sides reads as no
     change, otherwise the ratio of the means without an interval."""
     pairs = _pairs(arm, base)
@@ -137,7 +146,7 @@ def paired_log_ratio(
     sem = float(np.std(logs, ddof=1)) / math.sqrt(len(logs))
     if sem == 0:
         return rel, rel, rel
-    half = t975(float(len(logs) - 1)) * sem
+    half = _t_quantile(1 - (1 - level) / 2, float(len(logs) - 1)) * sem
     return rel, math.expm1(d - half), math.expm1(d + half)
 
 
@@ -158,6 +167,14 @@ def trial_log_ratios(arm: Mapping[int, float], base: Mapping[int, float]) -> lis
     if any(a <= 0 or b <= 0 for a, b in pairs):
         return []
     return [math.log(a / b) for a, b in pairs]
+
+
+def level_text(level: float) -> str:
+    """``95% CI``; another level says why it is not 95%: ``99.4% CI (adjusted for repeated
+    looks)``, the interval an adaptive experiment decided on."""
+    if abs(level - 0.95) < 1e-9:
+        return "95% CI"
+    return f"{level * 100:.1f}% CI (adjusted for repeated looks)"
 
 
 def _finite(v: float | None) -> bool:
@@ -184,10 +201,14 @@ class RunOfArm:
 
 
 def arm_stats(
-    runs: list[RunOfArm], baseline_arm: str, metrics: tuple[str, ...] = EXPERIMENT_METRICS
+    runs: list[RunOfArm],
+    baseline_arm: str,
+    metrics: tuple[str, ...] = EXPERIMENT_METRICS,
+    level: float = 0.95,
 ) -> pd.DataFrame:
     """One row per (point, metric, arm): n, mean, CI, relative diff to the baseline arm
-    with its CI, and the label. Only succeeded runs count."""
+    with its CI (at ``level``: see ``paired_log_ratio``), and the label. Only succeeded
+    runs count."""
     values: dict[tuple[Any, str, str], dict[int, float]] = {}
     labels: dict[Any, str] = {}
     for r in runs:
@@ -222,7 +243,7 @@ def arm_stats(
                     "ci_high": high,
                 }
                 if arm != baseline_arm:
-                    rel, rlow, rhigh = paired_log_ratio(vals, base_vals)
+                    rel, rlow, rhigh = paired_log_ratio(vals, base_vals, level)
                     row.update(
                         rel=rel, rel_low=rlow, rel_high=rhigh, label=_label(m, rlow, rhigh, rel)
                     )
@@ -253,9 +274,12 @@ def verdict(
     runs: list[RunOfArm],
     baseline_arm: str,
     noise_floor: dict[str, float] | None = None,
+    level: float = 0.95,
 ) -> str:
     """One sentence from the numbers: output throughput at the lowest and highest
-    concurrency, the KV pool difference, and the confounders."""
+    concurrency, the KV pool difference, and the confounders. ``level``: the intervals'
+    (``table``'s) coverage; other than 95% it is said (an adaptive experiment's adjusted
+    level)."""
     parts: list[str] = []
     tput = table[(table["metric"] == "output_throughput") & (table["arm"] != baseline_arm)]
     tput = tput.dropna(subset=["rel"]) if "rel" in tput else tput.iloc[0:0]
@@ -267,7 +291,7 @@ def verdict(
         for c in dict.fromkeys(picks):
             row = tput[(tput["arm"] == arm) & (tput["concurrency"] == c)].iloc[0]
             if row["rel_low"] is not None and not pd.isna(row["rel_low"]):
-                ci = f" (95% CI {_pct(row['rel_low'])}…{_pct(row['rel_high'])})"
+                ci = f" ({level_text(level)} {_pct(row['rel_low'])}…{_pct(row['rel_high'])})"
             else:
                 ci = f" (interval unknown: fewer than {MIN_TRIALS_FOR_CI} trials)"
             note = (

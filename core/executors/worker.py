@@ -21,6 +21,7 @@ import logging
 import os
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 from typing import IO, Any
 
 from core.errors import StoreError
@@ -56,11 +57,16 @@ class Worker:
         *,
         settle_s: float = 0.5,
         has_gpu: bool | None = None,
+        on_change: Callable[[], bool] | None = None,
     ) -> None:
         """``settle_s``: a queued folder starts only once its status is that old, so a
         CLI run (which prepares its folder queued, then marks it running a few ms later
         in the same process) is never taken as a job. ``has_gpu``: NVML's answer when
-        None. An unknown ``SERVELAB_EXECUTOR`` is a ConfigError here, at start-up."""
+        None. ``on_change``: called by the active worker after its first look at the queue
+        and after each look in which a run changed state (the composition points pass
+        ``core.launch.adaptive.advance_experiments``: executors sit below experiments, so
+        the worker cannot call it by name); True when it queued something. An unknown
+        ``SERVELAB_EXECUTOR`` is a ConfigError here, at start-up."""
         self.settings = settings
         self.poll_interval_s = poll_interval_s
         self._options: dict[str, Any] = {"settle_s": settle_s, "has_gpu": has_gpu}
@@ -82,6 +88,8 @@ class Worker:
         self._seen: dict[str, Any] = {}
         self._tick_error = ""
         self._ticks = 0  # looks at the queue so far (public: ``ticks``)
+        self._on_change = on_change
+        self._hooked = False  # on_change has run once since this worker became active
         # At start-up: an unknown SERVELAB_EXECUTOR is a ConfigError now, not at the
         # first run; the default executor is ready before the first tick.
         self._executor(settings.executor)
@@ -272,6 +280,10 @@ class Worker:
             self._others = others
         if changed and active:
             self._sync_catalog()
+        if active and self._on_change is not None and (changed or not self._hooked):
+            self._hooked = True
+            if self._on_change():
+                self._wake.set()  # what it queued starts at the next look, not a poll later
 
     def _kind(self, folder: RunFolder, status: RunStatus) -> str:
         """The executor of an active folder: the one its status records (it has started,

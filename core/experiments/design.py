@@ -21,7 +21,7 @@ import secrets
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -40,15 +40,18 @@ from core.experiments.records import (
     ExperimentRun,
     read_experiment,
 )
+from core.metrics import VERDICT_METRICS
 from core.run_folder import write_json_atomic
 from core.safety import redact_spec
 from core.settings import Settings
 
 __all__ = [
     "CLOSING_TAG",
+    "DEFAULT_MARGIN",
     "GRID_KNOB_FIELDS",
     "MAX_ARMS",
     "MAX_GRID_KNOBS",
+    "MAX_TRIALS",
     "Arm",
     "ExperimentRecord",
     "ExperimentSpec",
@@ -56,6 +59,7 @@ __all__ = [
     "baseline_arm",
     "control_of",
     "expand",
+    "expand_trial",
     "experiment_from_preset",
     "grid_arms",
     "grid_experiment",
@@ -64,6 +68,7 @@ __all__ = [
     "new_experiment_id",
     "parse_experiment",
     "save_experiment",
+    "update_experiment",
 ]
 
 
@@ -290,7 +295,11 @@ def grid_arms(grid: KnobGrid) -> tuple[tuple[Arm, ...], str]:
 
 
 def grid_experiment(
-    name: str, base: RunSpec, grid: KnobGrid, trials: int = 3, **extra: Any
+    name: str,
+    base: RunSpec,
+    grid: KnobGrid,
+    trials: int | Literal["auto"] = 3,
+    **extra: Any,
 ) -> ExperimentSpec:
     """An experiment over the grid's arms; each knob value is checked against the base
     (ConfigError naming ``grid.knobs.<field>[i]``)."""
@@ -313,13 +322,27 @@ def grid_experiment(
         raise config_error(exc, default="experiment") from exc
 
 
+MAX_TRIALS = 50
+DEFAULT_MARGIN = 0.05  # the equivalence margin where no A/A noise floor is known (±5 %)
+
+
 class ExperimentSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(min_length=1, max_length=120)
     base: RunSpec = RunSpec()
     arms: tuple[Arm, ...] = Field(min_length=1, max_length=MAX_ARMS)
-    trials: int = Field(3, ge=1, le=50)
+    # A number of trials, or "auto": trials are added one at a time until the stop rule
+    # (core/analysis/sequential.py) decides every headline contrast, or a limit is hit.
+    trials: Annotated[int, Field(ge=1, le=MAX_TRIALS)] | Literal["auto"] = 3
+    min_trials: int = Field(3, ge=2, le=MAX_TRIALS, description="trials: auto: first look")
+    max_trials: int = Field(10, ge=2, le=MAX_TRIALS, description="trials: auto: the last")
+    max_minutes: float | None = Field(
+        None, gt=0, le=7 * 24 * 60, description="trials: auto: no new trial after this long"
+    )
+    # metric -> relative margin (0.05 = ±5 %) inside which an arm counts as equivalent to
+    # the baseline; a metric left out: the host's A/A noise floor, else DEFAULT_MARGIN.
+    equivalence_margin: dict[str, float] = Field(default_factory=dict)
     order_seed: int = Field(default_factory=lambda: secrets.randbelow(2**31))
     kind: str = Field("ab", description="ab, or aa for a noise-floor check")
     baseline: str | None = Field(
@@ -340,11 +363,64 @@ class ExperimentSpec(BaseModel):
             raise ValueError("arm labels must be distinct")
         return arms
 
+    @field_validator("equivalence_margin")
+    @classmethod
+    def _margins(cls, margins: dict[str, float]) -> dict[str, float]:
+        for metric, margin in margins.items():
+            if metric not in VERDICT_METRICS:
+                raise ValueError(
+                    f"{metric!r} is not a headline metric; name one of "
+                    + ", ".join(VERDICT_METRICS)
+                )
+            if not 0 < margin < 1:
+                raise ValueError(
+                    f"{metric}: give the margin as a fraction between 0 and 1 (0.05 = ±5 %), "
+                    f"not {margin}"
+                )
+        return margins
+
     @model_validator(mode="after")
     def _baseline(self) -> ExperimentSpec:
         if self.baseline is not None and self.baseline not in {a.label for a in self.arms}:
             raise ValueError(f"baseline {self.baseline!r} is not one of the arm labels")
         return self
+
+    @model_validator(mode="after")
+    def _adaptive(self) -> ExperimentSpec:
+        if self.trials != "auto":
+            # a saved fixed-trials spec carries these at their defaults: only a changed one
+            # says the user meant auto
+            fields = type(self).model_fields
+            given = [
+                k
+                for k in ("min_trials", "max_trials", "max_minutes", "equivalence_margin")
+                if getattr(self, k) != fields[k].get_default(call_default_factory=True)
+            ]
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)} apply to trials: auto; set trials: auto or leave them out"
+                )
+        elif self.closing_baseline:
+            # the closing run goes after the last trial, which only the stop rule knows
+            raise ValueError(
+                "closing_baseline needs a fixed number of trials (the last trial of trials: "
+                "auto is known only when it stops); set trials to a number or leave it out"
+            )
+        elif self.min_trials > self.max_trials:
+            raise ValueError(
+                f"min_trials ({self.min_trials}) is above max_trials ({self.max_trials}); "
+                "raise max_trials or lower min_trials"
+            )
+        return self
+
+    @property
+    def adaptive(self) -> bool:
+        return self.trials == "auto"
+
+    @property
+    def first_trials(self) -> int:
+        """How many trials are queued at once: all of them, or min_trials for auto."""
+        return self.min_trials if self.trials == "auto" else self.trials
 
     @property
     def baseline_arm(self) -> str:
@@ -372,29 +448,49 @@ def _apply(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
 
 def expand(exp: ExperimentSpec, exp_id: str) -> list[tuple[str, int, RunSpec]]:
     """(arm label, trial, spec) in execution order: arms shuffled within each trial; with
-    ``closing_baseline``, the baseline arm once more at the end (``_closing_run``)."""
-    base = exp.base.model_dump(mode="json")
-    rng = random.Random(exp.order_seed)
-    runs = []
-    for trial in range(exp.trials):
-        arms = list(exp.arms)
-        rng.shuffle(arms)
-        for arm in arms:
-            data = _apply(base, arm.changes)
-            data["tags"] = [
-                *base.get("tags", []),
-                f"exp:{exp_id}",
-                "arm:" + arm.label.replace(" ", "-"),
-                f"trial:{trial}",
-            ]
-            data["intended_diff"] = list(exp.knobs)
-            try:
-                spec = RunSpec.model_validate(data)
-            except ValidationError as exc:
-                raise config_error(exc, field=f"arms[{arm.label}]") from exc
-            runs.append((arm.label, trial, spec))
+    ``closing_baseline``, the baseline arm once more at the end (``_closing_run``). An
+    adaptive experiment (trials: auto) starts with its min_trials; ``expand_trial`` gives
+    each later one."""
+    runs = [run for trial in range(exp.first_trials) for run in expand_trial(exp, exp_id, trial)]
     if exp.closing_baseline:
         runs.append(_closing_run(exp, runs))
+    return runs
+
+
+def _arm_order(exp: ExperimentSpec, trial: int) -> list[Arm]:
+    """Trial ``trial``'s arm order: the seeded shuffle sequence, the same whether the
+    trials are expanded at once or one at a time (an adaptive experiment)."""
+    rng = random.Random(exp.order_seed)
+    arms: list[Arm] = []
+    for _ in range(trial + 1):
+        arms = list(exp.arms)
+        rng.shuffle(arms)
+    return arms
+
+
+def expand_trial(
+    exp: ExperimentSpec, exp_id: str, trial: int, only: Sequence[str] | None = None
+) -> list[tuple[str, int, RunSpec]]:
+    """Trial ``trial``'s runs (arm label, trial, spec) in their shuffled order; ``only``:
+    just these arms (a failed arm queued again)."""
+    base = exp.base.model_dump(mode="json")
+    runs = []
+    for arm in _arm_order(exp, trial):
+        if only is not None and arm.label not in only:
+            continue
+        data = _apply(base, arm.changes)
+        data["tags"] = [
+            *base.get("tags", []),
+            f"exp:{exp_id}",
+            "arm:" + arm.label.replace(" ", "-"),
+            f"trial:{trial}",
+        ]
+        data["intended_diff"] = list(exp.knobs)
+        try:
+            spec = RunSpec.model_validate(data)
+        except ValidationError as exc:
+            raise config_error(exc, field=f"arms[{arm.label}]") from exc
+        runs.append((arm.label, trial, spec))
     return runs
 
 
@@ -406,8 +502,8 @@ def _closing_run(
     label = exp.baseline_arm
     spec = next(s for a, t, s in runs if a == label and t == 0)
     tags = [t for t in spec.tags if not t.startswith("trial:")]
-    tags += [f"trial:{exp.trials}", CLOSING_TAG]
-    return label, exp.trials, spec.model_copy(update={"tags": tuple(tags)})
+    tags += [f"trial:{exp.first_trials}", CLOSING_TAG]
+    return label, exp.first_trials, spec.model_copy(update={"tags": tuple(tags)})
 
 
 def parse_experiment(data: dict[str, Any]) -> ExperimentSpec:
@@ -437,6 +533,11 @@ def _parse_grid_experiment(data: dict[str, Any]) -> ExperimentSpec:
         probe = ExperimentSpec.model_validate({**rest, "arms": [{"label": "x"}]})
     except ValidationError as exc:
         raise config_error(exc, default="experiment") from exc
+    adaptive = {
+        k: getattr(probe, k)
+        for k in ("min_trials", "max_trials", "max_minutes", "equivalence_margin")
+        if k in probe.model_fields_set
+    }
     return grid_experiment(
         probe.name,
         RunSpec.model_validate(data.get("base") or {}),
@@ -445,17 +546,25 @@ def _parse_grid_experiment(data: dict[str, Any]) -> ExperimentSpec:
         order_seed=probe.order_seed,
         kind=probe.kind,
         closing_baseline=probe.closing_baseline,
+        **adaptive,
     )
 
 
 def experiment_from_preset(
-    name: str, base: RunSpec, arms: list[tuple[str, dict[str, Any]]], trials: int, kind: str = "ab"
+    name: str,
+    base: RunSpec,
+    arms: list[tuple[str, dict[str, Any]]],
+    trials: int | Literal["auto"] = 3,
+    kind: str = "ab",
+    **adaptive: Any,
 ) -> ExperimentSpec:
+    """``adaptive``: min_trials, max_trials, max_minutes for ``trials="auto"``."""
     return ExperimentSpec(
         name=name,
         base=base.model_copy(update={"intended_diff": ()}),
         trials=trials,
         kind=kind,
+        **adaptive,
         arms=tuple(
             Arm(label=label, changes={f"server.{k}": v for k, v in ch.items()})
             for label, ch in arms
@@ -487,13 +596,22 @@ def save_experiment(
                 arm=arm,
                 trial=trial,
                 # set only where true: experiment.json keeps the keys every version wrote
-                **({"closing": True} if exp.closing_baseline and trial >= exp.trials else {}),
+                **({"closing": True} if exp.closing_baseline and trial >= exp.first_trials else {}),
             )
             for arm, trial, rid in runs
         ],
     )
     write_json_atomic(folder / EXPERIMENT_FILE, record.as_json())
     return folder
+
+
+def update_experiment(settings: Settings, record: ExperimentRecord) -> None:
+    """Write experiment.json again (atomically): an adaptive experiment's controller adds
+    runs and looks. Only the worker that owns the queue calls it, so there is one writer."""
+    folder = _dir(settings) / record.experiment_id
+    if not folder.is_dir():
+        raise StoreError(f"no experiment folder {folder}")
+    write_json_atomic(folder / EXPERIMENT_FILE, record.as_json())
 
 
 def new_experiment_id() -> str:

@@ -22,7 +22,7 @@ from core.config import (
     validation_errors,
 )
 from core.engines import EngineInfo, launch_problems
-from core.experiments.design import ExperimentSpec, experiment_from_preset
+from core.experiments.design import MAX_TRIALS, ExperimentSpec, experiment_from_preset
 from core.launch.host import HostInfo
 from core.launch.presets import PRESETS, Preset, expand_preset
 from core.safety import server_path_problems
@@ -32,6 +32,7 @@ __all__ = [
     "FORM_DEFAULTS",
     "check_spec_data",
     "experiment_from_form",
+    "form_adaptive",
     "form_trials",
     "launch_from_form",
     "spec_problems",
@@ -65,6 +66,12 @@ FORM_DEFAULTS: dict[str, Any] = {
     "probe_expect": "(?i)paris",
     "tags": "",
     "trials": 3,
+    # trials: auto (core/analysis/sequential.py): from min_trials to max_trials, until the
+    # answer is clear; max_minutes empty: no time limit
+    "trials_auto": False,
+    "min_trials": 3,
+    "max_trials": 10,
+    "max_minutes": "",
     "exact_length": True,
 }
 
@@ -296,15 +303,45 @@ def form_trials(form: dict[str, Any]) -> tuple[int, str | None]:
     return trials, None
 
 
+def form_adaptive(form: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The form's trials as ExperimentSpec fields: ``{"trials": N}``, or with "trials
+    auto" ticked ``{"trials": "auto", "min_trials", "max_trials"[, "max_minutes"]}``;
+    and what is wrong, by form key (every field in one pass)."""
+    if not form.get("trials_auto"):
+        trials, why = form_trials(form)
+        return ({}, {"trials": why}) if why else ({"trials": trials}, {})
+    out: dict[str, Any] = {"trials": "auto"}
+    errors: dict[str, str] = {}
+    for key, low in (("min_trials", 2), ("max_trials", 2)):
+        value = form.get(key)
+        try:
+            n = int(FORM_DEFAULTS[key] if value in (None, "") else value)
+        except (TypeError, ValueError):
+            errors[key] = f"give a whole number of trials between {low} and {MAX_TRIALS}"
+            continue
+        if not low <= n <= MAX_TRIALS:
+            errors[key] = f"give between {low} and {MAX_TRIALS} trials, not {n}"
+        out[key] = n
+    if not errors and out["min_trials"] > out["max_trials"]:
+        errors["max_trials"] = (
+            f"at least min trials ({out['min_trials']}): the first look needs that many"
+        )
+    minutes = _opt_float(form, "max_minutes", errors)
+    if minutes is not None:
+        if minutes <= 0:
+            errors["max_minutes"] = "give a positive number of minutes, or leave it empty"
+        out["max_minutes"] = minutes
+    return ({}, errors) if errors else (out, {})
+
+
 def experiment_from_form(
     form: dict[str, Any], host: HostInfo, *, settings: Settings | None = None, local: bool = True
 ) -> tuple[ExperimentSpec | None, dict[str, str]]:
-    """A preset with several arms becomes an experiment of ``trials`` trials (checked
-    with every other field, in the same pass)."""
+    """A preset with several arms becomes an experiment of ``trials`` trials, or trials
+    auto (``form_adaptive``), checked with every other field in the same pass."""
     specs, errors = launch_from_form(form, host, settings=settings, local=local)
-    trials, trials_error = form_trials(form)
-    if trials_error:
-        errors = {**errors, "trials": trials_error}
+    trials, trials_errors = form_adaptive(form)
+    errors = {**errors, **trials_errors}
     if errors:
         return None, errors
     preset = next(p for p in PRESETS if p.name == form.get("preset"))
@@ -313,5 +350,5 @@ def experiment_from_form(
     )
     kind = "aa" if not preset.intended else "ab"
     return experiment_from_preset(
-        preset.name, base, [(label, dict(ch)) for label, ch in preset.arms], trials, kind
+        preset.name, base, [(label, dict(ch)) for label, ch in preset.arms], kind=kind, **trials
     ), {}

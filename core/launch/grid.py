@@ -27,7 +27,7 @@ from core.experiments.design import (
     expand,
     grid_experiment,
 )
-from core.launch.forms import form_trials, launch_from_form, spec_problems
+from core.launch.forms import form_adaptive, launch_from_form, spec_problems
 from core.launch.host import HostInfo
 from core.launch.presets import PRESETS, minutes_text
 from core.settings import Settings, load_settings
@@ -86,9 +86,8 @@ def grid_from_form(
     specs, errors = launch_from_form(
         {**form, "preset": single}, host, settings=settings, local=local
     )
-    trials, trials_error = form_trials(form)
-    if trials_error:
-        errors["trials"] = trials_error
+    trials, trials_errors = form_adaptive(form)
+    errors.update(trials_errors)
     knobs: dict[str, list[Any]] = {}
     used: list[str] = []
     for i, (knob, text) in enumerate(rows):
@@ -115,7 +114,7 @@ def grid_from_form(
     name = "Grid: " + " × ".join(k.split(".", 1)[-1] for k in knobs)
     try:
         grid = KnobGrid.model_validate({"knobs": knobs, "design": design})
-        exp = grid_experiment(name, specs[0], grid, trials)
+        exp = grid_experiment(name, specs[0], grid, **trials)
     except (ConfigError, ValidationError) as exc:
         err = exc if isinstance(exc, ConfigError) else config_error(exc, prefix="grid")
         return None, {_row_of(err.field, err.message, used): err.message}
@@ -133,11 +132,17 @@ def grid_estimate(
 ) -> str:
     """How many runs the grid queues and about how long they take (median of earlier
     runs of this engine and model here)."""
-    arms, trials = len(exp.arms), exp.trials
-    runs = arms * trials + (1 if exp.closing_baseline else 0)
+    arms = len(exp.arms)
+    trials = exp.max_trials if exp.adaptive else exp.first_trials
     design = exp.grid.resolved_design if exp.grid else "arms"
     closing = " + a closing baseline run" if exp.closing_baseline else ""
-    count = f"{runs} runs ({arms} arms, {design}, × {trials} trials{closing})"
+    runs = arms * trials + (1 if exp.closing_baseline else 0)
+    count = (
+        f"{arms * exp.min_trials} to {runs} runs ({arms} arms, {design}, × "
+        f"{exp.min_trials} to {trials} trials: auto, until the answer is clear)"
+        if exp.adaptive
+        else f"{runs} runs ({arms} arms, {design}, × {trials} trials{closing})"
+    )
     if not history_s:
         return f"{count}. No finished run of this engine and model here yet to estimate from."
     per_run = statistics.median(history_s)

@@ -88,7 +88,7 @@ def dry_run(settings: Settings, exp: ExperimentSpec, *, executor: str | None = N
     for arm, trial, _ in expand(exp, "dry-run"):
         by_trial.setdefault(trial, []).append(arm)
     for trial, arms in by_trial.items():
-        what = "closing baseline" if trial >= exp.trials else f"trial {trial}"
+        what = "closing baseline" if trial >= exp.first_trials else f"trial {trial}"
         lines.append(f"  {what}: " + ", ".join(arms))
     history = Catalog(settings.catalog_path, settings.runs_dir).recent_durations_s(
         server.engine, server.model
@@ -97,5 +97,8 @@ def dry_run(settings: Settings, exp: ExperimentSpec, *, executor: str | None = N
         "Estimated duration: "
         + grid_estimate(exp, history, parallel=not runs_here(executor_for(exp.base, settings)))
     )
-    lines += power_lines(host_noise(settings, engine=server.engine, model=server.model), exp.trials)
+    lines += power_lines(
+        host_noise(settings, engine=server.engine, model=server.model),
+        exp.max_trials if exp.adaptive else exp.first_trials,
+    )
     return lines
