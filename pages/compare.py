@@ -31,6 +31,7 @@ from pages._details import details
 from pages._explain import explain_block
 from pages._export import export_buttons
 from pages._services import bootstrap
+from pages._timelines import timelines_section
 
 settings, _worker = bootstrap()
 folders, unknown = find_runs(settings.runs_dir, st.query_params.get("runs", "").split(","))
@@ -188,6 +189,8 @@ if labels:
         series[name] = latency_samples(f, match[0], metric) if match else []
     if series:
         st.plotly_chart(cdf_figure(series, f"{metric.upper()} (ms) at {point}", colours))
+
+timelines_section(names, views, names[baseline], key="cmp_timeline_point")
 
 st.subheader("Memory headroom")
 mem = memory_headroom(views, names)

@@ -39,6 +39,7 @@ from pages import _story
 from pages._attribution import attribution_section
 from pages._details import details
 from pages._services import bootstrap
+from pages._timelines import timelines_section
 
 ACTIVE = ("queued", "running")
 
@@ -201,6 +202,15 @@ st.plotly_chart(arm_bands_figure(table, metric, colours))
 
 gpus = max((r.view.spec.get("server", {}).get("tp_size") or 1) for r in runs)
 st.plotly_chart(frontier_figure(frontier(table, gpus), gpus, colours))
+
+# every trial, labelled "arm · run": one colour per arm, its first trial solid, the rest faint
+timelines_section(
+    [f"{r.arm} · {r.view.run_id[-6:]}" for r in runs if r.view.status.state == "succeeded"],
+    [r.view for r in runs if r.view.status.state == "succeeded"],
+    story.baseline,
+    key="exp_timeline_point",
+    caption="Every trial: one colour per arm, its first trial bold, the others faint.",
+)
 
 st.subheader("Memory headroom per arm")
 head = memory_headroom(list(first.values()), list(first))

@@ -18,6 +18,7 @@ from pages._auth import can_launch
 from pages._details import details
 from pages._export import export_buttons
 from pages._services import bootstrap
+from pages._timelines import timelines_section
 
 settings, _worker = bootstrap()
 run_id = st.query_params.get("run", "")
@@ -230,6 +231,7 @@ if view.points:
         )
     else:
         st.info(no_records_note(view), icon=":material/info:")
+timelines_section([run_id], [view], None, key="run_timeline_point")
 st.subheader("GPU memory over time")
 if view.imported:
     st.info("No GPU memory samples: this run was imported, not measured by ServeLab.")

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from core.analysis.runs import RunView
-from core.analysis.timelines import log_lines_by_point
+from core.analysis.timelines import kv_capacity_tokens, log_lines_by_point
 from core.scheduler_log import parse_scheduler_lines
 
 __all__ = ["ServerView", "no_view_line", "server_view"]
@@ -50,6 +50,8 @@ class ServerView:
 
 def no_view_line(view: RunView) -> str:
     """The one line shown instead of empty charts for an engine that reports none of this."""
+    if view.imported:
+        return "imported from a file: the tool's summaries only, no server-side view."
     engine = (view.spec.get("server") or {}).get("engine") or "this engine"
     return f"{engine} reports no server-side view (no /metrics, no scheduler lines)."
 
@@ -58,9 +60,7 @@ def server_view(view: RunView, point: int | None = None) -> ServerView:
     """Over the whole run's points, or over one point's (``point``: its index)."""
     if view.path is None:
         return ServerView("none")
-    kv_capacity = _number(view.facts.get("max_total_num_tokens")) or _number(
-        view.facts.get("kv_cache_tokens")
-    )
+    kv_capacity = kv_capacity_tokens(view)
     file = view.path / "samples.parquet"
     if file.is_file():
         stat = file.stat()
@@ -121,7 +121,7 @@ def _from_metrics(
         return float((by.last() - by.first()).sum())
 
     used = series("sglang:num_used_tokens", "sglang:kv_used_tokens")
-    capacity = peak("sglang:max_total_num_tokens") or kv_capacity
+    capacity = kv_capacity
 
     def share(phase: str) -> float | None:
         graph = delta("sglang:cuda_graph_passes_total", f"mode={phase}_cuda_graph")

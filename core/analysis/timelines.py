@@ -36,6 +36,7 @@ __all__ = [
     "TIMELINE_MAX_POINTS",
     "Timeline",
     "downsample",
+    "kv_capacity_tokens",
     "log_lines_by_point",
     "point_spans",
     "run_timeline",
@@ -89,6 +90,7 @@ class Timeline:
     run_id: str
     source: Source
     frame: pd.DataFrame  # columns _COLUMNS, sorted by point, series, t_s
+    kv_capacity_tokens: float | None = None
 
     def at(self, point: int, series: str | None = None) -> pd.DataFrame:
         f = self.frame[self.frame["point"] == point]
@@ -191,9 +193,9 @@ def _client_series(
         chunks = getattr(row, "chunk_s", None)
         if chunks is None or not len(chunks) or not bool(getattr(row, "ok", True)):
             continue
-        n = getattr(row, "output_tokens_server", None)
+        n: Any = getattr(row, "output_tokens_server", None)
         if n is None or (isinstance(n, float) and math.isnan(n)):
-            n = getattr(row, "output_tokens_requested", len(chunks))
+            n = getattr(row, "output_tokens_requested", None) or len(chunks)
         chunk_t.extend(float(c) for c in chunks)
         chunk_n.extend([float(n) / len(chunks)] * len(chunks))
     if chunk_t:
@@ -349,6 +351,21 @@ def _read_samples(file: str, _mtime_ns: int, _size: int) -> pd.DataFrame | None:
     return m if not m.empty else None
 
 
+def kv_capacity_tokens(view: RunView) -> float | None:
+    """The KV pool's size in tokens: the server's own gauge where it was sampled, else what
+    the facts step read (``/server_info`` or the start-up log)."""
+    samples = _samples(view.path) if view.path is not None else None
+    if samples is not None:
+        rows = samples.loc[samples["name"] == "sglang:max_total_num_tokens", "value"].dropna()
+        if not rows.empty and rows.max() > 0:
+            return float(rows.max())
+    for key in ("max_total_num_tokens", "kv_cache_tokens"):
+        x = view.facts.get(key)
+        if isinstance(x, int | float) and not isinstance(x, bool) and x > 0:
+            return float(x)
+    return None
+
+
 def run_timeline(view: RunView) -> Timeline:
     """Every series of one run; the server's from /metrics where it was sampled, else from
     the log's scheduler lines; the client's from each point's records."""
@@ -393,12 +410,24 @@ def run_timeline(view: RunView) -> Timeline:
                 continue
             for name, t, v in _client_series(records, interval_s):
                 add(point, name, t + start, v, "client")
+    capacity = kv_capacity_tokens(view)
+    if capacity:
+        # KV usage as used / pool where both are known: SGLang's token_usage is rounded
+        # (0.00 for 7,878 of 5.5 M tokens), and the fraction is what a memory knob acts on
+        used = [p for p in parts if p["series"].iat[0] == "kv_used_tokens"]
+        has_used = {int(p["point"].iat[0]) for p in used}
+        parts = [
+            p
+            for p in parts
+            if not (p["series"].iat[0] == "kv_usage" and int(p["point"].iat[0]) in has_used)
+        ]
+        parts += [p.assign(series="kv_usage", value=p["value"] / capacity) for p in used]
     frame = (
         pd.concat(parts, ignore_index=True).sort_values(["point", "series", "t_s"], kind="stable")
         if parts
         else pd.DataFrame({c: pd.Series(dtype=float) for c in _COLUMNS})
     )
-    return Timeline(view.run_id, source, frame.reset_index(drop=True))
+    return Timeline(view.run_id, source, frame.reset_index(drop=True), capacity)
 
 
 def downsample(frame: pd.DataFrame, max_points: int = TIMELINE_MAX_POINTS) -> pd.DataFrame:
