@@ -64,6 +64,9 @@ Environment variables:
     ``30-v0517-*``): the decode batch sizes on the capture *begin* line only, an ``Engine
     startup timings (s):`` line, and a ``/server_info`` whose ``internal_states`` lack
     ``decode_cuda_graph_bs`` (``world_size`` null, ``version`` 0.5.17).
+``FAKE_SGLANG_NO_METRICS`` (unset)
+    ``1``: ``/metrics`` answers 404 as if ``--enable-metrics`` were not given (ServeLab always
+    passes it), so the server's view must come from the scheduler lines of its log.
 ``FAKE_SGLANG_EOS_AFTER`` (unset)
     stop after this many tokens when the request does not set ``ignore_eos``.
 ``FAKE_SGLANG_SPAWN_CHILD`` (unset/0)
@@ -263,6 +266,8 @@ class State:
         self.eos_after = int(eos) if eos.isdigit() else None
         self.faults = parse_faults(os.environ.get("FAKE_SGLANG_FAULT", ""))
         self.like_0517 = os.environ.get("FAKE_SGLANG_LIKE", "").strip() == "0.5.17"
+        # as if launched without --enable-metrics, whatever its argv says
+        self.no_metrics = os.environ.get("FAKE_SGLANG_NO_METRICS", "") in ("1", "true")
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.up = False
@@ -1051,7 +1056,7 @@ class Handler(socketserver.BaseRequestHandler):
 
     def _metrics(self) -> None:
         st = self.state
-        if not st.cfg.args.enable_metrics:
+        if not st.cfg.args.enable_metrics or st.no_metrics:
             self._json(404, {"detail": "Not Found"})
             return
         self._send(200, render_metrics(st).encode(), "text/plain; version=0.0.4; charset=utf-8")
