@@ -100,7 +100,7 @@ def test_transformers_serve_has_client_series_only() -> None:
     assert t.source == "none" and not t.has_server
     assert set(t.frame["series"]) == {"client_in_flight_reqs", "client_output_tok_s"}
     table = timelines_table(["A"], [t])
-    assert set(table["label"]) == {"A"} and set(table["server_source"]) == {"none"}
+    assert set(table["name"]) == {"A"} and set(table["server_source"]) == {"none"}
 
 
 @pytest.mark.parametrize("metrics", [True, False], ids=["metrics", "log"])

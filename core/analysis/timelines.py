@@ -96,6 +96,11 @@ class Timeline:
         f = self.frame[self.frame["point"] == point]
         return f if series is None else f[f["series"] == series]
 
+    def downsampled(self, max_points: int = TIMELINE_MAX_POINTS) -> Timeline:
+        return Timeline(
+            self.run_id, self.source, downsample(self.frame, max_points), self.kv_capacity_tokens
+        )
+
     @property
     def has_server(self) -> bool:
         return self.source != "none" and bool((~self.frame["series"].isin(CLIENT_SERIES)).any())
@@ -467,15 +472,17 @@ def series_words(series: str) -> str:
     return SERIES.get(series, (series.replace("_", " "), ""))[0]
 
 
-def timelines_table(labels: Sequence[str], timelines: Sequence[Timeline]) -> pd.DataFrame:
-    """The downsampled series of several runs in one long table (the exports' and the
-    report's), with each run's display label."""
+def timelines_table(
+    names: Sequence[str], timelines: Sequence[Timeline], max_points: int = TIMELINE_MAX_POINTS
+) -> pd.DataFrame:
+    """The downsampled series of several runs in one long table (the exports'), each row
+    with its run's display name and where the server's side came from."""
+    cols = ["run_id", "name", "server_source", *_COLUMNS]
     frames = [
-        downsample(t.frame).assign(run_id=t.run_id, label=label, server_source=t.source)
-        for label, t in zip(labels, timelines, strict=True)
+        downsample(t.frame, max_points).assign(run_id=t.run_id, name=name, server_source=t.source)
+        for name, t in zip(names, timelines, strict=True)
         if not t.frame.empty
     ]
     if not frames:
-        return pd.DataFrame(columns=["label", "run_id", "server_source", *_COLUMNS])
-    df = pd.concat(frames, ignore_index=True)
-    return df[["label", "run_id", "server_source", *_COLUMNS]]
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+    return pd.concat(frames, ignore_index=True)[cols]
