@@ -11,7 +11,12 @@ import streamlit as st
 from core.analysis.runs import RunView
 from core.analysis.server_view import no_view_line, server_view
 from core.analysis.timelines import run_timeline
-from core.views.figures_server import no_timeline_lines, server_point_line, timeline_figure
+from core.views.figures_server import (
+    LINE_STYLES,
+    no_timeline_lines,
+    server_point_line,
+    timeline_figure,
+)
 
 
 def timelines_section(
@@ -51,13 +56,9 @@ def timelines_section(
     lines = [line for line in said if line]
     if lines:
         st.markdown("  \n".join(lines))
-    fig = timeline_figure(labels, timelines, point, baseline)
+    fig = timeline_figure(labels, timelines, point, baseline, point_label=points[point])
     if fig is None:
         st.caption(f"No server samples at {points[point]}.")
         return
     st.plotly_chart(fig, key=f"{key}-fig")
-    st.caption(
-        "Solid: the server's running requests and generation rate; dashed: queued; dotted: "
-        "the client's requests in flight and output rate. Time since the point started."
-        + (f" {caption}" if caption else "")
-    )
+    st.caption(f"{LINE_STYLES} Time since the point started." + (f" {caption}" if caption else ""))

@@ -78,7 +78,8 @@ def _text(app: AppTest) -> str:
 
 
 def _series(fig: dict[str, Any]) -> set[str]:
-    return {t["name"].rsplit(": ", 1)[1] for t in fig["data"]}
+    """The series drawn, by their words in each line's hover text (``label: series``)."""
+    return {t["hovertemplate"].split("<br>")[0].rsplit(": ", 1)[1] for t in fig["data"]}
 
 
 def test_run_page_with_metrics_draws_the_servers_view_beside_the_client(app: AppTest) -> None:
@@ -127,18 +128,18 @@ def test_compare_overlays_both_arms_in_their_colours(app: AppTest) -> None:
     assert sum("reports no server-side view" in c.value for c in page.caption) == 1
 
 
-def test_experiment_draws_every_trial_one_colour_per_arm(app: AppTest) -> None:
+def test_experiment_draws_one_run_per_arm_in_its_colour(app: AppTest) -> None:
     page = _open(app, "pages/experiment.py", experiment=H200_EXP)
     (fig,) = _timeline_figures(page)
-    arms = {t["legendgroup"].rsplit(" · ", 1)[0] for t in fig["data"]}
-    assert len(arms) == 4
-    colour_of_arm: dict[str, set[str]] = {}
+    colours: dict[str, set[str]] = {}
     for t in fig["data"]:
-        colour_of_arm.setdefault(t["legendgroup"].rsplit(" · ", 1)[0], set()).add(
-            t["line"]["color"]
-        )
-    assert all(len(c) == 1 for c in colour_of_arm.values())
-    assert len({next(iter(c)) for c in colour_of_arm.values()}) == 4
-    # the other trials faint, out of the legend
-    assert any(t["opacity"] < 1 and not t["showlegend"] for t in fig["data"])
-    assert "first trial bold, the others faint" in _text(page)
+        colours.setdefault(t["legendgroup"], set()).add(t["line"]["color"])
+    assert len(colours) == 4 and all(len(c) == 1 for c in colours.values())
+    assert len({next(iter(c)) for c in colours.values()}) == 4
+    assert sum(t["showlegend"] for t in fig["data"]) == 4  # one legend entry per arm
+    assert "at c=64" in fig["layout"]["title"]["text"]
+    assert "One run per arm: its first trial" in _text(page)
+    # graphs on ran every decode pass in graphs, graphs off none
+    text = _text(page)
+    assert text.count("decode passes in CUDA graphs 100%") == 2
+    assert text.count("decode passes in CUDA graphs 0%") == 2

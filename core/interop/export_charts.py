@@ -6,11 +6,10 @@ coloured as on the pages (``core.views.figures.arm_colours``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import plotly.graph_objects as go
 
 from core.analysis.memory import memory_headroom
+from core.analysis.points import MatchedPoint
 from core.analysis.roles import headline_point
 from core.analysis.runs import has_records, latency_samples, no_records_note
 from core.analysis.server_view import no_view_line
@@ -33,16 +32,16 @@ __all__ = ["REPORT_TIMELINE_POINTS", "figures"]
 REPORT_TIMELINE_POINTS = 120
 
 
-def _timeline(
-    sel: Selection, indices: Sequence[int | None] | None, notes: list[str]
-) -> go.Figure | None:
+def _timeline(sel: Selection, head: MatchedPoint | None, notes: list[str]) -> go.Figure | None:
     """The server's view at the headline point, every run overlaid, downsampled."""
     timelines = [run_timeline(v).downsampled(REPORT_TIMELINE_POINTS) for v in sel.views]
     notes += no_timeline_lines(sel.names, timelines, [no_view_line(v) for v in sel.views])
-    point = next((i for i in (indices or []) if i is not None), None)
-    if point is None:
+    point = next((i for i in (head.indices if head else []) if i is not None), None)
+    if head is None or point is None:
         return None
-    return timeline_figure(sel.names, timelines, point, sel.names[sel.baseline])
+    return timeline_figure(
+        sel.names, timelines, point, sel.names[sel.baseline], point_label=head.label
+    )
 
 
 def figures(sel: Selection) -> tuple[dict[str, go.Figure], list[str]]:
@@ -68,7 +67,7 @@ def figures(sel: Selection) -> tuple[dict[str, go.Figure], list[str]]:
                 notes.append(f"No TTFT distribution at {head.label}: {no_records_note(v)}")
         if series:
             figs["ttft_cdf"] = cdf_figure(series, f"TTFT (ms) at {head.label}", colours)
-    timeline = _timeline(sel, head.indices if head is not None else None, notes)
+    timeline = _timeline(sel, head, notes)
     if timeline is not None:
         figs["server_view"] = timeline
     if sel.experiment is None:

@@ -21,9 +21,19 @@ from core.analysis.server_view import ServerView
 from core.analysis.timelines import Timeline, series_words
 from core.views.figures import TEMPLATE, arm_colours
 
-__all__ = ["TIMELINE_PANELS", "no_timeline_lines", "server_point_line", "timeline_figure"]
+__all__ = [
+    "LINE_STYLES",
+    "TIMELINE_PANELS",
+    "no_timeline_lines",
+    "server_point_line",
+    "timeline_figure",
+]
 
 # panel -> (title, ((series, dash, scale), ...))
+LINE_STYLES = (
+    "Solid: the server's running requests, KV usage and generation rate; dashed: queued; "
+    "dotted: the client's requests in flight and output rate."
+)
 TIMELINE_PANELS: tuple[tuple[str, tuple[tuple[str, str, float], ...]], ...] = (
     (
         "requests",
@@ -99,6 +109,7 @@ def timeline_figure(
     point: int,
     baseline: str | None = None,
     title: str = "The server's view",
+    point_label: str | None = None,
 ) -> go.Figure | None:
     """Overlaid timelines of one point for every run that has a server-side view; None when
     none has (the page shows ``no_timeline_lines`` instead)."""
@@ -118,6 +129,7 @@ def timeline_figure(
         subplot_titles=[p[0] for p in TIMELINE_PANELS],
     )
     seen_arm: set[str] = set()
+    in_legend: set[str] = set()
     for label, t in shown:
         arm = label.rsplit(" · ", 1)[0]
         faint = arm in seen_arm  # the arm's other trials: same colour, faint, no legend
@@ -136,28 +148,31 @@ def timeline_figure(
                         line={"color": colours[label], "dash": dash, "width": 1 if faint else 2},
                         opacity=0.35 if faint else 1.0,
                         line_shape="hv" if series == "client_in_flight_reqs" else "linear",
-                        name=f"{label}: {_SHORT[series]}",
+                        # one legend entry per run (its colour); the line styles are
+                        # the same for every run, said once in the caption
+                        name=label,
                         legendgroup=label,
-                        showlegend=not faint,
+                        showlegend=not faint and label not in in_legend,
                         hovertemplate=(
-                            f"{label}<br>{series_words(series)}<br>"
+                            f"{label}: {_SHORT[series]}<br>{series_words(series)}<br>"
                             "t=%{x:.1f} s<br>%{y:.4g}<extra></extra>"
                         ),
                     ),
                     row=row,
                     col=1,
                 )
+                in_legend.add(label)
     sources = sorted({t.source for _, t in shown})
     fig.update_layout(
         title={
-            "text": f"{title} (from {' and '.join(sources)}), point {point}",
+            "text": f"{title} (from {' and '.join(sources)}) at {point_label or f'point {point}'}",
             "x": 0.01,
             "xanchor": "left",
         },
         template=TEMPLATE,
         height=640,
-        margin={"l": 60, "r": 20, "t": 70, "b": 50},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.08, "xanchor": "left", "x": 0.0},
+        margin={"l": 60, "r": 20, "t": 70, "b": 80},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.1, "xanchor": "left", "x": 0.0},
     )
     fig.update_xaxes(title_text="time since the point started (s)", row=len(TIMELINE_PANELS))
     fig.update_yaxes(rangemode="tozero")
