@@ -45,7 +45,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     [
         ("run", f"run?run={RUN}", 6),
         ("compare", f"compare?runs={BEFORE},{AFTER}", 12),
-        ("experiment", f"experiment?experiment={H200_EXP}", 48),
+        ("experiment", f"experiment?experiment={H200_EXP}", 24),
     ],
 )
 def test_the_servers_view_is_drawn(base: str, name: str, path: str, traces: int) -> None:
