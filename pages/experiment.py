@@ -38,6 +38,7 @@ from core.views.figures import (
 from pages import _story
 from pages._attribution import attribution_section
 from pages._details import details
+from pages._ledger import ledger_section
 from pages._services import bootstrap
 from pages._timelines import timelines_section
 
@@ -154,8 +155,8 @@ if still := sum(s in ACTIVE for s in drawn):
     )
 
 # --- the answer: card, verdict, and the link to the same comparison on Compare -------------
+_story.verdict(story)  # the answer first: one sentence per knob, whether it was tested
 _story.summary_card(story)
-_story.verdict(story)
 first = first_per_arm(runs)
 if story.baseline in first and len(first) > 1:
     ids = [v.run_id for v in first.values()]
@@ -211,6 +212,8 @@ timelines_section(
     key="exp_timeline_point",
     caption="One run per arm: its first trial (the other trials' runs open from the list above).",
 )
+
+ledger_section(story.ledger, colours, key="exp_ledger")
 
 st.subheader("Memory headroom per arm")
 head = memory_headroom(list(first.values()), list(first))

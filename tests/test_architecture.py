@@ -54,6 +54,8 @@ PAGES_MAY_IMPORT = frozenset(
         "core.analysis.server_view",
         "core.analysis.timelines",
         "core.views.figures_server",
+        "core.analysis.ledger",
+        "core.views.figures_ledger",
     }
 )
 

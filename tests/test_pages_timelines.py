@@ -143,3 +143,37 @@ def test_experiment_draws_one_run_per_arm_in_its_colour(app: AppTest) -> None:
     text = _text(page)
     assert text.count("decode passes in CUDA graphs 100%") == 2
     assert text.count("decode passes in CUDA graphs 0%") == 2
+
+
+def _ledger_bars(app: AppTest) -> list[str]:
+    figs = [json.loads(c.proto.spec) for c in app.get("plotly_chart")]
+    (fig,) = [f for f in figs if "memory ledger" in str(f["layout"].get("title", {}).get("text"))]
+    return sorted({y for t in fig["data"] for y in t["y"]})
+
+
+def test_the_answer_comes_first_and_the_ledger_has_a_bar_per_arm(app: AppTest) -> None:
+    """The seed pair (graphs off + 0.85 vs graphs on + 0.92) on Compare and the H200 2x2 on
+    Experiment: the verdict, first, says the memory fraction was not tested by this
+    workload; the ledger draws one bar per arm."""
+    before, after = "20261201-000311-8d8413", "20261201-000511-eb5799"
+    for page, arms in (
+        (_open(app, "pages/compare.py", runs=f"{before},{after}"), 2),
+        (
+            _open(
+                AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
+                "pages/experiment.py",
+                experiment=H200_EXP,
+            ),
+            4,
+        ),
+    ):
+        heads = [h.value for h in page.subheader]
+        assert heads.index("Verdict") < heads.index("Summary")
+        first = next(m.value for m in page.markdown if "mem_fraction_static" in m.value)
+        assert "not tested by this workload" in first
+        assert "The server's view over time" in heads and "Memory ledger" in heads
+        assert len(_ledger_bars(page)) == arms
+
+
+def test_run_page_ledger(app: AppTest) -> None:
+    assert len(_ledger_bars(_open(app, "pages/run.py", run=SGLANG))) == 1

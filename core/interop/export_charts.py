@@ -1,13 +1,15 @@
 """The charts of a selection (``core.interop.selection``) for the HTML report and the PNG export:
 throughput, TTFT and ITL against concurrency, the TTFT CDF at the headline point
 (``core.analysis.roles.headline_point``, the same point the pages headline), the server's
-view over time at that point (downsampled) and the memory headroom; every run named and
+view over time at that point (downsampled), the memory ledger (one bar per arm) and the
+memory headroom; every run named and
 coloured as on the pages (``core.views.figures.arm_colours``)."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from core.analysis.ledger import run_ledger
 from core.analysis.memory import memory_headroom
 from core.analysis.points import MatchedPoint
 from core.analysis.roles import headline_point
@@ -23,6 +25,7 @@ from core.views.figures import (
     memory_headroom_figure,
     metric_vs_concurrency,
 )
+from core.views.figures_ledger import ledger_figure
 from core.views.figures_server import no_timeline_lines, timeline_figure
 
 __all__ = ["REPORT_TIMELINE_POINTS", "figures"]
@@ -70,6 +73,12 @@ def figures(sel: Selection) -> tuple[dict[str, go.Figure], list[str]]:
     timeline = _timeline(sel, head, notes)
     if timeline is not None:
         figs["server_view"] = timeline
+    if sel.story is not None and sel.story.ledger:  # one bar per arm, as on the pages
+        figs["memory_ledger"] = ledger_figure(
+            sel.story.ledger, arm_colours(sel.story.arms, sel.story.baseline)
+        )
+    elif len(views) == 1 and not views[0].imported:
+        figs["memory_ledger"] = ledger_figure({names[0]: run_ledger(views[0])}, colours)
     if sel.experiment is None:
         figs["memory_headroom"] = memory_headroom_figure(memory_headroom(views, names))
     else:  # one run per arm, named by its arm
