@@ -30,7 +30,9 @@ from pages import _story
 from pages._details import details
 from pages._explain import explain_block
 from pages._export import export_buttons
+from pages._ledger import ledger_section
 from pages._services import bootstrap
+from pages._timelines import timelines_section
 
 settings, _worker = bootstrap()
 folders, unknown = find_runs(settings.runs_dir, st.query_params.get("runs", "").split(","))
@@ -71,8 +73,8 @@ if any(s != "succeeded" for s in states.values()):
     st.info("Not every run succeeded: " + ", ".join(f"{k}: {s}" for k, s in states.items()))
 
 # --- the answer ------------------------------------------------------------------------------
+_story.verdict(story)  # the answer first: one sentence per knob, whether it was tested
 _story.summary_card(story)
-_story.verdict(story)
 knobs = knob_fields(views)
 extra = confounders(views)
 if extra:
@@ -188,6 +190,10 @@ if labels:
         series[name] = latency_samples(f, match[0], metric) if match else []
     if series:
         st.plotly_chart(cdf_figure(series, f"{metric.upper()} (ms) at {point}", colours))
+
+timelines_section(names, views, names[baseline], key="cmp_timeline_point")
+
+ledger_section(story.ledger, colours, key="cmp_ledger")
 
 st.subheader("Memory headroom")
 mem = memory_headroom(views, names)

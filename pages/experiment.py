@@ -38,7 +38,9 @@ from core.views.figures import (
 from pages import _story
 from pages._attribution import attribution_section
 from pages._details import details
+from pages._ledger import ledger_section
 from pages._services import bootstrap
+from pages._timelines import timelines_section
 
 ACTIVE = ("queued", "running")
 
@@ -153,8 +155,8 @@ if still := sum(s in ACTIVE for s in drawn):
     )
 
 # --- the answer: card, verdict, and the link to the same comparison on Compare -------------
+_story.verdict(story)  # the answer first: one sentence per knob, whether it was tested
 _story.summary_card(story)
-_story.verdict(story)
 first = first_per_arm(runs)
 if story.baseline in first and len(first) > 1:
     ids = [v.run_id for v in first.values()]
@@ -201,6 +203,17 @@ st.plotly_chart(arm_bands_figure(table, metric, colours))
 
 gpus = max((r.view.spec.get("server", {}).get("tp_size") or 1) for r in runs)
 st.plotly_chart(frontier_figure(frontier(table, gpus), gpus, colours))
+
+# one run per arm (its first trial): twelve overlaid runs read as noise
+timelines_section(
+    list(first),
+    list(first.values()),
+    story.baseline,
+    key="exp_timeline_point",
+    caption="One run per arm: its first trial (the other trials' runs open from the list above).",
+)
+
+ledger_section(story.ledger, colours, key="exp_ledger")
 
 st.subheader("Memory headroom per arm")
 head = memory_headroom(list(first.values()), list(first))

@@ -7,17 +7,20 @@ import json
 import pandas as pd
 import streamlit as st
 
+from core.analysis.ledger import run_ledger
 from core.analysis.runs import has_records, latency_samples, load_run, no_records_note
 from core.executors.queue import cancel
 from core.metrics import DEFINITION, caveat_lines, point_cancelled, point_caveats, point_error_rate
 from core.run_folder import RunFolder, find_runs
-from core.views.figures import cdf_figure, gpu_memory_figure
+from core.views.figures import arm_colours, cdf_figure, gpu_memory_figure
 from core.views.report import node_line, step_rows
 from core.views.runs_table import LIVE_STATES, is_demo_run
 from pages._auth import can_launch
 from pages._details import details
 from pages._export import export_buttons
+from pages._ledger import ledger_section
 from pages._services import bootstrap
+from pages._timelines import timelines_section
 
 settings, _worker = bootstrap()
 run_id = st.query_params.get("run", "")
@@ -230,6 +233,9 @@ if view.points:
         )
     else:
         st.info(no_records_note(view), icon=":material/info:")
+timelines_section([run_id], [view], None, key="run_timeline_point")
+if not view.imported:
+    ledger_section({run_id: run_ledger(view)}, arm_colours([run_id]), key="run_ledger")
 st.subheader("GPU memory over time")
 if view.imported:
     st.info("No GPU memory samples: this run was imported, not measured by ServeLab.")

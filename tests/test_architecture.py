@@ -51,6 +51,11 @@ PAGES_MAY_IMPORT = frozenset(
         "core.store",
         "core.analysis.card",
         "core.interop.transfer",
+        "core.analysis.server_view",
+        "core.analysis.timelines",
+        "core.views.figures_server",
+        "core.analysis.ledger",
+        "core.views.figures_ledger",
     }
 )
 

@@ -74,7 +74,8 @@ def test_explain_button_queues_the_factorial_over_exactly_the_differing_knobs(
         page.screenshot(path=str(ARTIFACTS / "explain-00-compare-top.png"))
         button = page.get_by_role("button", name="Explain this difference")
         button.wait_for(timeout=60_000)
-        block = page.get_by_text("differs from").first
+        # the explain block's sentence (the verdict above also says "differs from")
+        block = page.get_by_text(f"{AFTER} differs from {BEFORE}").first
         text = block.inner_text()
         assert "server.cuda_graphs" in text and "server.mem_fraction_static" in text, text
         assert "2 knobs" in text, text

@@ -171,7 +171,15 @@ def test_csv_and_parquet_exports(lab: Lab, tmp_path: Path) -> None:
         files = {Path(f).name.split("-")[-1]: Path(f) for f in json.loads(out.stdout)["files"]}
         assert set(files) == {
             f"{n}.{fmt}"
-            for n in ("summaries", "records", "config", "deltas", "config_diff", "summary_card")
+            for n in (
+                "summaries",
+                "records",
+                "config",
+                "deltas",
+                "config_diff",
+                "summary_card",
+                "timelines",
+            )
         }
         read = pd.read_csv if fmt == "csv" else (lambda p: pq.read_table(p).to_pandas())
         summ = read(files[f"summaries.{fmt}"])
@@ -186,6 +194,13 @@ def test_csv_and_parquet_exports(lab: Lab, tmp_path: Path) -> None:
         assert recs["ttft_ms"].notna().all()
         deltas = read(files[f"deltas.{fmt}"])
         assert f"verdict_{lab.imported}" in deltas.columns
+        # the server's view beside the client's, per run and point (the import has none)
+        lines = read(files[f"timelines.{fmt}"])
+        assert set(lines["run_id"]) == {lab.launched}
+        assert set(lines["server_source"]) == {"metrics"} and set(lines["point"]) == {0, 1}
+        assert {"running_reqs", "kv_usage", "client_in_flight_reqs"} <= set(lines["series"])
+        at_c4 = lines[(lines["point"] == 1) & (lines["series"] == "client_in_flight_reqs")]
+        assert at_c4["value"].max() == 4
 
 
 def test_experiment_export_carries_arm_and_trial(lab: Lab, tmp_path: Path) -> None:
@@ -263,6 +278,9 @@ def test_html_report_opens_offline_with_its_charts_drawn(lab: Lab, tmp_path: Pat
         assert "no per-request records" in body and "Provenance" in body
         assert "sglang.launch_server" in body  # the launched run's command
         assert "h200-sweep.jsonl" in body  # the imported run's source
+        # the server's view at the headline point; the import says in one line it has none
+        assert page.locator("div.chart[data-chart='server_view'] .scatterlayer").count() >= 1
+        assert "imported from a file: the tool's summaries only" in body
         assert [u for u in requests if not u.startswith(("file:", "data:", "about:"))] == []
         (REPO / "test-artifacts").mkdir(exist_ok=True)
         page.screenshot(path=str(REPO / "test-artifacts" / "export-report.png"), full_page=True)

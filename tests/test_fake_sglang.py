@@ -724,3 +724,61 @@ def test_child_survives_sigkill_of_parent_but_not_killpg(tmp_path: Path) -> None
         while _alive(kid) and time.monotonic() < deadline:
             time.sleep(0.02)
         assert not _alive(kid)
+
+
+def test_metrics_and_scheduler_lines_follow_the_requests_in_flight(tmp_path: Path) -> None:
+    """With --max-running-requests 2 and 5 requests at once: 2 run, 3 wait, in /metrics
+    (0.5.17's names and labels) and in the Decode lines, which core.scheduler_log reads."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from core.scheduler_log import parse_scheduler_lines
+
+    env = {"FAKE_SGLANG_ITL_MS": "20"}
+    with launch(
+        tmp_path, "--enable-metrics", "--max-running-requests", "2",
+        "--decode-log-interval", "5", env=env,
+    ) as f:  # fmt: skip
+
+        def one() -> None:
+            httpx.post(f.base + "/v1/chat/completions", json=_chat(40), timeout=30)
+
+        threads = [threading.Thread(target=one) for _ in range(5)]
+        for t in threads:
+            t.start()
+        seen: dict[str, float] = {}
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and seen.get("sglang:num_queue_reqs") != 3:
+            fams = text_string_to_metric_families(httpx.get(f.base + "/metrics").text)
+            seen = {s.name: s.value for fam in fams for s in fam.samples if "mode" not in s.labels}
+        assert seen["sglang:num_queue_reqs"] == 3 and seen["sglang:num_running_reqs"] == 2
+        for t in threads:
+            t.join(timeout=30)
+        fams = list(text_string_to_metric_families(httpx.get(f.base + "/metrics").text))
+        passes = {
+            s.labels["mode"]: s.value
+            for fam in fams
+            for s in fam.samples
+            if s.name == "sglang:cuda_graph_passes_total"
+        }
+        assert passes["decode_cuda_graph"] > 0 and "decode_none" not in passes
+        assert sum(n for m, n in passes.items() if m.startswith("prefill_")) >= 5
+        labels = next(
+            s.labels for fam in fams for s in fam.samples if s.name == "sglang:num_used_tokens"
+        )
+        assert {"engine_type", "model_name", "tp_rank", "pp_rank"} <= set(labels)
+        names = {s.name for fam in fams for s in fam.samples}
+        assert {"sglang:num_retracted_reqs", "sglang:token_usage", "sglang:gen_throughput"} <= (
+            names
+        )
+        lines = parse_scheduler_lines(f.log())
+    decode = [r for r in lines if r["kind"] == "decode"]
+    assert max(r["running_req"] for r in decode) == 2
+    assert max(r["queue_req"] for r in lines) == 3
+    assert all(r["graph"] for r in decode) and all("ts" in r for r in decode)
+
+
+def test_no_enable_metrics_means_no_metrics(tmp_path: Path) -> None:
+    with launch(tmp_path) as f:
+        assert httpx.get(f.base + "/metrics").status_code == 404
+        httpx.post(f.base + "/v1/chat/completions", json=_chat(60), timeout=10)
+        assert "Decode batch, #running-req: 1" in f.log()

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from core.analysis.runs import RunView
+from core.analysis.timelines import kv_capacity_tokens, log_lines_by_point
 from core.scheduler_log import parse_scheduler_lines
 
 __all__ = ["ServerView", "no_view_line", "server_view"]
@@ -50,26 +50,31 @@ class ServerView:
 
 def no_view_line(view: RunView) -> str:
     """The one line shown instead of empty charts for an engine that reports none of this."""
+    if view.imported:
+        return "imported from a file: the tool's summaries only, no server-side view."
     engine = (view.spec.get("server") or {}).get("engine") or "this engine"
     return f"{engine} reports no server-side view (no /metrics, no scheduler lines)."
 
 
-def server_view(view: RunView) -> ServerView:
+def server_view(view: RunView, point: int | None = None) -> ServerView:
+    """Over the whole run's points, or over one point's (``point``: its index)."""
     if view.path is None:
         return ServerView("none")
-    kv_capacity = _number(view.facts.get("max_total_num_tokens")) or _number(
-        view.facts.get("kv_cache_tokens")
-    )
+    kv_capacity = kv_capacity_tokens(view)
     file = view.path / "samples.parquet"
     if file.is_file():
         stat = file.stat()
-        got = _from_metrics(str(file), stat.st_mtime_ns, stat.st_size, kv_capacity)
+        got = _from_metrics(str(file), stat.st_mtime_ns, stat.st_size, kv_capacity, point)
         if got is not None:
             return got
     log = view.path / "server.log"
-    if log.is_file():
-        return _from_log(log, kv_capacity)
-    return ServerView("none")
+    if not log.is_file():
+        return ServerView("none")
+    if point is None:
+        return _from_log(parse_scheduler_lines(log.read_text(errors="replace")), kv_capacity)
+    # one point's lines: placed on the run's clock (core.analysis.timelines)
+    lines = [r for _, r in log_lines_by_point(view).get(point, [])]
+    return _from_log(lines, kv_capacity)
 
 
 def _number(x: Any) -> float | None:
@@ -78,7 +83,7 @@ def _number(x: Any) -> float | None:
 
 @lru_cache(maxsize=128)
 def _from_metrics(
-    file: str, _mtime_ns: int, _size: int, kv_capacity: float | None
+    file: str, _mtime_ns: int, _size: int, kv_capacity: float | None, point: int | None = None
 ) -> ServerView | None:
     try:
         df = pd.read_parquet(file)
@@ -89,6 +94,10 @@ def _from_metrics(
     m = df[(df["source"] == "metrics") & (df["point"].fillna(-1) >= 0)]
     if m.empty:
         return None
+    if point is not None:
+        m = m[m["point"] == point]
+        if m.empty:
+            return ServerView("metrics")
 
     def series(*names: str) -> pd.Series:
         for n in names:
@@ -112,7 +121,7 @@ def _from_metrics(
         return float((by.last() - by.first()).sum())
 
     used = series("sglang:num_used_tokens", "sglang:kv_used_tokens")
-    capacity = peak("sglang:max_total_num_tokens") or kv_capacity
+    capacity = kv_capacity
 
     def share(phase: str) -> float | None:
         graph = delta("sglang:cuda_graph_passes_total", f"mode={phase}_cuda_graph")
@@ -137,8 +146,7 @@ def _from_metrics(
     )
 
 
-def _from_log(log: Path, kv_capacity: float | None) -> ServerView:
-    lines = parse_scheduler_lines(log.read_text(errors="replace"))
+def _from_log(lines: list[dict[str, Any]], kv_capacity: float | None) -> ServerView:
     if not lines:
         return ServerView("none")
     decode = [r for r in lines if r["kind"] == "decode"]

@@ -1,16 +1,22 @@
 """The charts of a selection (``core.interop.selection``) for the HTML report and the PNG export:
 throughput, TTFT and ITL against concurrency, the TTFT CDF at the headline point
-(``core.analysis.roles.headline_point``, the same point the pages headline) and the memory
-headroom; every run named and coloured as on the pages (``core.views.figures.arm_colours``)."""
+(``core.analysis.roles.headline_point``, the same point the pages headline), the server's
+view over time at that point (downsampled), the memory ledger (one bar per arm) and the
+memory headroom; every run named and
+coloured as on the pages (``core.views.figures.arm_colours``)."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from core.analysis.ledger import run_ledger
 from core.analysis.memory import memory_headroom
+from core.analysis.points import MatchedPoint
 from core.analysis.roles import headline_point
 from core.analysis.runs import has_records, latency_samples, no_records_note
+from core.analysis.server_view import no_view_line
 from core.analysis.stats import RunOfArm, first_per_arm
+from core.analysis.timelines import run_timeline
 from core.interop.selection import Selection
 from core.run_folder import RunFolder
 from core.views.figures import (
@@ -19,8 +25,26 @@ from core.views.figures import (
     memory_headroom_figure,
     metric_vs_concurrency,
 )
+from core.views.figures_ledger import ledger_figure
+from core.views.figures_server import no_timeline_lines, timeline_figure
 
-__all__ = ["figures"]
+__all__ = ["REPORT_TIMELINE_POINTS", "figures"]
+
+# The report's timelines: this many points per series at most (a report of a 12-run
+# experiment stays a few hundred KB over plotly.js).
+REPORT_TIMELINE_POINTS = 120
+
+
+def _timeline(sel: Selection, head: MatchedPoint | None, notes: list[str]) -> go.Figure | None:
+    """The server's view at the headline point, every run overlaid, downsampled."""
+    timelines = [run_timeline(v).downsampled(REPORT_TIMELINE_POINTS) for v in sel.views]
+    notes += no_timeline_lines(sel.names, timelines, [no_view_line(v) for v in sel.views])
+    point = next((i for i in (head.indices if head else []) if i is not None), None)
+    if head is None or point is None:
+        return None
+    return timeline_figure(
+        sel.names, timelines, point, sel.names[sel.baseline], point_label=head.label
+    )
 
 
 def figures(sel: Selection) -> tuple[dict[str, go.Figure], list[str]]:
@@ -46,6 +70,15 @@ def figures(sel: Selection) -> tuple[dict[str, go.Figure], list[str]]:
                 notes.append(f"No TTFT distribution at {head.label}: {no_records_note(v)}")
         if series:
             figs["ttft_cdf"] = cdf_figure(series, f"TTFT (ms) at {head.label}", colours)
+    timeline = _timeline(sel, head, notes)
+    if timeline is not None:
+        figs["server_view"] = timeline
+    if sel.story is not None and sel.story.ledger:  # one bar per arm, as on the pages
+        figs["memory_ledger"] = ledger_figure(
+            sel.story.ledger, arm_colours(sel.story.arms, sel.story.baseline)
+        )
+    elif len(views) == 1 and not views[0].imported:
+        figs["memory_ledger"] = ledger_figure({names[0]: run_ledger(views[0])}, colours)
     if sel.experiment is None:
         figs["memory_headroom"] = memory_headroom_figure(memory_headroom(views, names))
     else:  # one run per arm, named by its arm

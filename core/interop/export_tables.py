@@ -3,8 +3,9 @@ run and point, ServeLab's metric names, imported runs with their origin and ``un
 list), ``records`` (every per-request record, with ``run_id``/``point_index`` and TTFT/E2E
 in ms), ``config`` (every compared field per run), and for two or more runs ``deltas``,
 ``config_diff`` and ``summary_card`` (the card the pages show); for an experiment
-``arm_stats``. Tables are keyed by run id (machine-readable); ``summaries`` also carries
-each run's display ``name``.
+``arm_stats``; ``timelines`` (the server's and the client's series per run and point,
+downsampled: ``core.analysis.timelines``). Tables are keyed by run id (machine-readable);
+``summaries`` also carries each run's display ``name``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from core.analysis.card import card_frame
 from core.analysis.diff import config_diff, flatten_config
 from core.analysis.points import metric_deltas
 from core.analysis.runs import has_records
+from core.analysis.timelines import run_timeline, timelines_table
 from core.errors import ConfigError
 from core.interop.selection import Selection, origin_of
 from core.metrics import point_cancelled, point_caveats, point_error_rate, rate_value
@@ -204,6 +206,8 @@ def _frames(sel: Selection) -> dict[str, Any]:
         frames["arm_stats"] = stats
     if (effects := effects_of(sel)) is not None:
         frames["effects"] = effects[1]
+    # the server's view and the client's over time, downsampled (core.analysis.timelines)
+    frames["timelines"] = timelines_table(sel.names, [run_timeline(v) for v in sel.views])
     return frames
 
 

@@ -276,6 +276,9 @@ def _run_point(
         )
 
     started_at = utc_now()
+    # where this point starts on the samples' clock, so the server's series and this
+    # point's records line up (core.analysis.timelines)
+    started_run_s = round(time.perf_counter() - sampler.t0, 4)
     records, health = gen.run(opts, prompts, on_done)
     _retokenize(tok, records)
     # The slots a steady state fills: the cap, or every request sent at once.
@@ -292,6 +295,7 @@ def _run_point(
             "label": point.label,
             "point": point.model_dump(mode="json"),
             "started_at": started_at,
+            "started_run_s": started_run_s,
             "prompts_digest": prompts_digest(prompts[: len(records)]),
             "workload": built.summary(),
             "requests_planned": {"at_least": low, "at_most": high, "prepared": budget},

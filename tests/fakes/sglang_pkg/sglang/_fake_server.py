@@ -18,6 +18,12 @@ What it imitates (reference/sglang-interface.md §1, §2, §3, §5):
   ``/model_info`` (+ ``/get_model_info``), ``/server_info`` (+ ``/get_server_info``),
   ``/flush_cache``, ``/metrics`` (only with ``--enable-metrics``), ``POST /v1/chat/completions``,
   ``POST /v1/completions`` and ``POST /generate`` (streaming and not);
+* the scheduler: at most ``--max-running-requests`` run at once, the rest wait (their TTFT
+  counts from admission); ``Prefill batch``/``Decode batch`` lines and ``/metrics``
+  (0.5.17's names and labels: ``num_running_reqs``, ``num_queue_reqs``, ``num_used_tokens``,
+  ``token_usage``, ``gen_throughput``, ``num_retracted_reqs``,
+  ``cuda_graph_passes_total{mode=decode_cuda_graph|decode_none|prefill_...}``, one decode
+  pass per ITL) follow the requests actually in flight;
 * SIGTERM/SIGINT: ``Gracefully exiting...``, then exit 0 within about 1 s.
 
 Simulated numbers: an H200 with 139.81 GB; weights 0.98 GB (divided by tp);
@@ -58,6 +64,9 @@ Environment variables:
     ``30-v0517-*``): the decode batch sizes on the capture *begin* line only, an ``Engine
     startup timings (s):`` line, and a ``/server_info`` whose ``internal_states`` lack
     ``decode_cuda_graph_bs`` (``world_size`` null, ``version`` 0.5.17).
+``FAKE_SGLANG_NO_METRICS`` (unset)
+    ``1``: ``/metrics`` answers 404 as if ``--enable-metrics`` were not given (ServeLab always
+    passes it), so the server's view must come from the scheduler lines of its log.
 ``FAKE_SGLANG_EOS_AFTER`` (unset)
     stop after this many tokens when the request does not set ``ignore_eos``.
 ``FAKE_SGLANG_SPAWN_CHILD`` (unset/0)
@@ -210,10 +219,11 @@ def sse(payload: str) -> bytes:
 class Active:
     """A request in flight (read by the decode reporter and /metrics)."""
 
-    __slots__ = ("generated", "plan", "prompt_tokens", "rid")
+    __slots__ = ("admitted_at", "generated", "plan", "prompt_tokens", "rid")
 
     def __init__(self, rid: str, prompt_tokens: int) -> None:
         self.rid = rid
+        self.admitted_at = 0.0
         self.prompt_tokens = prompt_tokens
         self.generated = 0
         # (first deadline, ITL, tokens) of a non-streamed request, whose progress is computed
@@ -256,12 +266,20 @@ class State:
         self.eos_after = int(eos) if eos.isdigit() else None
         self.faults = parse_faults(os.environ.get("FAKE_SGLANG_FAULT", ""))
         self.like_0517 = os.environ.get("FAKE_SGLANG_LIKE", "").strip() == "0.5.17"
+        # as if launched without --enable-metrics, whatever its argv says
+        self.no_metrics = os.environ.get("FAKE_SGLANG_NO_METRICS", "") in ("1", "true")
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.up = False
         self.exiting = False
         self.seq = 0
         self.active: dict[str, Active] = {}
+        # requests past --max-running-requests wait here for a slot, as in SGLang's
+        # waiting queue (#queue-req, sglang:num_queue_reqs)
+        self.queued = 0
+        self.slot_free = threading.Condition(self.lock)
+        # forward passes by mode, as sglang:cuda_graph_passes_total{mode=...} counts them
+        self.passes: dict[str, float] = {}
         self.gen_done = 0
         self.prompt_total = 0
         self.requests_total = 0
@@ -369,10 +387,19 @@ class State:
             return self.seq
 
     def begin(self, prompt_tokens: int) -> Active:
+        """Admit a request (waiting while --max-running-requests are running) and log its
+        prefill batch; ``admitted_at`` is when its prefill started."""
         req = Active(uuid.uuid4().hex, prompt_tokens)
         with self.lock:
+            if len(self.active) >= self.cfg.max_running_requests:
+                self.queued += 1
+                while len(self.active) >= self.cfg.max_running_requests and not self.stop.is_set():
+                    self.slot_free.wait(0.5)
+                self.queued -= 1
+            queued = self.queued
             running = len(self.active)
             now = perf()
+            req.admitted_at = now
             used = sum(r.prompt_tokens + r.progress(now) for r in self.active.values())
             self.active[req.rid] = req
             self.requests_total += 1
@@ -380,10 +407,11 @@ class State:
             thr = prompt_tokens / max(now - self.last_prefill_t, 1e-3)
             self.last_prefill_t = now
         cg = self.cfg.prefill.enabled and prompt_tokens <= self.cfg.prefill.max_bs
+        self.count_passes("prefill_cuda_graph" if cg else "prefill_none", 1)
         usage = used / max(self.cfg.max_total_num_tokens, 1)
         self.log.sglang(
             f"Prefill batch, #new-seq: 1, #new-token: {prompt_tokens}, #cached-token: 0, "
-            f"token usage: {usage:.2f}, #running-req: {running}, #queue-req: 0, "
+            f"token usage: {usage:.2f}, #running-req: {running}, #queue-req: {queued}, "
             f"#pending-token: 0, cuda graph: {cg}, input throughput (token/s): {thr:.2f}",
             self.tag0,
         )
@@ -393,6 +421,7 @@ class State:
         now = perf()
         with self.lock:
             self.active.pop(req.rid, None)
+            self.slot_free.notify()
             self.gen_done += req.generated
             if aborted:
                 self.aborted_total += 1
@@ -402,6 +431,10 @@ class State:
                     self.itl_hist.observe((now - t_first) / (req.generated - 1), req.generated - 1)
             if not aborted:
                 self.e2e_hist.observe(now - t_start)
+
+    def count_passes(self, mode: str, n: float) -> None:
+        with self.lock:
+            self.passes[mode] = self.passes.get(mode, 0.0) + n
 
     def snapshot(self) -> tuple[int, int, int]:
         """(running requests, tokens in the KV pool, generated tokens so far)."""
@@ -1023,7 +1056,7 @@ class Handler(socketserver.BaseRequestHandler):
 
     def _metrics(self) -> None:
         st = self.state
-        if not st.cfg.args.enable_metrics:
+        if not st.cfg.args.enable_metrics or st.no_metrics:
             self._json(404, {"detail": "Not Found"})
             return
         self._send(200, render_metrics(st).encode(), "text/plain; version=0.0.4; charset=utf-8")
@@ -1126,7 +1159,8 @@ class Handler(socketserver.BaseRequestHandler):
             fmt = GenerateFormat(words, finish, prompt_tokens, t_body, cfg.args.enable_metrics)
 
         active = st.begin(prompt_tokens)
-        first_deadline = t_body + st.ttft
+        # a queued request's first token comes a TTFT after its admission
+        first_deadline = max(t_body, active.admitted_at) + st.ttft
         hang = faults.get("hang_after_tokens")
         # die_after_requests=N: the Nth request dies with the process at its first token
         die = bool(faults.get("die_after_requests")) and seq >= faults["die_after_requests"]
@@ -1241,7 +1275,20 @@ def render_metrics(st: State) -> str:
     usage = used / max(cfg.max_total_num_tokens, 1)
     mem = st.mem
     gauge("sglang:num_running_reqs", "The number of running requests.", running)
-    gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", 0)
+    with st.lock:
+        queued = st.queued
+        passes = dict(st.passes)
+    gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", queued)
+    # 0.5.17's retraction and pause gauges (the fake never runs out of KV: always 0)
+    gauge("sglang:num_retracted_reqs", "The number of retracted requests.", 0, sched + ',pid="1"')
+    gauge("sglang:num_paused_reqs", "The number of paused requests.", 0, sched + ',pid="1"')
+    if passes:
+        metric(
+            "sglang:cuda_graph_passes_total",
+            "counter",
+            "Forward passes by CUDA-graph mode.",
+            [("", f'{sched},mode="{mode}"', float(int(n))) for mode, n in sorted(passes.items())],
+        )
     gauge("sglang:num_used_tokens", "The number of used tokens.", used)
     gauge("sglang:token_usage", "The token usage.", round(usage, 6))
     gauge(
@@ -1537,11 +1584,18 @@ def decode_reporter(st: State) -> None:
         if running and st.up:
             thr = (gen - last_gen) / max(now - last_t, 1e-6)
             st.last_gen_throughput = thr
+            # a batch larger than the largest captured size runs without graphs
             cg = cfg.decode.enabled and running <= (max(cfg.captured_decode_bs or [0]))
+            # one decode pass per ITL while requests run
+            st.count_passes(
+                "decode_cuda_graph" if cg else "decode_none", (now - last_t) / max(st.itl, 1e-3)
+            )
+            with st.lock:
+                queued = st.queued
             st.log.sglang(
                 f"Decode batch, #running-req: {running}, #token: {used}, token usage: "
                 f"{used / max(cfg.max_total_num_tokens, 1):.2f}, cuda graph: {cg}, "
-                f"gen throughput (token/s): {thr:.2f}, #queue-req: 0",
+                f"gen throughput (token/s): {thr:.2f}, #queue-req: {queued}",
                 st.tag0,
             )
         last_t, last_gen = now, gen
