@@ -96,9 +96,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunFolder, Path, dict
 
 
 def _preview(spec: Path, point: int, env: dict[str, str]) -> list[dict[str, Any]]:
+    argv = ["workload", "preview", str(spec), "--point", str(point), "--json"]
     out = subprocess.run(
-        [sys.executable, "-m", "core", "workload", "preview", str(spec), "--point", str(point)]
-        + ["--json"],
+        [sys.executable, "-m", "core", *argv],
         cwd=REPO,
         env=env,
         capture_output=True,
