@@ -23,13 +23,15 @@ REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.e2e
 
 # Four requests, 50 ms apart once scaled: requests 0, 1 and 3 open with block 1 (so they share
-# its tokens), request 2 with its own block; each shorter than one 512-token block.
+# its tokens), request 2 with its own block; each shorter than one 512-token block. A fifth is
+# longer than SmolLM2's 8192-token context: the point drops it and says so.
 TRACE = [
     {"timestamp": 0, "input_length": 40, "output_length": 6, "hash_ids": [1, 2]},
     {"timestamp": 500, "input_length": 60, "output_length": 6, "hash_ids": [1, 3]},
     {"timestamp": 1000, "input_length": 30, "output_length": 6, "hash_ids": [4]},
     {"timestamp": 1500, "input_length": 50, "output_length": 6, "hash_ids": [1, 2]},
 ]
+TOO_LONG = {"timestamp": 1800, "input_length": 9000, "output_length": 6, "hash_ids": [5]}
 TURN_OUT = 16  # more than the chat template adds per message pair, so the answer shows
 
 
@@ -42,7 +44,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunFolder, Path, dict
     (data / "models").mkdir(parents=True)
     (data / "models" / model_dir.name).symlink_to(model_dir)
     trace = tmp / "trace.jsonl"
-    trace.write_text("".join(json.dumps(r) + "\n" for r in TRACE))
+    trace.write_text("".join(json.dumps(r) + "\n" for r in [*TRACE, TOO_LONG]))
     spec = {
         "server": {"engine": "transformers"},
         "plan": {
@@ -51,8 +53,13 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunFolder, Path, dict
             "probe": None,
             "points": [
                 {
-                    "num_prompts": 4,
-                    "workload": {"kind": "trace", "trace": str(trace), "time_scale": 0.1},
+                    "num_prompts": 5,
+                    "workload": {
+                        "kind": "trace",
+                        "trace": str(trace),
+                        "time_scale": 0.1,
+                        "over_context": "drop",
+                    },
                 },
                 {
                     "concurrency": 2,
@@ -129,6 +136,8 @@ def test_a_trace_point_sends_its_lengths_at_its_scaled_timestamps(
     assert [p["shared_prefix_tokens"] for p in preview] == [0, 40, 0, 50]
     summary = folder.read("points/000/summary.json")
     assert summary["workload"]["trace_arrivals"] is True
+    assert summary["workload"]["dropped_over_context"] == 1
+    assert summary["label"].endswith("(1 dropped over the 8192-token context)")
     assert summary["point"]["concurrency"] is None  # open loop: no cap was set
     assert "scheduled_sends" in summary["client"] and summary["client"]["scheduled_sends"] == 4
 

@@ -347,10 +347,12 @@ def request_lengths(point: Point, n: int | None = None) -> list[tuple[str, int, 
 
 def context_refusal(point: Point, context_tokens: int | None) -> ConfigError | None:
     """The error the point's requests get at run time for exceeding the model's context
-    with over_context="error" (None when they fit, or drop/clip was chosen)."""
+    with over_context="error" (None when they fit, or drop/clip was chosen). Reads the
+    point's trace whatever the context: an unreadable trace raises its ConfigError now."""
+    lengths = request_lengths(point)
     if context_tokens is None or point.workload.over_context != "error":
         return None
-    for where, lin, lout in request_lengths(point):
+    for where, lin, lout in lengths:
         try:
             _fit(point.workload, context_tokens, lin, lout, where)
         except ConfigError as exc:
