@@ -279,6 +279,15 @@ class Point(_Frozen):
         return data
 
     @property
+    def warmup_slots(self) -> int:
+        """The requests this point may have in flight at once, as the warm-up sizes itself:
+        its cap; every prompt when they go at once; for a trace sent by its timestamps one
+        (its peak is the trace's, not num_prompts: a 5,000-request window is no warm-up)."""
+        if self.concurrency is not None:
+            return self.concurrency
+        return 1 if self.trace_timestamps else self.num_prompts
+
+    @property
     def trace_timestamps(self) -> bool:
         """Requests go out at the trace's own arrival times (not the cap and rate)."""
         return self.workload.kind == "trace" and self.workload.arrivals == "timestamps"
@@ -420,7 +429,7 @@ class BenchmarkPlan(_Frozen):
     def effective_warmup(self) -> int:
         if self.warmup_requests is not None:
             return self.warmup_requests
-        return max((p.concurrency or p.num_prompts) for p in self.points)
+        return max(p.warmup_slots for p in self.points)
 
 
 class Placement(_Frozen):

@@ -485,6 +485,8 @@ def execute_run(
                     folder.write("launch.json", launch)
         gen = LoadGenerator(
             plan.base_url,
+            # enough connections for every request a point may have in flight (an open-loop
+            # trace: all of its window)
             max(p.concurrency or p.num_prompts for p in bench.points),
             bench.request_timeout_s,
             headers=run.headers,
@@ -509,7 +511,7 @@ def execute_run(
                 wopts = LoadOptions(
                     base_url=plan.base_url,
                     model=model,
-                    concurrency=max(p.concurrency or p.num_prompts for p in bench.points),
+                    concurrency=max(p.warmup_slots for p in bench.points),
                     request_rate=float("inf"),
                     seed=bench.seed,
                     exact_length_body=exact_body,
