@@ -369,6 +369,10 @@ def spec_from_args(args: argparse.Namespace, here: Settings | None = None) -> Ru
         with contextlib.suppress(ValidationError):  # a bad server field is reported above
             server_cfg = ServerConfig.model_validate(server)
             problems = {**engine_problems([server_cfg], here), **problems}
+    if spec is not None and here is not None:  # the context check the run would make, now
+        from core.engines import context_problems
+
+        problems = {**context_problems(spec, here.models_dir), **problems}
     if problems or spec is None:
         raise FieldErrors(problems)
     return spec
@@ -710,14 +714,9 @@ def _cmd_workload(args: argparse.Namespace) -> int:
     if args.over_context:
         wl = point.workload.model_copy(update={"over_context": args.over_context})
         point = point.model_copy(update={"workload": wl})
-    from core.config import DEFAULT_MODEL
-    from core.engines.model_setup import DEFAULT_MODEL_FOLDER
+    from core.engines.model_setup import model_folder
 
-    models_dir = load_settings().models_dir
-    if not model or model == DEFAULT_MODEL:
-        folder = models_dir / DEFAULT_MODEL_FOLDER  # the bundled default, as the engine serves it
-    else:
-        folder = Path(model) if Path(model).exists() else models_dir / model
+    folder = model_folder(model, load_settings().models_dir)  # as the engine serves it
     tok = load_tokenizer(str(folder))
     n = args.limit or point.num_prompts
     built = build_workload(tok, point, n, seed, model_context_tokens(folder))

@@ -177,7 +177,7 @@ class ServerConfig(_Frozen):
         return self
 
 
-WorkloadKind = Literal["fixed", "uniform", "trace_lengths", "trace", "shared_prefix"]
+WorkloadKind = Literal["fixed", "uniform", "trace_lengths", "trace", "shared_prefix", "multi_turn"]
 
 
 class Workload(_Frozen):
@@ -205,6 +205,19 @@ class Workload(_Frozen):
     prompts_per_group: int = Field(4, ge=1, le=10_000)
     system_prompt_len: int = Field(256, ge=1, le=1_000_000, description="shared prefix tokens")
     question_len: int = Field(32, ge=1, le=1_000_000, description="tokens after the prefix")
+    # multi_turn: each turn's prompt is the conversation so far, the server's real answers
+    # included; the user turns are seeded (the same in every arm), the answers are not.
+    sessions: int = Field(4, ge=1, le=10_000, description="multi_turn: conversations")
+    turns: int = Field(3, ge=1, le=1000, description="multi_turn: user turns per session")
+    think_time_s: float = Field(
+        0.0, ge=0, le=3600, description="multi_turn: wait between an answer and the next turn"
+    )
+    first_turn_len: int = Field(
+        64, ge=1, le=1_000_000, description="multi_turn: the first user turn's tokens"
+    )
+    turn_len: int = Field(
+        32, ge=1, le=1_000_000, description="multi_turn: each later user turn's tokens"
+    )
 
     @model_validator(mode="after")
     def _trace_given(self) -> Workload:
@@ -223,6 +236,15 @@ class Workload(_Frozen):
                 f" prefix {self.groups}x{self.prompts_per_group}"
                 f" sys={self.system_prompt_len} q={self.question_len}"
             )
+        if self.kind == "multi_turn":
+            think = f" think={self.think_time_s:g}s" if self.think_time_s else ""
+            return (
+                f" sessions {self.sessions}x{self.turns}"
+                f" first={self.first_turn_len} turn={self.turn_len}{think}"
+            )
+        if self.kind == "trace" and self.arrivals == "timestamps":
+            scale = f" x{self.time_scale:g}" if self.time_scale != 1 else ""
+            return f" trace={Path(self.trace or '').name} timestamps{scale}"
         return f" {self.kind}={Path(self.trace or '').name}"
 
 
@@ -239,6 +261,36 @@ class Point(_Frozen):
     input_len: int = Field(32, ge=1, le=1_000_000, description="prompt tokens")
     output_len: int = Field(32, ge=1, le=1_000_000, description="output tokens requested")
     workload: Workload = Workload()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _open_loop_trace(cls, data: Any) -> Any:
+        """A trace sent by its timestamps is open loop: no cap unless the point sets one
+        (the default cap of 1 would turn the trace's arrivals into a queue of one)."""
+        if isinstance(data, dict) and "concurrency" not in data:
+            w = data.get("workload")
+            kind, arrivals = (
+                (w.get("kind"), w.get("arrivals", "timestamps"))
+                if isinstance(w, dict)
+                else (getattr(w, "kind", None), getattr(w, "arrivals", None))
+            )
+            if kind == "trace" and arrivals == "timestamps":
+                return {**data, "concurrency": None}
+        return data
+
+    @property
+    def warmup_slots(self) -> int:
+        """The requests this point may have in flight at once, as the warm-up sizes itself:
+        its cap; every prompt when they go at once; for a trace sent by its timestamps one
+        (its peak is the trace's, not num_prompts: a 5,000-request window is no warm-up)."""
+        if self.concurrency is not None:
+            return self.concurrency
+        return 1 if self.trace_timestamps else self.num_prompts
+
+    @property
+    def trace_timestamps(self) -> bool:
+        """Requests go out at the trace's own arrival times (not the cap and rate)."""
+        return self.workload.kind == "trace" and self.workload.arrivals == "timestamps"
 
     @property
     def label(self) -> str:
@@ -377,7 +429,7 @@ class BenchmarkPlan(_Frozen):
     def effective_warmup(self) -> int:
         if self.warmup_requests is not None:
             return self.warmup_requests
-        return max((p.concurrency or p.num_prompts) for p in self.points)
+        return max(p.warmup_slots for p in self.points)
 
 
 class Placement(_Frozen):

@@ -330,6 +330,7 @@ CAVEAT_KINDS = (
     "load generator saturated",
     "client timestamps late",
     "not steady state",
+    "requests sent late",
 )
 # What each kind means for the numbers, as the Run page and the CLI say it.
 CAVEAT_MEANING = {
@@ -338,6 +339,8 @@ CAVEAT_MEANING = {
     "client timestamps late": "its latency tails (p99) may include that much client delay; "
     "medians and throughput do not",
     "not steady state": "mostly ramp-up and drain, not the load the point names",
+    "requests sent late": "the client sent after the arrival times it was given: the load "
+    "offered was lighter and later than the schedule (trace or Poisson) asks",
 }
 # At or above this share of one core the one-threaded client is the bottleneck even when its
 # loop lag stays low (core.load.health flags it): the offered load itself may have been short.
@@ -345,6 +348,11 @@ CAVEAT_MEANING = {
 # the GIL): every request was sent, but chunks were stamped up to the lag late, which
 # inflates latency tails, not medians or throughput (docs/BENCHMARKS.md §2, 2026-12-01).
 CLIENT_CPU_BOUND_SHARE = 0.9
+# A scheduled request (Poisson or a trace's timestamps) handed to the HTTP client later than
+# this after it was due and a slot was free: the client, not the schedule, set the arrival
+# (p99 over the point's sends; few sends make it their maximum). Waiting for a busy slot
+# under the point's own cap is not lateness (core.load.health flags it: client_sent_late).
+SEND_LATE_WARN_MS = 10.0
 
 
 def point_cancelled(summary: Mapping[str, Any], status: RunStatus | None = None) -> bool:
@@ -403,6 +411,15 @@ def point_caveats(summary: Mapping[str, Any], status: RunStatus | None = None) -
             out.append(Caveat(CAVEAT_KINDS[1], why, lag))
         else:  # the loop woke late with CPU to spare: stamps late, load offered in full
             out.append(Caveat(CAVEAT_KINDS[2], f"{why} at {max(shares):.0%} of a core", lag))
+    if client.get("client_sent_late"):
+        late = client.get("send_late_ms_p99")
+        out.append(
+            Caveat(
+                CAVEAT_KINDS[4],
+                str(client.get("client_sent_late_why") or "late sends"),
+                float(late) if isinstance(late, int | float) else 0.0,
+            )
+        )
     for w in summary.get("warnings") or ():
         # the finding, without the advice on how to size the point
         out.append(Caveat(CAVEAT_KINDS[3], str(w).split(": ")[0].split("; ")[0]))

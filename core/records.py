@@ -37,6 +37,11 @@ class RequestRecord:
     finish_reason: str | None = None
     generated_text: str = ""
     dispatch_s: float | None = None  # when the request was handed to the HTTP client
+    # When the arrival schedule said it was due (Poisson or a trace's timestamps); None when
+    # a point sends at once or as slots free. dispatch_s - scheduled_s is how late it went.
+    scheduled_s: float | None = None
+    session: int | None = None  # multi_turn: which conversation
+    turn: int | None = None  # multi_turn: 0 = the first user turn
 
     @property
     def ttft_s(self) -> float | None:
@@ -74,6 +79,9 @@ RECORD_SCHEMA = pa.schema(
         ("finish_reason", pa.string()),
         ("generated_text", pa.string()),
         ("dispatch_s", pa.float64()),
+        ("scheduled_s", pa.float64()),
+        ("session", pa.int32()),
+        ("turn", pa.int32()),
     ]
 )
 

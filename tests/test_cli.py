@@ -156,3 +156,37 @@ def test_show_json_carries_the_runs_own_checks_server_view_and_ledger(tmp_path: 
     hf = _core_json(env, "show", "20261130-045815-c6a73d")  # transformers serve
     assert hf["knob_checks"] == [] and hf["server_view"] is None
     assert "reports no server-side view" in hf["server_view_note"]
+
+
+def test_a_point_longer_than_the_models_context_is_refused_before_it_runs(
+    tmp_path: Path,
+) -> None:
+    """SmolLM2 holds 8192 tokens: 9000 in + 8 out with over_context "error" (the default)
+    is refused by `run` before any folder is made, naming the field and the fix."""
+    from core.engines.model_setup import DEFAULT_MODEL_FOLDER
+    from core.settings import load_settings
+
+    model_dir = load_settings().models_dir / DEFAULT_MODEL_FOLDER
+    if not (model_dir / "config.json").is_file():
+        pytest.skip("the bundled model is not converted")
+    data = tmp_path / "data"
+    (data / "models").mkdir(parents=True)
+    (data / "models" / DEFAULT_MODEL_FOLDER).symlink_to(model_dir)
+    env = {**os.environ, "SERVELAB_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1"}
+    argv = ["run", "--engine", "transformers", "--input-len", "9000", "--output-len", "8"]
+    out = subprocess.run(
+        [sys.executable, "-m", "core", *argv],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if "transformers is not installed" in out.stderr:
+        pytest.skip("transformers is not installed here")
+    assert out.returncode == 2, out.stderr
+    assert "error: plan.points.0.workload.over_context" in out.stderr
+    assert "plan.points[0].workload.over_context is 'error'" in out.stderr
+    assert "9000 + 8 tokens exceed the model's context of 8192" in out.stderr
+    assert "set over_context to 'drop' or 'clip'" in out.stderr
+    assert not (data / "runs").exists() or not any((data / "runs").iterdir())

@@ -115,6 +115,10 @@ def test_spec_round_trips_through_json_with_infinite_rate() -> None:
 def test_default_warmup_is_at_least_the_concurrency() -> None:
     spec = parse_spec({"plan": {"points": [{"concurrency": 2}, {"concurrency": 16}]}})
     assert spec.plan.effective_warmup == 16
+    # an open-loop trace window of 5,000 requests is not a warm-up of 5,000 at once
+    trace = {"num_prompts": 5000, "workload": {"kind": "trace", "trace": "t.jsonl"}}
+    spec = parse_spec({"plan": {"points": [{"concurrency": 2}, trace]}})
+    assert spec.plan.points[1].concurrency is None and spec.plan.effective_warmup == 2
 
 
 @pytest.mark.parametrize(

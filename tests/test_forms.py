@@ -239,3 +239,16 @@ def test_exact_output_lengths_are_on_unless_switched_off() -> None:
     assert specs[0].plan.ignore_eos is True
     specs, _ = launch_from_form(form(exact_length=False), CPU_HOST)
     assert specs[0].plan.ignore_eos is False
+
+
+def test_lengths_over_the_models_context_are_refused_beside_the_length(tmp_path: Path) -> None:
+    """The form's points are fixed lengths: over the model's context (its config.json), the
+    run would refuse them, so the form does, beside input_len, naming the field and the fix."""
+    (tmp_path / "models" / "tiny" / "config.json").write_text('{"max_position_embeddings": 64}')
+    model = str(tmp_path / "models" / "tiny")
+    specs, errors = launch_from_form(form(model=model, input_len=60, output_len=8), CPU_HOST)
+    assert specs == [] and set(errors) == {"input_len"}
+    assert "plan.points[0].workload.over_context is 'error'" in errors["input_len"]
+    assert "60 + 8 tokens exceed the model's context of 64" in errors["input_len"]
+    specs, errors = launch_from_form(form(model=model, input_len=56, output_len=8), CPU_HOST)
+    assert errors == {} and len(specs) == 1

@@ -107,3 +107,30 @@ def test_the_gil_switch_interval_is_fine_inside_and_restored_after() -> None:
     with fine_gil_switching(0.0001):
         assert sys.getswitchinterval() == pytest.approx(min(before, 0.0001))
     assert sys.getswitchinterval() == before
+
+
+def test_requests_sent_after_their_arrival_times_flag_the_point() -> None:
+    """A scheduled send handed over later than SEND_LATE_WARN_MS after it was due (p99) is
+    flagged beside client_saturated, and the point's caveats say what it means."""
+    from core.metrics import SEND_LATE_WARN_MS, point_caveats
+
+    on_time = ClientHealth()
+    for i in range(200):
+        on_time.sent_late(i * 0.01, i * 0.01 + 0.0005)
+    finish_health(on_time)
+    assert on_time.scheduled_sends == 200 and on_time.sent_late_why == ""
+    assert on_time.as_dict()["client_sent_late"] is False
+
+    late = ClientHealth()
+    for i in range(10):
+        late.sent_late(i * 0.01, i * 0.01 + (SEND_LATE_WARN_MS + 5) / 1e3)
+    finish_health(late)
+    assert late.send_late_ms_p99 == pytest.approx(SEND_LATE_WARN_MS + 5)
+    assert late.as_dict()["client_sent_late"] is True
+    assert "after their arrival times" in late.sent_late_why
+    merged = ClientHealth.merged([on_time, late])
+    assert merged.scheduled_sends == 210 and merged.sent_late_why
+    kinds = [c.kind for c in point_caveats({"client": merged.as_dict()})]
+    assert kinds == ["requests sent late"]
+    # a point without arrival times (all at once, or as slots free) has nothing to keep
+    assert ClientHealth().as_dict()["send_late_ms_p99"] is None

@@ -3,7 +3,13 @@ recorded in its experiment.json), and where the runs are placed."""
 
 from __future__ import annotations
 
-from core.config import Placement, RunSpec, ServerConfig
+import json
+from pathlib import Path
+
+import pytest
+
+from core.config import BenchmarkPlan, Placement, Point, RunSpec, ServerConfig, Workload
+from core.errors import ConfigError
 from core.executors.queue import run_ids
 from core.experiments.design import ExperimentSpec, experiment_from_preset, load_experiment
 from core.launch.queue import Queued, queue_experiment, queue_launch
@@ -67,3 +73,43 @@ def test_queue_experiment_returns_the_id_and_keeps_the_placement(settings: Setti
     record = load_experiment(settings, exp_id)
     assert record is not None and len(record.runs) == 2
     assert {placed(settings, r.run_id) for r in record.runs} == {"ray"}
+
+
+def test_a_point_over_its_models_context_is_refused_when_queued(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """The context check at queue time (runs and experiments alike): over_context "error"
+    names the point's field and the fix; "drop" or "clip" is a choice, and is queued."""
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"max_position_embeddings": 64}))
+    long = RunSpec(
+        server=ServerConfig(engine="sglang", model=str(model)),
+        plan=BenchmarkPlan(points=(Point(input_len=8), Point(input_len=60, output_len=8))),
+    )
+    for launch in ([long], ab(long)):
+        with pytest.raises(ConfigError) as err:
+            queue_launch(settings, launch)
+        assert err.value.field == "plan.points.1.workload.over_context"
+        assert "plan.points[1].workload.over_context is 'error'" in err.value.message
+        assert "60 + 8 tokens exceed the model's context of 64" in err.value.message
+        assert "'drop' or 'clip'" in err.value.message
+    assert run_ids(settings) == []  # nothing was queued
+    clip = Workload(over_context="clip")
+    chosen = long.model_copy(
+        update={"plan": BenchmarkPlan(points=(Point(input_len=60, output_len=8, workload=clip),))}
+    )
+    assert len(queue_launch(settings, [chosen]).run_ids) == 1
+
+
+def test_an_unreadable_trace_is_refused_when_queued(settings: Settings, tmp_path: Path) -> None:
+    bad = tmp_path / "t.jsonl"
+    bad.write_text('{"timestamp": 0}\n')
+    s = RunSpec(
+        server=ServerConfig(engine="sglang", model="/models/m"),
+        plan=BenchmarkPlan(points=(Point(workload=Workload(kind="trace", trace=str(bad))),)),
+    )
+    with pytest.raises(ConfigError) as err:
+        queue_launch(settings, [s])
+    assert err.value.field == "plan.points.0.workload.trace"
+    assert "t.jsonl line 1: no 'input_length'" in err.value.message

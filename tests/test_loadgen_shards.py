@@ -4,6 +4,7 @@ records into one table, and fails cleanly when a worker dies."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 from dataclasses import replace
@@ -148,3 +149,60 @@ def test_bad_client_workers_names_the_field_and_the_fix(bad: object) -> None:
     with pytest.raises(ConfigError) as err:
         parse_spec({"plan": {"client_workers": bad}})
     assert err.value.field == "plan.client_workers" and "or auto" in str(err.value)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_trace_arrivals_are_kept_open_loop_in_one_process_or_several(
+    fake_sglang: Path, tmp_path: Path, workers: int
+) -> None:
+    """A trace's own arrival times, no cap: every request is due at its time (recorded as
+    scheduled_s), never sent before it, and the point counts its scheduled sends."""
+    due = [0.0, 0.0, 0.02, 0.05, 0.3, 0.31]
+    with fake_server(tmp_path / "server.log") as base, LoadGenerator(base, 8, 30.0) as gen:
+        o = replace(opts(base, 1), concurrency=None, arrivals_s=tuple(due), workers=workers)
+        records, health = gen.run(o, prompts(len(due), out=3))
+    assert sorted(r.index for r in records) == list(range(len(due)))
+    assert all(r.ok for r in records)
+    assert {r.index: r.scheduled_s for r in records} == dict(enumerate(due))
+    assert all(
+        r.dispatch_s is not None and r.dispatch_s >= due[r.index] - SCHEDULE_SLACK_S
+        for r in records
+    )
+    assert health.scheduled_sends == len(due)
+    assert health.as_dict()["send_late_ms_p99"] is not None
+    # the records table keeps the new columns
+    assert records_from_table(records_to_table(records)) == records
+
+
+def test_a_point_sent_at_once_has_no_arrival_times_to_keep(
+    fake_sglang: Path, tmp_path: Path
+) -> None:
+    with fake_server(tmp_path / "server.log") as base, LoadGenerator(base, 4, 30.0) as gen:
+        records, health = gen.run(opts(base, 2), prompts(4, out=2))
+    assert all(r.scheduled_s is None for r in records)
+    assert health.scheduled_sends == 0 and not health.as_dict()["client_sent_late"]
+
+
+def test_sessions_send_each_turn_with_the_real_answers_so_far(
+    fake_sglang: Path, tmp_path: Path
+) -> None:
+    """Two sessions of three turns, one session at a time: each turn's request carries the
+    conversation so far. The fake counts every word of every message, so the server's
+    prompt count grows by each answer (4 words) and the new user turn (3 words)."""
+    from core.load.prompts import Prompt
+
+    user = [Prompt(text=" alpha bravo charlie", prompt_tokens=3, output_len=4)] * 6
+    with fake_server(tmp_path / "server.log") as base, LoadGenerator(base, 4, 30.0) as gen:
+        o = replace(opts(base, 1), sessions=((0, 1, 2), (3, 4, 5)), workers=2)
+        records, _ = gen.run(o, user)
+    assert all(r.ok for r in records)
+    by_index = sorted(records, key=lambda r: r.index)
+    assert [(r.session, r.turn) for r in by_index] == [(k, t) for k in (0, 1) for t in (0, 1, 2)]
+    assert [r.prompt_tokens for r in by_index] == [3, 10, 17] * 2  # user + answers so far
+    assert [r.prompt_tokens_server for r in by_index] == [3, 10, 17] * 2
+    # one session at a time (the cap), each turn after the previous answer ended
+    ordered = sorted(records, key=lambda r: r.send_s)
+    assert all(
+        a.end_s is not None and b.dispatch_s is not None and a.end_s <= b.dispatch_s
+        for a, b in itertools.pairwise(ordered)
+    )

@@ -174,3 +174,32 @@ def test_an_early_wake_sleeps_again_until_due() -> None:
 
     asyncio.run(sleep_until(0.01, 0.0, Clock(now=lambda: t[0], sleep=early)))
     assert 0.01 - 1e-6 <= t[0] <= 0.01 + 1e-6
+
+
+def test_a_traces_own_arrivals_are_kept_even_when_sleeps_wake_late() -> None:
+    """Trace replay: the given arrival times replace the Poisson process; each request
+    starts at its time (at most one late wake-up after it), in order, none skipped."""
+    given = [0.0, 0.0, 0.25, 0.5, 2.0]
+    clock = LateClock(0.01)
+    starts: list[float] = []
+    asyncio.run(
+        send_on_schedule(
+            len(given),
+            float("inf"),  # the point's rate does not apply to a trace's timestamps
+            1,
+            lambda _i: starts.append(clock.t - 1000.0),
+            Clock(now=clock.now, sleep=clock.sleep),
+            given=given,
+        )
+    )
+    assert arrival_times(len(given), 3.0, 1, given) == given
+    for at, due in zip(starts, given, strict=True):
+        assert due - 1e-9 <= at <= due + 0.01 + 1e-9
+    with pytest.raises(ValueError, match="2 arrival times for 3 requests"):
+        arrival_times(3, math.inf, 1, [0.0, 1.0])
+
+
+def test_an_uncapped_trace_is_steady_from_its_first_send() -> None:
+    assert slots_to_fill(None, math.inf, 10, scheduled=True) == 1
+    assert slots_to_fill(None, math.inf, 10) == 10  # everything at once
+    assert slots_to_fill(3, math.inf, 10, scheduled=True) == 3

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.config import EngineName, ServerConfig
+from core.config import EngineName, RunSpec, ServerConfig
 from core.engines.base import EngineAdapter, EngineInfo, LaunchPlan
 from core.errors import ConfigError, EngineUnavailable
 from core.settings import Settings
@@ -14,9 +14,11 @@ __all__ = [
     "EngineAdapter",
     "EngineInfo",
     "LaunchPlan",
+    "context_problems",
     "detect_cache_dir",
     "get_adapter",
     "launch_problems",
+    "served_context_tokens",
 ]
 
 ENGINES: tuple[EngineName, ...] = ("transformers", "sglang", "endpoint")
@@ -91,4 +93,34 @@ def launch_problems(config: ServerConfig, info: EngineInfo, settings: Settings) 
             field, message = _refusal(exc)
             if field == "server.extra_args":
                 problems[field] = message
+    return problems
+
+
+def served_context_tokens(config: ServerConfig, models_dir: Path) -> int | None:
+    """The served model's context length from its config.json (None when its files are not
+    here: an endpoint's model, a hub id not downloaded)."""
+    from core.engines.model_setup import model_folder
+    from core.load.workloads import model_context_tokens
+
+    return model_context_tokens(model_folder(config.model, models_dir))
+
+
+def context_problems(spec: RunSpec, models_dir: Path) -> dict[str, str]:
+    """{field: why} for the points whose requests would exceed the model's context with
+    over_context="error", or whose trace cannot be read: found when the point is queued,
+    by the same check the run makes when it builds the point's prompts."""
+    from core.load.workloads import context_refusal
+
+    context = served_context_tokens(spec.server, models_dir)
+    problems: dict[str, str] = {}
+    for i, point in enumerate(spec.plan.points):
+        try:
+            refusal = context_refusal(point, context)
+        except ConfigError as exc:  # the trace itself (missing, not Mooncake's shape)
+            problems[f"plan.points.{i}.workload.trace"] = exc.message
+            continue
+        if refusal is not None:
+            problems[f"plan.points.{i}.workload.over_context"] = (
+                f"plan.points[{i}].workload.over_context is 'error' and {refusal.message}"
+            )
     return problems

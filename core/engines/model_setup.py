@@ -41,6 +41,7 @@ __all__ = [
     "SOURCE_PACKAGE",
     "ensure_default_model",
     "find_default_gguf",
+    "model_folder",
     "needs_conversion",
     "resolve_model",
 ]
@@ -240,6 +241,14 @@ def ensure_default_model(models_dir: Path) -> Path:
             raise
         log.info("converted %s in %.1f s", target, time.monotonic() - started_s)
     return target
+
+
+def model_folder(model: str | None, models_dir: Path) -> Path:
+    """Where a model's files are, without converting anything: the bundled default's
+    converted folder, a path as given, or a folder of that name under ``models_dir``."""
+    if not model or model == DEFAULT_MODEL:
+        return models_dir / DEFAULT_MODEL_FOLDER
+    return Path(model) if Path(model).exists() else models_dir / model
 
 
 def resolve_model(model: str, models_dir: Path) -> str:

@@ -21,7 +21,7 @@ from core.config import (
     spec_errors,
     validation_errors,
 )
-from core.engines import EngineInfo, launch_problems
+from core.engines import EngineInfo, context_problems, launch_problems
 from core.experiments.design import MAX_TRIALS, ExperimentSpec, experiment_from_preset
 from core.launch.host import HostInfo
 from core.launch.presets import PRESETS, Preset, expand_preset
@@ -278,6 +278,12 @@ def launch_from_form(
     if local and server_cfg is not None and info is not None and info.installed:
         for path, message in launch_problems(server_cfg, info, settings).items():
             errors.setdefault(_form_key(path), message)
+    if base is not None:
+        # the context check the run would make, now (a form without workload fields: its
+        # lengths are what to shorten)
+        for path, message in context_problems(base, settings.models_dir).items():
+            key = _form_key(path)
+            errors.setdefault(key if key in FORM_DEFAULTS else "input_len", message)
     if errors or base is None or preset is None:
         return [], errors
     specs = expand_preset(preset, base)

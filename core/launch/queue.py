@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.config import RunSpec
+from core.engines import context_problems
+from core.errors import ConfigError
 from core.executors import executor_for, runs_here, with_executor
 from core.executors.queue import submit
 from core.experiments.design import ExperimentSpec, expand, new_experiment_id, save_experiment
@@ -21,7 +23,7 @@ from core.launch.grid import grid_estimate
 from core.settings import Settings
 from core.store import Catalog
 
-__all__ = ["Queued", "dry_run", "queue_experiment", "queue_launch"]
+__all__ = ["Queued", "dry_run", "queue_experiment", "queue_launch", "refuse_over_context"]
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,17 @@ def queue_launch(
         exp_id, run_ids = _queue_experiment(settings, launch, executor)
         return Queued(tuple(run_ids), exp_id)
     specs = [s if executor is None else with_executor(s, executor) for s in launch]
+    refuse_over_context(settings, specs)
     return Queued(tuple(submit(settings, specs)))
+
+
+def refuse_over_context(settings: Settings, specs: Sequence[RunSpec]) -> None:
+    """ConfigError for the first point whose requests exceed its model's context without a
+    drop/clip choice (or whose trace is unreadable): refused when queued, not an hour later
+    when the run reaches that point."""
+    for spec in specs:
+        for field, message in context_problems(spec, settings.models_dir).items():
+            raise ConfigError(field, message)
 
 
 def queue_experiment(
@@ -62,6 +74,7 @@ def _queue_experiment(
         exp = exp.model_copy(update={"base": with_executor(exp.base, executor)})
     exp_id = new_experiment_id()
     planned = expand(exp, exp_id)
+    refuse_over_context(settings, [spec for _, trial, spec in planned if trial == 0])
     run_ids = submit(settings, [spec for _, _, spec in planned])
     save_experiment(
         settings,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from core.load.health import ClientHealth, fine_gil_switching, run_monitored
 from core.load.prompts import Prompt
@@ -23,7 +24,12 @@ from core.load.requests import (
     event_loop_factory,
     event_loop_name,
 )
-from core.load.schedule import SteadyGate, send_on_schedule
+from core.load.schedule import (
+    SteadyGate,
+    arrival_times,
+    is_scheduled,
+    send_on_schedule,
+)
 from core.load.shards import ShardPool
 from core.load.sizing import point_budget, workers_for
 from core.records import RequestRecord
@@ -37,6 +43,8 @@ async def _run(
     prompts: list[Prompt],
     on_done: Callable[[int, int], None] | None,
 ) -> tuple[list[RequestRecord], ClientHealth]:
+    if opts.sessions is not None:
+        return await _run_sessions(conns, opts, prompts, on_done)
     n = len(prompts)
     records = [
         RequestRecord(
@@ -44,8 +52,17 @@ async def _run(
         )
         for i, p in enumerate(prompts)
     ]
+    scheduled = is_scheduled(opts.request_rate, opts.arrivals_s)
+    due = arrival_times(n, opts.request_rate, opts.seed, opts.arrivals_s)
     sem = asyncio.Semaphore(opts.concurrency or n)
-    gate = SteadyGate(n, opts.concurrency, opts.request_rate, opts.min_requests, opts.min_steady_s)
+    gate = SteadyGate(
+        n,
+        opts.concurrency,
+        opts.request_rate,
+        opts.min_requests,
+        opts.min_steady_s,
+        scheduled=scheduled,
+    )
     refused = [False] * n  # not sent: the point had already sent enough
     health = ClientHealth()
     finished = 0
@@ -54,11 +71,16 @@ async def _run(
 
     async def guarded(i: int) -> None:
         nonlocal finished
+        waited = sem.locked()  # a busy cap, not the client, holds it back
         async with sem:
             if not gate.may_send(i):
                 refused[i] = True
                 return
             gate.started()
+            if scheduled:
+                records[i].scheduled_s = due[i]
+                now_s = time.perf_counter() - t0
+                health.sent_late(now_s if waited else due[i], now_s)
             try:
                 await conns.send(opts, records[i], prompts[i], t0)
             finally:
@@ -77,7 +99,7 @@ async def _run(
     tasks: list[asyncio.Task[None]] = []
 
     async def dispatch() -> None:
-        await send_on_schedule(n, opts.request_rate, opts.seed, start)
+        await send_on_schedule(n, opts.request_rate, opts.seed, start, given=opts.arrivals_s)
         await asyncio.gather(*tasks)
 
     await run_monitored(
@@ -86,6 +108,66 @@ async def _run(
     # A point sized by time leaves its unsent prompts out; what was sent is a prefix of
     # them (the semaphore is FIFO and the gate never reopens).
     return [r for r, no in zip(records, refused, strict=True) if not no], health
+
+
+async def _run_sessions(
+    conns: Connections,
+    opts: LoadOptions,
+    prompts: list[Prompt],
+    on_done: Callable[[int, int], None] | None,
+) -> tuple[list[RequestRecord], ClientHealth]:
+    """Multi-turn sessions: a session's turns one after another, each sent with the
+    conversation so far (the user turns and the server's real answers), sessions up to the
+    point's concurrency at once. A turn that fails ends its session: the next turn would
+    need its answer, so the rest of that session is not sent (and not recorded)."""
+    sessions = opts.sessions or ()
+    n = sum(len(s) for s in sessions)
+    records: list[RequestRecord] = []
+    sem = asyncio.Semaphore(opts.concurrency or max(1, len(sessions)))
+    health = ClientHealth()
+    finished = 0
+    t0 = time.perf_counter()
+    cpu0 = time.process_time()
+
+    async def session(k: int, turns: tuple[int, ...]) -> None:
+        nonlocal finished
+        async with sem:
+            history: list[tuple[str, str]] = []
+            context_tokens = 0  # the conversation so far, in tokens without the template
+            for t, i in enumerate(turns):
+                if t > 0 and opts.think_time_s > 0:
+                    await asyncio.sleep(opts.think_time_s)
+                user = prompts[i]
+                prompt = replace(user, history=tuple(history))
+                rec = RequestRecord(
+                    index=i,
+                    send_s=0.0,
+                    prompt_tokens=context_tokens + user.prompt_tokens,
+                    output_tokens_requested=user.output_len,
+                    session=k,
+                    turn=t,
+                )
+                records.append(rec)
+                await conns.send(opts, rec, prompt, t0)
+                finished += 1
+                if on_done:
+                    on_done(finished, n)
+                if not rec.ok:
+                    return
+                # The answer's length as the server counted it (the requested one when it
+                # sends no usage): what the next turn's prompt holds beyond the user text.
+                answer_tokens = rec.output_tokens("server")
+                context_tokens += user.prompt_tokens + answer_tokens
+                history += [("user", user.text), ("assistant", rec.generated_text)]
+
+    async def all_sessions() -> None:
+        await asyncio.gather(*(session(k, s) for k, s in enumerate(sessions)))
+
+    await run_monitored(
+        all_sessions(), records, health, opts.should_stop, opts.point_timeout_s, t0, cpu0
+    )
+    records.sort(key=lambda r: (r.send_s, r.index))
+    return records, health
 
 
 class LoadGenerator:
@@ -149,7 +231,10 @@ class LoadGenerator:
     ) -> tuple[list[RequestRecord], ClientHealth]:
         """Send the prompts under the point's concurrency cap and arrival process (all of
         them, or as many as ``opts.min_requests``/``min_steady_s`` need)."""
-        if opts.workers > 1 and (opts.concurrency or len(prompts)) > 1:
+        # Sessions stay in this process: a turn needs the answer its session got, which
+        # the shared-counter workers have no way to hand each other.
+        sharded = opts.workers > 1 and opts.sessions is None
+        if sharded and (opts.concurrency or len(prompts)) > 1:
             if self._shards is None or self._shards.size < opts.workers:
                 if self._shards is not None:
                     self._shards.close()

@@ -8,11 +8,11 @@ import asyncio
 import contextlib
 import sys
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.metrics import CLIENT_CPU_BOUND_SHARE
+from core.metrics import CLIENT_CPU_BOUND_SHARE, SEND_LATE_WARN_MS
 from core.records import CANCELLED, RequestRecord
 
 __all__ = [
@@ -61,6 +61,16 @@ class ClientHealth:
     lag_samples: int = 0  # how many lag samples the p99 is over
     lag_covered_s: float = 0.0  # the time those samples span (their sleeps plus their lags)
     workers: list[ClientHealth] = field(default_factory=list)  # per process (core/load/shards.py)
+    # Per scheduled send, ms from when it was due (and a slot free) to its hand-off.
+    send_late_samples_ms: list[float] = field(default_factory=list)
+    send_late_ms_p99: float | None = None  # None: the point had no arrival times to keep
+    send_late_ms_max: float | None = None
+    scheduled_sends: int = 0
+
+    def sent_late(self, due_s: float, handed_s: float) -> None:
+        """One scheduled send: due at ``due_s`` (or when its slot freed, if later), handed
+        to the HTTP client at ``handed_s``, both on the point's clock."""
+        self.send_late_samples_ms.append(max(0.0, (handed_s - due_s) * 1e3))
 
     @classmethod
     def merged(cls, workers: list[ClientHealth]) -> ClientHealth:
@@ -74,6 +84,9 @@ class ClientHealth:
             lag_samples=sum(w.lag_samples for w in workers),
             lag_covered_s=max(w.lag_covered_s for w in workers),
             workers=list(workers),
+            send_late_ms_p99=_max_known(w.send_late_ms_p99 for w in workers),
+            send_late_ms_max=_max_known(w.send_late_ms_max for w in workers),
+            scheduled_sends=sum(w.scheduled_sends for w in workers),
         )
 
     @property
@@ -100,6 +113,18 @@ class ClientHealth:
             )
         return "; ".join(why)
 
+    @property
+    def sent_late_why(self) -> str:
+        """Why the requests went out later than their arrival times, in words; "" when they
+        did not (or the point had no arrival times to keep)."""
+        if self.send_late_ms_p99 is None or self.send_late_ms_p99 <= SEND_LATE_WARN_MS:
+            return ""
+        return (
+            f"sent p99 {self.send_late_ms_p99:.1f} ms after their arrival times"
+            f" > {SEND_LATE_WARN_MS:g} ms (max {self.send_late_ms_max or 0:.1f} ms,"
+            f" {self.scheduled_sends} scheduled sends)"
+        )
+
     def as_dict(self) -> dict[str, Any]:
         per_worker = (
             {"client_workers": len(self.workers), "workers": [w.as_dict() for w in self.workers]}
@@ -111,6 +136,11 @@ class ClientHealth:
             "loop_lag_ms_max": self.loop_lag_ms_max,
             "loop_lag_ms_p99": self.loop_lag_ms_p99,
             "loop_lag_samples": self.lag_samples,
+            "send_late_ms_p99": self.send_late_ms_p99,
+            "send_late_ms_max": self.send_late_ms_max,
+            "scheduled_sends": self.scheduled_sends,
+            "client_sent_late": bool(self.sent_late_why),
+            "client_sent_late_why": self.sent_late_why,
             "client_cpu_s": self.cpu_s,
             "client_cpu_share": self.cpu_s / self.wall_s if self.wall_s else None,
             "client_saturated": self.saturated,
@@ -145,6 +175,17 @@ def finish_health(health: ClientHealth) -> None:
         health.lag_samples = len(lags)
         health.lag_covered_s = len(lags) * LAG_INTERVAL_S + sum(lags) / 1e3
     health.lag_samples_ms = []
+    if health.send_late_samples_ms:
+        late = sorted(health.send_late_samples_ms)
+        health.send_late_ms_max = late[-1]
+        health.send_late_ms_p99 = late[min(len(late) - 1, int(0.99 * len(late)))]
+        health.scheduled_sends = len(late)
+    health.send_late_samples_ms = []
+
+
+def _max_known(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
 
 
 async def run_monitored(

@@ -11,7 +11,7 @@ reads per SSE event, nothing else (the JSON parser is chosen once per process: `
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -52,14 +52,19 @@ def chat_request(
     stream: bool = True,
     usage: bool = False,
     extra: Mapping[str, Any] | None = None,
+    history: Sequence[tuple[str, str]] = (),
 ) -> dict[str, Any]:
-    """The body of one greedy chat completion of ``text`` as the single user message.
-    ``usage`` asks a stream for the server's own token counts (bench_serving's oai-chat
-    backend falls back to the requested length without them); ``extra`` is merged last
-    (an engine's exact-length fields)."""
+    """The body of one greedy chat completion of ``text`` as the user message, after
+    ``history`` ((role, content) messages: a multi-turn session so far). ``usage`` asks a
+    stream for the server's own token counts (bench_serving's oai-chat backend falls back
+    to the requested length without them); ``extra`` is merged last (an engine's
+    exact-length fields)."""
     body: dict[str, Any] = {
         "model": model,
-        "messages": [{"role": "user", "content": text}],
+        "messages": [
+            *({"role": role, "content": content} for role, content in history),
+            {"role": "user", "content": text},
+        ],
         "max_tokens": max_tokens,
         "temperature": 0.0,
         "stream": stream,

@@ -46,6 +46,9 @@ class Prompt:
     text: str
     prompt_tokens: int
     output_len: int
+    # The messages before this one ((role, content)): a multi-turn session's turns so far,
+    # set when the turn is sent (core/load/generator.py); () for a single-turn request.
+    history: tuple[tuple[str, str], ...] = ()
 
 
 class _HFTokenizers:

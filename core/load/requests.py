@@ -61,6 +61,13 @@ class LoadOptions:
     min_requests: int | None = None
     min_steady_s: float | None = None
     workers: int = 1  # processes sending the point (core/load/shards.py); 1 = this event loop
+    # A trace's own arrival times (s on the point's clock, one per prompt): they replace the
+    # Poisson process of ``request_rate``; the cap still applies when the point sets one.
+    arrivals_s: tuple[float, ...] | None = None
+    # multi_turn: each session's prompt indices, turn by turn; turns of a session go one
+    # after another (each carries the answers so far), sessions run ``concurrency`` at once.
+    sessions: tuple[tuple[int, ...], ...] | None = None
+    think_time_s: float = 0.0  # multi_turn: from an answer's end to the next turn's send
 
 
 @dataclass(frozen=True)
@@ -100,7 +107,12 @@ def event_loop_name(choice: str = "auto") -> str:
 def payload(opts: LoadOptions, prompt: Prompt) -> dict[str, Any]:
     """The request body of one prompt of a point."""
     return chat_request(
-        opts.model, prompt.text, prompt.output_len, usage=True, extra=opts.exact_length_body
+        opts.model,
+        prompt.text,
+        prompt.output_len,
+        usage=True,
+        extra=opts.exact_length_body,
+        history=prompt.history,
     )
 
 

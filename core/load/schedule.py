@@ -7,7 +7,7 @@ import asyncio
 import math
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +16,7 @@ __all__ = [
     "Clock",
     "SteadyGate",
     "arrival_times",
+    "is_scheduled",
     "send_on_schedule",
     "sleep_until",
     "slots_to_fill",
@@ -40,10 +41,17 @@ async def sleep_until(due_s: float, t0: float, clock: Clock) -> None:
         await clock.sleep(wait_s)
 
 
-def arrival_times(n: int, request_rate: float, seed: int) -> list[float]:
-    """The i-th request's arrival on the point's clock (s after the first): all 0 when
-    ``request_rate`` is infinite, else a Poisson process drawn from ``seed``. Computed once
-    per point, so any split of it (core/load/shards.py) keeps exactly these times."""
+def arrival_times(
+    n: int, request_rate: float, seed: int, given: Sequence[float] | None = None
+) -> list[float]:
+    """The i-th request's arrival on the point's clock (s after the first): ``given`` when
+    the workload has its own (a trace's timestamps, scaled), all 0 when ``request_rate`` is
+    infinite, else a Poisson process drawn from ``seed``. Computed once per point, so any
+    split of it (core/load/shards.py) keeps exactly these times."""
+    if given is not None:
+        if len(given) < n:
+            raise ValueError(f"{len(given)} arrival times for {n} requests")
+        return [float(t) for t in given[:n]]
     if math.isinf(request_rate):
         return [0.0] * n
     rng = random.Random(seed)
@@ -53,13 +61,24 @@ def arrival_times(n: int, request_rate: float, seed: int) -> list[float]:
     return times
 
 
+def is_scheduled(request_rate: float, given: Sequence[float] | None) -> bool:
+    """Whether a point's requests have arrival times to keep (Poisson or a trace's), so a
+    late send is the client's lateness; otherwise they go at once or as slots free."""
+    return given is not None or not math.isinf(request_rate)
+
+
 async def send_on_schedule(
-    n: int, request_rate: float, seed: int, start: Callable[[int], object], clock: Clock = Clock()
+    n: int,
+    request_rate: float,
+    seed: int,
+    start: Callable[[int], object],
+    clock: Clock = Clock(),
+    given: Sequence[float] | None = None,
 ) -> None:
-    """Call ``start(i)`` for i = 0 .. n-1 in order: all at once when ``request_rate`` is
-    infinite, else at the arrivals of a Poisson process (``seed``) counted from the first.
+    """Call ``start(i)`` for i = 0 .. n-1 in order at ``arrival_times`` (all at once when
+    ``request_rate`` is infinite and nothing is ``given``), counted from the first.
     ``start`` returning False ends the schedule (the point has sent enough)."""
-    due = arrival_times(n, request_rate, seed)
+    due = arrival_times(n, request_rate, seed, given)
     t0 = clock.now()
     for i in range(n):
         if start(i) is False:
@@ -71,13 +90,15 @@ async def send_on_schedule(
             await sleep_until(due[i + 1], t0, clock)
 
 
-def slots_to_fill(concurrency: int | None, request_rate: float, n: int) -> int:
+def slots_to_fill(
+    concurrency: int | None, request_rate: float, n: int, scheduled: bool = False
+) -> int:
     """How many requests in flight make a point's slots all busy: the cap; every request when
-    an uncapped point sends them at once; 1 for uncapped Poisson arrivals (its steady state
-    starts with the first send)."""
+    an uncapped point sends them at once; 1 for uncapped Poisson or trace arrivals
+    (``scheduled``: its steady state starts with the first send)."""
     if concurrency is not None:
         return min(concurrency, n)
-    return n if math.isinf(request_rate) else 1
+    return 1 if scheduled or not math.isinf(request_rate) else n
 
 
 class SteadyGate:
@@ -93,10 +114,11 @@ class SteadyGate:
         min_requests: int | None,
         min_steady_s: float | None,
         clock: Callable[[], float] = time.perf_counter,
+        scheduled: bool = False,
     ) -> None:
         self.min_requests = n if min_requests is None else min(n, min_requests)
         self.min_steady_s = min_steady_s
-        self.target = slots_to_fill(concurrency, request_rate, n)
+        self.target = slots_to_fill(concurrency, request_rate, n, scheduled)
         self.clock = clock
         self.in_flight = 0
         self.full_since: float | None = None

@@ -16,8 +16,8 @@ its arrival time, send it, wait for the end, repeat. So
   one-process generator's semaphore of C (the alternative, each worker owning a fixed list of
   requests, lets a request wait in a busy worker while another worker has a free slot);
 * the arrival times are computed once (``core.load.schedule.arrival_times``: seeded, absolute, on
-  the point's clock) and read by index, so every request is due exactly when the
-  one-process schedule says, whichever worker sends it.
+  the point's clock, or a trace's own timestamps) and read by index, so every request is due
+  exactly when the one-process schedule says, whichever worker sends it.
 
 The shared counter costs one uncontended ``flock`` per request (microseconds), against no message
 at all per request to the parent. ``time.perf_counter`` is CLOCK_MONOTONIC, one clock for all
@@ -57,7 +57,7 @@ from core.load.requests import (
     event_loop_factory,
     event_loop_name,
 )
-from core.load.schedule import Clock, arrival_times, sleep_until, slots_to_fill
+from core.load.schedule import Clock, arrival_times, is_scheduled, sleep_until, slots_to_fill
 from core.load.sizing import slot_shares
 from core.records import RequestRecord
 from core.settings import REPO_ROOT, environ_values
@@ -161,8 +161,13 @@ async def _worker_point(
             sh.set("next_index", i + 1)
             return i
 
+    scheduled = is_scheduled(opts.request_rate, opts.arrivals_s)
+
     async def slot() -> None:
         while (i := take()) is not None:
+            # A capped slot that frees after the due time was held back by the cap, not by
+            # the client; uncapped, every request has its own slot from the start.
+            taken_s = time.perf_counter() - job.t0 if opts.concurrency else 0.0
             await sleep_until(job.due_s[i], job.t0, Clock())
             p = job.prompts[i]
             rec = RequestRecord(
@@ -171,6 +176,9 @@ async def _worker_point(
                 prompt_tokens=p.prompt_tokens,
                 output_tokens_requested=p.output_len,
             )
+            if scheduled:
+                rec.scheduled_s = job.due_s[i]
+                health.sent_late(max(job.due_s[i], taken_s), time.perf_counter() - job.t0)
             records.append(rec)
             with sh.locked():
                 in_flight = sh.get("in_flight") + 1
@@ -304,9 +312,10 @@ class ShardPool:
         n = len(prompts)
         slots = opts.concurrency or n
         shares = slot_shares(slots, min(workers, self.size))
-        target = slots_to_fill(opts.concurrency, opts.request_rate, n)
+        scheduled = is_scheduled(opts.request_rate, opts.arrivals_s)
+        target = slots_to_fill(opts.concurrency, opts.request_rate, n, scheduled)
         should_stop = opts.should_stop
-        due = arrival_times(n, opts.request_rate, opts.seed)
+        due = arrival_times(n, opts.request_rate, opts.seed, opts.arrivals_s)
         self._shared.reset()
         t0 = time.perf_counter() + START_MARGIN_S
         job_opts = replace(opts, should_stop=None)

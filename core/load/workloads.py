@@ -28,9 +28,11 @@ __all__ = [
     "BuiltWorkload",
     "TraceRequest",
     "build_workload",
+    "context_refusal",
     "model_context_tokens",
     "preview_rows",
     "read_trace",
+    "request_lengths",
     "shared_prefix_tokens",
     "workload_digest",
 ]
@@ -54,9 +56,13 @@ class BuiltWorkload:
     prompts: list[Prompt]
     arrivals_s: list[float] | None = None
     token_ids: list[list[int]] = field(default_factory=list)
-    dropped: int = 0  # over the context, over_context="drop"
+    dropped: int = 0  # over the context, over_context="drop" (multi_turn: "clip" too)
     clipped: int = 0  # over the context, over_context="clip"
     context_tokens: int | None = None
+    # multi_turn: each session's prompt indices (its user turns, in order); the answers
+    # between them are the server's, known only as the point runs.
+    sessions: list[list[int]] | None = None
+    think_time_s: float = 0.0
 
     def summary(self) -> dict[str, object]:
         """What the point records about its workload beside the prompts' digest."""
@@ -66,11 +72,54 @@ class BuiltWorkload:
             "clipped_over_context": self.clipped,
             "context_tokens": self.context_tokens,
             "trace_arrivals": self.arrivals_s is not None,
+            **({} if self.sessions is None else {"sessions": len(self.sessions)}),
         }
+
+    @property
+    def over_context_note(self) -> str:
+        """How many requests the context check dropped or clipped, in words ("" for none):
+        said beside the point's name (its stored label)."""
+        parts = [
+            f"{n} {what} over the {self.context_tokens}-token context"
+            for n, what in ((self.dropped, "dropped"), (self.clipped, "clipped"))
+            if n
+        ]
+        return "; ".join(parts)
+
+
+_SHAPE = (
+    'each line must be {"timestamp": ms, "input_length": n, "output_length": n,'
+    ' "hash_ids": [ids]} (Mooncake\'s JSONL)'
+)
+
+
+def _trace_row(row: object) -> TraceRequest:
+    """One parsed line as a request; ValueError naming the field that is wrong."""
+    if not isinstance(row, dict):
+        raise ValueError(f"a JSON {type(row).__name__}, not an object")
+    missing = [
+        k for k in ("timestamp", "input_length", "output_length", "hash_ids") if k not in row
+    ]
+    if missing:
+        raise ValueError(f"no {', '.join(repr(k) for k in missing)}")
+    ts = row["timestamp"]
+    if isinstance(ts, bool) or not isinstance(ts, int | float) or ts < 0:
+        raise ValueError(f"'timestamp' must be milliseconds >= 0, not {ts!r}")
+    lengths = []
+    for key in ("input_length", "output_length"):
+        v = row[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{key!r} must be a whole number of tokens >= 1, not {v!r}")
+        lengths.append(v)
+    ids = row["hash_ids"]
+    if not isinstance(ids, list) or any(isinstance(i, bool) or not isinstance(i, int) for i in ids):
+        raise ValueError(f"'hash_ids' must be a list of whole numbers, not {ids!r:.60}")
+    return TraceRequest(float(ts), lengths[0], lengths[1], tuple(ids))
 
 
 def read_trace(path: str | Path) -> list[TraceRequest]:
-    """A Mooncake-shape JSONL trace; a line of another shape is a ConfigError naming it."""
+    """A Mooncake-shape JSONL trace; a line of another shape is a ConfigError naming its
+    line number and the field that is wrong."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"{_FIELD}.trace", f"no trace file at {str(path)!r}: give a JSONL file")
@@ -81,25 +130,16 @@ def read_trace(path: str | Path) -> list[TraceRequest]:
                 continue
             try:
                 row = json.loads(line)
-                ids = row["hash_ids"]
-                req = TraceRequest(
-                    timestamp_ms=float(row["timestamp"]),
-                    input_length=int(row["input_length"]),
-                    output_length=int(row["output_length"]),
-                    hash_ids=tuple(int(i) for i in ids),
-                )
-                if not isinstance(ids, list) or req.input_length < 1 or req.output_length < 1:
-                    raise ValueError("lengths must be >= 1 and hash_ids a list")
-            except (ValueError, KeyError, TypeError) as exc:
+            except ValueError as exc:
                 raise ConfigError(
-                    f"{_FIELD}.trace",
-                    f"{p.name} line {n} is not a Mooncake request ({type(exc).__name__}: {exc});"
-                    ' each line must be {"timestamp": ms, "input_length": n,'
-                    ' "output_length": n, "hash_ids": [ids]}',
+                    f"{_FIELD}.trace", f"{p.name} line {n} is not JSON ({exc}); {_SHAPE}"
                 ) from exc
-            out.append(req)
+            try:
+                out.append(_trace_row(row))
+            except ValueError as exc:
+                raise ConfigError(f"{_FIELD}.trace", f"{p.name} line {n}: {exc}; {_SHAPE}") from exc
     if not out:
-        raise ConfigError(f"{_FIELD}.trace", f"{p.name} holds no request")
+        raise ConfigError(f"{_FIELD}.trace", f"{p.name} holds no request; {_SHAPE}")
     return out
 
 
@@ -201,6 +241,8 @@ def build_workload(
             built.clipped += fit < len(ids)
             add(_from_ids(tok, ids[:fit], point.output_len), ids[:fit])
         return built
+    if w.kind == "multi_turn":
+        return _multi_turn(tok, point, rng, built, context_tokens)
     # trace replay
     rows = read_trace(w.trace or "")
     start_ms = w.start_s * 1000.0
@@ -238,6 +280,86 @@ def build_workload(
     return built
 
 
+def _turn_input_tokens(w: Workload, output_len: int, turn: int) -> int:
+    """Turn ``turn``'s prompt in tokens (no chat template) when every answer before it is
+    ``output_len`` tokens long: the preview's assumption (the real answers are the server's)."""
+    return w.first_turn_len + turn * (w.turn_len + output_len)
+
+
+def _multi_turn(
+    tok: Tokenizer,
+    point: Point,
+    rng: random.Random,
+    built: BuiltWorkload,
+    context_tokens: int | None,
+) -> BuiltWorkload:
+    """Seeded user turns, session by session (the same in every arm); a session ends before
+    its first turn over the context (a conversation cannot be clipped in the middle, so
+    "clip" drops those turns too)."""
+    w = point.workload
+    built.sessions, built.think_time_s = [], w.think_time_s
+    for k in range(w.sessions):
+        turns: list[int] = []
+        for t in range(w.turns):
+            lin = _turn_input_tokens(w, point.output_len, t)
+            fit = _fit(w, context_tokens, lin, point.output_len, f"session {k} turn {t}")
+            if fit is None or fit < lin:
+                built.dropped += w.turns - t
+                break
+            user_len = w.first_turn_len if t == 0 else w.turn_len
+            turns.append(len(built.prompts))
+            built.prompts.append(prompt_of_length(tok, rng, user_len, point.output_len))
+        built.sessions.append(turns)
+    return built
+
+
+def request_lengths(point: Point, n: int | None = None) -> list[tuple[str, int, int]]:
+    """(which request, input tokens, output tokens) of the point's longest requests, known
+    without a tokenizer: for the context check when a point is queued (the same ``_fit`` as
+    building it). ``n``: the requests of a length kind (default num_prompts)."""
+    w = point.workload
+    if w.kind in ("fixed", "uniform"):  # uniform's longest draw is the point's lengths
+        return [("every request", point.input_len, point.output_len)]
+    if w.kind == "trace_lengths":  # any row may be drawn
+        return [
+            (f"trace request {i}", r.input_length, r.output_length)
+            for i, r in enumerate(read_trace(w.trace or ""))
+        ]
+    if w.kind == "shared_prefix":
+        return [("every request", w.system_prompt_len + w.question_len, point.output_len)]
+    if w.kind == "multi_turn":
+        return [
+            (
+                f"turn {t} of every session",
+                _turn_input_tokens(w, point.output_len, t),
+                point.output_len,
+            )
+            for t in range(w.turns)
+        ]
+    start_ms = w.start_s * 1000.0
+    end_ms = None if w.duration_s is None else start_ms + w.duration_s * 1000.0
+    return [
+        (f"trace request {i}", r.input_length, r.output_length)
+        for i, r in enumerate(read_trace(w.trace or ""))
+        if r.timestamp_ms >= start_ms and (end_ms is None or r.timestamp_ms < end_ms)
+    ][: point.num_prompts]
+
+
+def context_refusal(point: Point, context_tokens: int | None) -> ConfigError | None:
+    """The error the point's requests get at run time for exceeding the model's context
+    with over_context="error" (None when they fit, or drop/clip was chosen). Reads the
+    point's trace whatever the context: an unreadable trace raises its ConfigError now."""
+    lengths = request_lengths(point)
+    if context_tokens is None or point.workload.over_context != "error":
+        return None
+    for where, lin, lout in lengths:
+        try:
+            _fit(point.workload, context_tokens, lin, lout, where)
+        except ConfigError as exc:
+            return exc
+    return None
+
+
 def shared_prefix_tokens(token_ids: list[list[int]]) -> list[int]:
     """Per request, the longest prefix in tokens it shares with any earlier request. The
     longest common prefix with a set of sequences is reached at a neighbour in sorted order,
@@ -267,8 +389,12 @@ def workload_digest(w: Workload) -> str:
 
 def preview_rows(built: BuiltWorkload, tok: Tokenizer) -> list[dict[str, object]]:
     """Per request what will be sent: `python -m core workload preview` and the Launch form.
-    ``input_tokens`` is re-measured from the text (served tokenizer, no chat template)."""
+    ``input_tokens`` is re-measured from the text (served tokenizer, no chat template).
+    Multi-turn: turn 0 exactly; a later turn's ``input_tokens`` counts the answers before it
+    at their requested length (``answer_tokens``: to be generated by the server)."""
     ids = [tok.encode(p.text) for p in built.prompts]
+    if built.sessions is not None:
+        return _session_rows(built, ids)
     shared = shared_prefix_tokens(ids)
     return [
         {
@@ -280,3 +406,29 @@ def preview_rows(built: BuiltWorkload, tok: Tokenizer) -> list[dict[str, object]
         }
         for i, p in enumerate(built.prompts)
     ]
+
+
+def _session_rows(built: BuiltWorkload, ids: list[list[int]]) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
+    for k, turns in enumerate(built.sessions or []):
+        before = 0  # the conversation before this turn's user text
+        previous = 0  # the previous turn's prompt: the longest earlier prefix it extends
+        for t, i in enumerate(turns):
+            user = len(ids[i])
+            answers = sum(built.prompts[j].output_len for j in turns[:t])
+            rows.append(
+                {
+                    "index": i,
+                    "arrival_s": None,
+                    "input_tokens": before + user,
+                    "output_tokens": built.prompts[i].output_len,
+                    "shared_prefix_tokens": previous,
+                    "session": k,
+                    "turn": t,
+                    "user_tokens": user,
+                    "answer_tokens": answers,  # to be generated: assumed output_len each
+                }
+            )
+            previous = before + user
+            before += user + built.prompts[i].output_len
+    return rows  # in index order: the prompts are made session by session

@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 from core.config import BenchmarkPlan, Point, RunSpec
-from core.engines import get_adapter
+from core.engines import get_adapter, served_context_tokens
 from core.engines.base import LaunchPlan
 from core.engines.endpoint import mechanism_name
 from core.errors import (
@@ -232,6 +232,7 @@ def _run_point(
     bench: BenchmarkPlan,
     exact_body: dict[str, Any],
     sampler: Sampler,
+    context_tokens: int | None = None,
 ) -> list[RequestRecord]:
     if bench.flush_cache and plan.supports_flush_cache:
         with contextlib.suppress(httpx.HTTPError):
@@ -242,13 +243,11 @@ def _run_point(
     budget = gen.budget(
         low, high, point.concurrency, point.request_rate, point.output_len, bench.min_steady_s
     )
-    if point.workload.kind == "trace" and point.workload.arrivals == "timestamps":
-        raise ConfigError(
-            "plan.points.workload.arrivals",
-            "trace timestamps are not sent by the load generator yet: use 'closed_loop'",
-        )
-    built = build_workload(tok, point, budget, seed=bench.seed * 1000 + index)
+    built = build_workload(tok, point, budget, bench.seed * 1000 + index, context_tokens)
     prompts = built.prompts
+    # A trace, a shared-prefix set and sessions are the workload's own requests: all of them
+    # go (the steady-state sizing is for the length kinds, whose prompts are a sequence).
+    own_count = point.workload.kind in ("trace", "shared_prefix", "multi_turn")
     opts = LoadOptions(
         base_url=plan.base_url,
         model=model,
@@ -259,9 +258,12 @@ def _run_point(
         request_timeout_s=bench.request_timeout_s,
         point_timeout_s=bench.point_timeout_s,
         should_stop=run.should_stop,
-        min_requests=low,
-        min_steady_s=bench.min_steady_s,
-        workers=gen.workers_for(bench.client_workers, point.concurrency, budget),
+        min_requests=None if own_count else low,
+        min_steady_s=None if own_count else bench.min_steady_s,
+        workers=gen.workers_for(bench.client_workers, point.concurrency, len(prompts)),
+        arrivals_s=None if built.arrivals_s is None else tuple(built.arrivals_s),
+        sessions=None if built.sessions is None else tuple(tuple(s) for s in built.sessions),
+        think_time_s=built.think_time_s,
     )
     sampler.point = index
 
@@ -281,8 +283,10 @@ def _run_point(
     started_run_s = round(time.perf_counter() - sampler.t0, 4)
     records, health = gen.run(opts, prompts, on_done)
     _retokenize(tok, records)
-    # The slots a steady state fills: the cap, or every request sent at once.
-    target = point.concurrency or (len(records) if math.isinf(point.request_rate) else None)
+    # The slots a steady state fills: the cap, or every request sent at once (none for
+    # arrivals spread in time: Poisson or a trace's timestamps).
+    at_once = math.isinf(point.request_rate) and built.arrivals_s is None
+    target = point.concurrency or (len(records) if at_once else None)
     metrics = compute_point_metrics(records, "server", target)
     metrics_retok = compute_point_metrics(records, "retokenized", target)
     server_counts = any(r.output_tokens_server is not None for r in records)
@@ -292,11 +296,15 @@ def _run_point(
         f"points/{index:03d}/summary.json",
         {
             "index": index,
-            "label": point.label,
+            # the context check's drops and clips go where the point is named
+            "label": point.label + (f" ({note})" if (note := built.over_context_note) else ""),
             "point": point.model_dump(mode="json"),
             "started_at": started_at,
             "started_run_s": started_run_s,
-            "prompts_digest": prompts_digest(prompts[: len(records)]),
+            # multi_turn: the user turns (the same in every arm; the answers are the arm's)
+            "prompts_digest": prompts_digest(
+                prompts if built.sessions is not None else prompts[: len(records)]
+            ),
             "workload": built.summary(),
             "requests_planned": {"at_least": low, "at_most": high, "prepared": budget},
             "token_source": "server" if server_counts else "requested (server sent no usage)",
@@ -443,6 +451,7 @@ def execute_run(
             folder.write("facts.json", scrub(facts, secret_values(plan.argv or [], plan.env)))
             model = _model_name(plan, run.headers)
             tok = load_tokenizer(plan.tokenizer_path or spec.server.tokenizer or spec.server.model)
+            context_tokens = served_context_tokens(spec.server, run.settings.models_dir)
         run.check_cancel()
         bench = spec.plan
         if bench.probe is not None:
@@ -480,6 +489,8 @@ def execute_run(
                     folder.write("launch.json", launch)
         gen = LoadGenerator(
             plan.base_url,
+            # enough connections for every request a point may have in flight (an open-loop
+            # trace: all of its window)
             max(p.concurrency or p.num_prompts for p in bench.points),
             bench.request_timeout_s,
             headers=run.headers,
@@ -504,7 +515,7 @@ def execute_run(
                 wopts = LoadOptions(
                     base_url=plan.base_url,
                     model=model,
-                    concurrency=max(p.concurrency or p.num_prompts for p in bench.points),
+                    concurrency=max(p.warmup_slots for p in bench.points),
                     request_rate=float("inf"),
                     seed=bench.seed,
                     exact_length_body=exact_body,
@@ -530,7 +541,7 @@ def execute_run(
             run.check_cancel()
             with run.step(f"point {i}") as rec:
                 records = _run_point(
-                    run, gen, plan, model, tok, i, point, bench, exact_body, sampler
+                    run, gen, plan, model, tok, i, point, bench, exact_body, sampler, context_tokens
                 )
                 summary = folder.read(f"points/{i:03d}/summary.json")
                 m = summary["metrics"]
