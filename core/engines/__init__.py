@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.config import EngineName, ServerConfig
+from core.config import EngineName, RunSpec, ServerConfig
 from core.engines.base import EngineAdapter, EngineInfo, LaunchPlan
 from core.errors import ConfigError, EngineUnavailable
 from core.settings import Settings
@@ -16,6 +16,7 @@ __all__ = [
     "LaunchPlan",
     "detect_cache_dir",
     "get_adapter",
+    "kv_fill_problems",
     "launch_problems",
 ]
 
@@ -92,3 +93,18 @@ def launch_problems(config: ServerConfig, info: EngineInfo, settings: Settings) 
             if field == "server.extra_args":
                 problems[field] = message
     return problems
+
+
+def kv_fill_problems(spec: RunSpec, settings: Settings) -> dict[str, str]:
+    """{field: why} for kv_fill points the run could not size: its engine reports no KV pool
+    and the plan gives none (plan.kv_pool). Checked when queued, with every other problem."""
+    if spec.plan.kv_pool is not None or get_adapter(spec.server.engine, settings).reports_kv_pool:
+        return {}
+    return {
+        f"plan.points.{i}.kv_fill": (
+            f"kv_fill sizes the load from the server's KV pool, and {spec.server.engine} "
+            "reports none: use the sglang engine, give plan.kv_pool.tokens, or leave kv_fill out"
+        )
+        for i, p in enumerate(spec.plan.points)
+        if p.kv_fill is not None
+    }
