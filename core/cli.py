@@ -360,8 +360,9 @@ def spec_from_args(args: argparse.Namespace, here: Settings | None = None) -> Ru
         spec_data["placement"] = placement
     if args.tags:
         spec_data["tags"] = args.tags
+    settings = load_settings()
     spec, problems = check_spec_data(
-        spec_data, load_settings().allowed_model_roots, must_exist=False
+        spec_data, settings.allowed_model_roots, must_exist=False, settings=settings
     )
     if here is not None and runs_here(
         (spec_data.get("placement") or {}).get("executor", here.executor)
@@ -694,8 +695,7 @@ def _flag_of(field: str) -> str:
 
 def _cmd_workload(args: argparse.Namespace) -> int:
     from core.config import Point, RunSpec, Workload
-    from core.load.prompts import load_tokenizer
-    from core.load.workloads import build_workload, model_context_tokens, preview_rows
+    from core.load.workloads import preview_point
     from core.settings import load_settings
 
     if args.source.suffix == ".jsonl":
@@ -710,24 +710,16 @@ def _cmd_workload(args: argparse.Namespace) -> int:
     if args.over_context:
         wl = point.workload.model_copy(update={"over_context": args.over_context})
         point = point.model_copy(update={"workload": wl})
-    from core.config import DEFAULT_MODEL
-    from core.engines.model_setup import DEFAULT_MODEL_FOLDER
+    from core.engines.model_setup import tokenizer_folder
 
-    models_dir = load_settings().models_dir
-    if not model or model == DEFAULT_MODEL:
-        folder = models_dir / DEFAULT_MODEL_FOLDER  # the bundled default, as the engine serves it
-    else:
-        folder = Path(model) if Path(model).exists() else models_dir / model
-    tok = load_tokenizer(str(folder))
-    n = args.limit or point.num_prompts
-    built = build_workload(tok, point, n, seed, model_context_tokens(folder))
-    rows = preview_rows(built, tok)[: args.limit]
+    folder = tokenizer_folder(model, load_settings().models_dir)
+    rows, summary = preview_point(point, seed, folder, args.limit)
     for row in rows:
         if args.json:
             print(json.dumps(row))
         else:
             print(" ".join(f"{k}={v}" for k, v in row.items()))
-    print(json.dumps(built.summary()), file=sys.stderr)
+    print(json.dumps(summary), file=sys.stderr)
     return 0
 
 

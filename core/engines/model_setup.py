@@ -43,6 +43,7 @@ __all__ = [
     "find_default_gguf",
     "needs_conversion",
     "resolve_model",
+    "tokenizer_folder",
 ]
 
 log = logging.getLogger(__name__)
@@ -240,6 +241,14 @@ def ensure_default_model(models_dir: Path) -> Path:
             raise
         log.info("converted %s in %.1f s", target, time.monotonic() - started_s)
     return target
+
+
+def tokenizer_folder(model: str | None, models_dir: Path) -> Path:
+    """The folder whose tokenizer and config.json a model location reads, without converting
+    anything: the bundled default as the engine serves it, a path, or a name in models_dir."""
+    if not model or model == DEFAULT_MODEL:
+        return models_dir / DEFAULT_MODEL_FOLDER
+    return Path(model) if Path(model).exists() else models_dir / model
 
 
 def resolve_model(model: str, models_dir: Path) -> str:
