@@ -311,6 +311,10 @@ def preview_from_form(
     except ValidationError as exc:
         found = validation_errors(exc, "plan.points.0")
         return None, {_form_key(path, msg): msg for path, msg in found.items()}
+    # The same model locations a launch may use, and nothing else is read.
+    server = {"model": _text(form, "model"), "tokenizer": _text(form, "tokenizer") or None}
+    if found := _path_errors(server, settings.allowed_model_roots, must_exist=True):
+        return None, {_form_key(path): msg for path, msg in found.items()}
     model = _text(form, "tokenizer") or _text(form, "model")
     folder = tokenizer_folder(model, settings.models_dir)
     try:
