@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import itertools
-import math
 import json
+import math
 import os
 import statistics
 import subprocess
