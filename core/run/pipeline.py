@@ -42,8 +42,8 @@ from core.load.generator import LoadGenerator, LoadOptions
 from core.load.kv_fill import KvSizing, PoolSource, size_kv_fill, smallest_pool, template_tokens
 from core.load.openai import MODELS_PATH, served_models
 from core.load.prompts import Tokenizer, load_tokenizer, make_prompts, prompts_digest
-from core.load.workloads import build_workload
-from core.metrics import compute_point_metrics, point_warnings
+from core.load.workloads import build_workload, workload_digest
+from core.metrics import compute_point_metrics, point_warnings, record_lengths
 from core.records import RequestRecord, records_to_table
 from core.run.gpu import gpu_memory, gpu_pids
 from core.run.launcher import RUN_ID_ENV, ManagedServer, free_port, tail
@@ -305,7 +305,11 @@ def _run_point(
             "point": point.model_dump(mode="json"),
             "started_at": started_at,
             "prompts_digest": prompts_digest(prompts[: len(records)]),
-            "workload": built.summary(),
+            # the workload's own fields, digested: arms that differ here were not sent
+            # the same load (core/analysis/points.py different_prompts)
+            "workload": {**built.summary(), "digest": workload_digest(point.workload)},
+            # per-request input/output tokens as sent: what a point of varied lengths measured
+            "lengths": record_lengths(records),
             # what kv_fill asked for and what it was sized to (None: no kv_fill)
             "kv_fill": None if sizing is None else sizing.as_dict(),
             "requests_planned": {"at_least": low, "at_most": high, "prepared": budget},
