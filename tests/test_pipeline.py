@@ -14,6 +14,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from core.analysis.points import point_rows
+from core.analysis.runs import load_run
 from core.run_folder import RunFolder
 from core.settings import Settings
 from core.store import Catalog
@@ -264,3 +266,11 @@ def test_a_kv_fill_point_is_sized_from_the_pool_the_fake_sglang_reports(
     assert summary["metrics"]["completed"] >= want  # every slot filled
     steps = [s for s in folder.status()["steps"] if s["step"] == "kv_fill"]
     assert len(steps) == 2 and f"c={want}" in steps[-1]["detail"]
+    # the lengths it sent, and where the Run page lists the point
+    assert summary["lengths"]["input_tokens"]["max"] == 16
+    assert summary["lengths"]["output_tokens"]["p50"] == 12
+    assert summary["workload"]["digest"]
+    (row,) = point_rows(load_run(folder))
+    assert row["kv_fill"] == 0.0005 and row["kv_fill_pool_tokens"] == pool
+    assert row["kv_fill_computed"] == f"c={want} in=16 out=12"
+    assert row["input_tokens_p99"] == 16

@@ -333,7 +333,8 @@ class PointCaveat:
         """``c=64: load generator saturated (worst: client CPU 97% of a core >= 90%) in 2 of
         3 runs of graphs on — the client, not the server, may have limited these numbers``
         (``care``: with that last part, what the caveat means: core.metrics.CAVEAT_MEANING)."""
-        worst = "worst: " if sum(k for _, k, _ in self.runs) > 1 else ""
+        several = sum(k for _, k, _ in self.runs) > 1 and self.kind != DIFFERENT_PROMPTS
+        worst = "worst: " if several else ""
         where = ", ".join(
             f"the run of {arm}"
             if n == 1
