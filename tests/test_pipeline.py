@@ -274,3 +274,5 @@ def test_a_kv_fill_point_is_sized_from_the_pool_the_fake_sglang_reports(
     assert row["kv_fill"] == 0.0005 and row["kv_fill_pool_tokens"] == pool
     assert row["kv_fill_computed"] == f"c={want} in=16 out=12"
     assert row["input_tokens_p99"] == 16
+    shown = run_cli(settings, "show", folder.run_id)  # where the CLI lists the points
+    assert f"0.0005 x {pool} (this run's server) -> c={want} in=16 out=12" in shown.stdout
