@@ -141,6 +141,30 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--client-workers", help="load-generator processes per point: a number, or auto (default 1)"
     )
+    # a point's workload: the Launch form's fields (core/launch/forms.py workload_fields)
+    b.add_argument(
+        "--workload",
+        choices=["fixed", "uniform", "trace_lengths", "trace", "shared_prefix"],
+        help="what every point's prompts are (docs/METRICS.md, Workloads)",
+    )
+    b.add_argument("--range-ratio", help="uniform: lowest length / length (0-1)")
+    b.add_argument("--trace", help="trace/trace_lengths: a file of data/workloads/ or a path")
+    b.add_argument("--arrivals", choices=["closed_loop", "timestamps"], help="trace arrivals")
+    b.add_argument(
+        "--over-context", choices=["error", "drop", "clip"], help="longer than the context"
+    )
+    b.add_argument("--groups", help="shared_prefix: prefix groups")
+    b.add_argument("--prompts-per-group", help="shared_prefix: prompts per group")
+    b.add_argument("--system-prompt-len", help="shared_prefix: shared prefix tokens")
+    b.add_argument("--question-len", help="shared_prefix: tokens after the prefix")
+    b.add_argument(
+        "--kv-fill", help="in-flight tokens = this x the server's KV pool (sglang; 0 < F <= 10)"
+    )
+    b.add_argument(
+        "--kv-fill-by",
+        choices=["concurrency", "lengths"],
+        help="what --kv-fill sizes (default concurrency)",
+    )
     b.add_argument("--tag", action="append", dest="tags")
     r.add_argument(
         "--executor",
@@ -327,6 +351,7 @@ def spec_from_args(args: argparse.Namespace, here: Settings | None = None) -> Ru
             }
             for c, i, o in combos
         ]
+    _workload_from_args(args, plan)
     for name in (
         "seed",
         "warmup_requests",
@@ -360,8 +385,9 @@ def spec_from_args(args: argparse.Namespace, here: Settings | None = None) -> Ru
         spec_data["placement"] = placement
     if args.tags:
         spec_data["tags"] = args.tags
+    settings = load_settings()
     spec, problems = check_spec_data(
-        spec_data, load_settings().allowed_model_roots, must_exist=False
+        spec_data, settings.allowed_model_roots, must_exist=False, settings=settings
     )
     if here is not None and runs_here(
         (spec_data.get("placement") or {}).get("executor", here.executor)
@@ -376,6 +402,45 @@ def spec_from_args(args: argparse.Namespace, here: Settings | None = None) -> Ru
     if problems or spec is None:
         raise FieldErrors(problems)
     return spec
+
+
+_WORKLOAD_FLAGS = {
+    "workload_kind": "workload",
+    "range_ratio": "range_ratio",
+    "trace": "trace",
+    "arrivals": "arrivals",
+    "over_context": "over_context",
+    "groups": "groups",
+    "prompts_per_group": "prompts_per_group",
+    "system_prompt_len": "system_prompt_len",
+    "question_len": "question_len",
+    "kv_fill": "kv_fill",
+    "kv_fill_by": "kv_fill_by",
+}
+
+
+def _workload_from_args(args: argparse.Namespace, plan: dict[str, Any]) -> None:
+    """The workload flags into every point of ``plan``, read as the Launch form reads its
+    fields (the same names and checks); a point keeps the plan file's workload unless
+    --workload is given."""
+    from core.config import BenchmarkPlan
+    from core.launch.forms import workload_fields
+
+    values = {
+        key: getattr(args, flag, None)
+        for key, flag in _WORKLOAD_FLAGS.items()
+        if getattr(args, flag, None) is not None
+    }
+    if not values:
+        return
+    errors: dict[str, str] = {}
+    extras = workload_fields(values, errors)
+    if errors:
+        raise FieldErrors({"--" + k.replace("_", "-"): v for k, v in errors.items()})
+    if "workload_kind" not in values:
+        extras.pop("workload")
+    points = plan.get("points") or [p.model_dump(mode="json") for p in BenchmarkPlan().points]
+    plan["points"] = [{**dict(p), **extras} for p in points]
 
 
 def engine_problems(servers: list[ServerConfig], settings: Settings) -> dict[str, str]:
@@ -687,7 +752,7 @@ def _cmd_engines(_args: argparse.Namespace) -> int:
 def _flag_of(field: str) -> str:
     """The flag that sets a spec field: server.extra_args → --extra-arg,
     plan.points.0.num_prompts → --num-prompts."""
-    named = {"extra_args": "--extra-arg", "tags": "--tag"}
+    named = {"extra_args": "--extra-arg", "tags": "--tag", "kind": "--workload"}
     if "." not in field:
         return named.get(field, field)
     name = field.split(".")[-1]
@@ -698,8 +763,7 @@ def _flag_of(field: str) -> str:
 
 def _cmd_workload(args: argparse.Namespace) -> int:
     from core.config import Point, RunSpec, Workload
-    from core.load.prompts import load_tokenizer
-    from core.load.workloads import build_workload, model_context_tokens, preview_rows
+    from core.load.workloads import preview_point
     from core.settings import load_settings
 
     if args.source.suffix == ".jsonl":
@@ -717,16 +781,13 @@ def _cmd_workload(args: argparse.Namespace) -> int:
     from core.engines.model_setup import model_folder
 
     folder = model_folder(model, load_settings().models_dir)  # as the engine serves it
-    tok = load_tokenizer(str(folder))
-    n = args.limit or point.num_prompts
-    built = build_workload(tok, point, n, seed, model_context_tokens(folder))
-    rows = preview_rows(built, tok)[: args.limit]
+    rows, summary = preview_point(point, seed, folder, args.limit)
     for row in rows:
         if args.json:
             print(json.dumps(row))
         else:
             print(" ".join(f"{k}={v}" for k, v in row.items()))
-    print(json.dumps(built.summary()), file=sys.stderr)
+    print(json.dumps(summary), file=sys.stderr)
     return 0
 
 

@@ -28,8 +28,10 @@ from core.errors import ConfigError
 
 __all__ = [
     "DEFAULT_MODEL",
+    "KV_FILL_KINDS",
     "BenchmarkPlan",
     "EngineName",
+    "KvPool",
     "Placement",
     "Point",
     "ProbeSpec",
@@ -248,6 +250,11 @@ class Workload(_Frozen):
         return f" {self.kind}={Path(self.trace or '').name}"
 
 
+# The workloads whose lengths kv_fill can size: the point's input_len/output_len (uniform: the
+# top of its range). A trace or a shared prefix has lengths of its own.
+KV_FILL_KINDS = ("fixed", "uniform")
+
+
 class Point(_Frozen):
     """One load setting on a running server."""
 
@@ -261,6 +268,32 @@ class Point(_Frozen):
     input_len: int = Field(32, ge=1, le=1_000_000, description="prompt tokens")
     output_len: int = Field(32, ge=1, le=1_000_000, description="output tokens requested")
     workload: Workload = Workload()
+    # KV pressure sized from the server (docs/METRICS.md, "KV pressure"): the tokens in
+    # flight are kv_fill x the KV pool; the pipeline sizes concurrency or the lengths from
+    # it before the point, and the point records what it asked for and what it computed.
+    kv_fill: float | None = Field(
+        None, gt=0, le=10, description="in-flight tokens = this x the server's KV pool"
+    )
+    kv_fill_by: Literal["concurrency", "lengths"] = Field(
+        "concurrency",
+        description="kv_fill sizes the concurrency (lengths kept) or the lengths (cap kept)",
+    )
+
+    @model_validator(mode="after")
+    def _kv_fill_fits(self) -> Point:
+        if self.kv_fill is None:
+            return self
+        if self.workload.kind not in KV_FILL_KINDS:
+            raise ValueError(
+                f"kv_fill sizes the lengths of a {' or '.join(KV_FILL_KINDS)} workload; a "
+                f"{self.workload.kind} workload's lengths are its own: leave kv_fill out"
+            )
+        if self.kv_fill_by == "lengths" and self.concurrency is None:
+            raise ValueError(
+                "kv_fill_by lengths keeps the concurrency and sizes the lengths: "
+                "give a concurrency, or use kv_fill_by concurrency"
+            )
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -297,7 +330,8 @@ class Point(_Frozen):
         rate = "inf" if math.isinf(self.request_rate) else f"{self.request_rate:g}"
         conc = "unbounded" if self.concurrency is None else str(self.concurrency)
         base = f"c={conc} rate={rate} in={self.input_len} out={self.output_len}"
-        return base + self.workload.label
+        fill = "" if self.kv_fill is None else f" kv_fill={self.kv_fill:g}x({self.kv_fill_by})"
+        return base + self.workload.label + fill
 
 
 class ProbeSpec(_Frozen):
@@ -319,6 +353,24 @@ class ProbeSpec(_Frozen):
             except re.error as exc:
                 raise ValueError(f"not a valid regular expression: {exc}") from exc
         return v
+
+
+class KvPool(_Frozen):
+    """The KV pool kv_fill points are sized from, when it is not the run's own server's:
+    ``tokens`` given, or the smallest pool that the servers of ``runs`` reported (one earlier
+    run per arm of an experiment, found when it was queued: every arm gets the same load)."""
+
+    tokens: int | None = Field(None, ge=1, description="the pool, in tokens")
+    runs: tuple[str, ...] = Field((), max_length=64, description="runs whose pools to take")
+    arms: tuple[str, ...] = Field((), max_length=64, description="the arm of each of runs")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> KvPool:
+        if (self.tokens is None) == (not self.runs):
+            raise ValueError("give tokens (the pool) or runs (whose reported pools to take)")
+        if self.arms and len(self.arms) != len(self.runs):
+            raise ValueError("give one arm per run, or none")
+        return self
 
 
 def _waves_floor(point: Point, min_waves: float | None) -> int:
@@ -372,6 +424,10 @@ class BenchmarkPlan(_Frozen):
         gt=0,
         le=3600,
         description="each point keeps sending until all its slots have been busy this many seconds",
+    )
+    kv_pool: KvPool | None = Field(
+        None,
+        description="what kv_fill points are sized from; None = this run's server's own pool",
     )
     client_workers: int | Literal["auto"] = Field(
         1,

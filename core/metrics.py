@@ -47,11 +47,13 @@ __all__ = [
     "headline_index",
     "latency_arrays",
     "latency_values",
+    "length_distribution",
     "point_cancelled",
     "point_caveats",
     "point_error_rate",
     "point_warnings",
     "rate_value",
+    "record_lengths",
     "steady_state",
     "summarize_ms",
 ]
@@ -424,6 +426,40 @@ def point_caveats(summary: Mapping[str, Any], status: RunStatus | None = None) -
         # the finding, without the advice on how to size the point
         out.append(Caveat(CAVEAT_KINDS[3], str(w).split(": ")[0].split("; ")[0]))
     return out
+
+
+def _length_stats(values: Sequence[int]) -> dict[str, float | None]:
+    if not values:
+        return {"p50": None, "p90": None, "p99": None, "max": None}
+    arr = np.asarray(values, dtype=float)
+    return {
+        "p50": float(np.percentile(arr, 50)),
+        "p90": float(np.percentile(arr, 90)),
+        "p99": float(np.percentile(arr, 99)),
+        "max": float(arr.max()),
+    }
+
+
+def length_distribution(
+    input_tokens: Sequence[int], output_tokens: Sequence[int]
+) -> dict[str, dict[str, float | None]]:
+    """p50/p90/p99/max of per-request input and output tokens: the point's lengths as sent
+    (inputs of every request sent; outputs of the successful ones, as the throughput counts
+    them), so a point of varied lengths says what it measured. ``np.percentile``, linear."""
+    return {
+        "input_tokens": _length_stats(input_tokens),
+        "output_tokens": _length_stats(output_tokens),
+    }
+
+
+def record_lengths(
+    records: Sequence[RequestRecord], source: TokenSource = "server"
+) -> dict[str, dict[str, float | None]]:
+    """``length_distribution`` of a point's records (cancelled requests were never measured)."""
+    sent = [r for r in records if r.error != CANCELLED]
+    return length_distribution(
+        [r.prompt_tokens for r in sent], [r.output_tokens(source) for r in sent if r.ok]
+    )
 
 
 def compute_point_metrics(

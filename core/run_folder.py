@@ -42,6 +42,7 @@ __all__ = [
     "find_runs",
     "interrupted_steps",
     "is_run_id",
+    "kv_pool_tokens",
     "new_run_id",
     "read_json",
     "run_result",
@@ -481,6 +482,16 @@ class RunFolder:
             return time.time() - (self.path / "status.json").stat().st_mtime
         except OSError:
             return math.inf
+
+
+def kv_pool_tokens(facts: dict[str, Any]) -> int | None:
+    """THE KV pool a run's server reported after start-up (facts.json), in tokens; None when
+    it reported none (transformers serve, an endpoint that hides it)."""
+    for key in ("kv_cache_tokens", "max_total_num_tokens"):
+        value = facts.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
 
 
 def run_result(folder: RunFolder) -> dict[str, Any]:

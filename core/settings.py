@@ -31,6 +31,8 @@ __all__ = [
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The shipped H200 demo's run and experiment folders (core/portal/demo.py installs them).
 DEMO_DIR = REPO_ROOT / "data" / "demo"
+# The shipped request traces (Mooncake, with their licence): a workload's trace may name one.
+WORKLOADS_DIR = REPO_ROOT / "data" / "workloads"
 # Where model and tokenizer folders may live (besides data/models), unless
 # SERVELAB_MODEL_ROOTS (os.pathsep-separated) says otherwise. See core/safety.py.
 DEFAULT_MODEL_ROOTS = ("~", "/models", "/opt", "/mnt", "/data")

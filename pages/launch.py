@@ -8,7 +8,14 @@ from core.analysis.power import host_noise, power_lines
 from core.errors import ConfigError, StoreError
 from core.executors import EXECUTORS, executor_summary, ray_address, runs_here, save_ray_address
 from core.experiments.design import load_experiment
-from core.launch.forms import FORM_DEFAULTS, experiment_from_form, launch_from_form
+from core.launch.forms import (
+    FORM_DEFAULTS,
+    WORKLOAD_KINDS,
+    experiment_from_form,
+    launch_from_form,
+    preview_from_form,
+    trace_choices,
+)
 from core.launch.host import detect_host, launch_host
 from core.launch.presets import PRESETS, estimate_text
 from core.launch.queue import queue_launch
@@ -224,6 +231,51 @@ with st.form("launch"):
     with q4:
         st.text_input("Tags (space-separated)", "", key="tags")
         err("tags")
+    st.markdown('**Workload** (every point; docs/METRICS.md, "Workloads")')
+    w1, w2, w3, w4 = st.columns(4)
+    with w1:
+        st.selectbox("Workload", WORKLOAD_KINDS, key="workload_kind")
+        err("workload_kind")
+        st.text_input("Uniform: lowest length / length (0-1)", "", key="range_ratio")
+        err("range_ratio")
+    with w2:
+        st.text_input(
+            "Trace (a file of data/workloads: " + ", ".join(trace_choices()) + "; or a path)",
+            "",
+            key="trace",
+        )
+        err("trace")
+        st.selectbox("Trace arrivals", ["closed_loop", "timestamps"], key="arrivals")
+        err("arrivals")
+        st.selectbox(
+            "Longer than the model's context", ["error", "drop", "clip"], key="over_context"
+        )
+        err("over_context")
+    with w3:
+        st.number_input("Shared prefix: groups", value=D["groups"], step=1, key="groups")
+        err("groups")
+        st.number_input(
+            "Prompts per group", value=D["prompts_per_group"], step=1, key="prompts_per_group"
+        )
+        err("prompts_per_group")
+        st.number_input(
+            "System prompt tokens", value=D["system_prompt_len"], step=1, key="system_prompt_len"
+        )
+        err("system_prompt_len")
+        st.number_input("Question tokens", value=D["question_len"], step=1, key="question_len")
+        err("question_len")
+    with w4:
+        st.text_input(
+            "KV fill (in-flight tokens = this x the server's KV pool; empty = off)",
+            "",
+            key="kv_fill",
+        )
+        err("kv_fill")
+        st.selectbox("KV fill sizes", ["concurrency", "lengths"], key="kv_fill_by")
+        err("kv_fill_by")
+    previewed = st.form_submit_button(
+        "Preview the workload (first point; queues nothing)", key="preview_workload"
+    )
     st.checkbox(
         "Exact output lengths (ask the server for exactly the output tokens; the "
         "request field is chosen per server and recorded in the run)",
@@ -277,9 +329,32 @@ if submitted or checked:
                 st.session_state["launched"] = list(queued.run_ids)
     except StoreError as exc:  # data folder not writable, disk full
         errors = {"submit": f"could not queue: {exc}"}
+    except ConfigError as exc:  # what only queueing can find (core/launch/queue.py)
+        errors = {"submit": f"{exc.field}: {exc.message}"}
     st.session_state["launch_errors"] = errors
     st.session_state["launch_checked"] = checked and not errors
     st.rerun()
+
+if previewed:
+    form = {k: st.session_state[k] for k in D if k in st.session_state}
+    preview, preview_errors = preview_from_form(form, settings)
+    st.session_state["launch_errors"] = preview_errors
+    st.session_state["workload_preview"] = preview
+    st.rerun()
+if (preview := st.session_state.get("workload_preview")) is not None:
+    with st.container(key="workload_preview_box"):
+        st.subheader("Workload preview")
+        share = preview.prefix_reuse_share
+        st.metric(
+            "Prefix reuse (input tokens an earlier request already sent)",
+            "n/a" if share is None else f"{share:.1%}",
+        )
+        st.caption(
+            f"{len(preview.rows)} request(s) previewed; "
+            + ", ".join(f"{k}: {v}" for k, v in preview.summary.items())
+        )
+        st.bar_chart(preview.histogram, x="tokens", y=["input requests", "output requests"])
+        st.dataframe(preview.rows[:50], hide_index=True)
 
 if grid_checked or grid_submitted:
     queue_grid(settings, host, D, submit=grid_submitted)

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from core.analysis.ledger import run_ledger
+from core.analysis.points import point_rows
 from core.analysis.runs import has_records, latency_samples, load_run, no_records_note
 from core.executors.queue import cancel
 from core.metrics import DEFINITION, caveat_lines, point_cancelled, point_caveats, point_error_rate
@@ -221,6 +222,17 @@ if view.points:
     ]
     if care:  # the one rule of Compare, Experiment and the CLI (core.metrics.point_caveats)
         st.warning("**Read with care**\n\n" + "\n".join(f"- {line}" for line in care))
+    st.markdown("**Lengths, prefix cache and KV fill per point**")
+    st.caption(
+        "Per-request input/output tokens as sent (p50/p90/p99/max); prefix-cache hits as the "
+        "server counted them over the point (Δcached / Δprompt tokens); a kv_fill point's "
+        "pool and what it was sized to (docs/METRICS.md)."
+    )
+    st.dataframe(
+        pd.DataFrame(point_rows(view)).drop(columns=["index"]),
+        hide_index=True,
+        key="point_lengths",
+    )
     st.subheader("Latency distributions")
     c1, c2 = st.columns(2)
     labels = [s["label"] for s in view.points]

@@ -221,7 +221,7 @@ LAYERS: dict[str, frozenset[str]] = {
     "analysis": frozenset({"base", "experiments"}),
     "views": frozenset({"base", "analysis", "experiments"}),
     "interop": frozenset({"base", "engines", "experiments", "analysis", "views"}),
-    "launch": frozenset({"base", "engines", "run", "experiments", "analysis", "executors"}),
+    "launch": frozenset({"base", "load", "engines", "run", "experiments", "analysis", "executors"}),
     "cli": frozenset(
         {
             "base",

@@ -190,3 +190,31 @@ def test_a_point_longer_than_the_models_context_is_refused_before_it_runs(
     assert "9000 + 8 tokens exceed the model's context of 8192" in out.stderr
     assert "set over_context to 'drop' or 'clip'" in out.stderr
     assert not (data / "runs").exists() or not any((data / "runs").iterdir())
+
+
+def test_workload_and_kv_fill_flags_are_the_forms_fields(tmp_path: Path) -> None:
+    """--workload/--kv-fill go into every point as the Launch form's fields do; kv_fill on
+    transformers (no KV pool) is refused before anything is queued, naming the flag."""
+    flags = "run --engine sglang --workload uniform --range-ratio 0.5 --kv-fill 1.2"
+    parsed = cli._parser().parse_args(
+        [*flags.split(), "--kv-fill-by", "lengths", "--concurrency", "1,4"]
+    )
+    spec = cli.spec_from_args(parsed)
+    assert [p.concurrency for p in spec.plan.points] == [1, 4]
+    for p in spec.plan.points:
+        assert p.workload.kind == "uniform" and p.workload.range_ratio == 0.5
+        assert p.kv_fill == 1.2 and p.kv_fill_by == "lengths"
+    env = {**os.environ, "SERVELAB_DATA_DIR": str(tmp_path / "data")}
+    out = subprocess.run(
+        [sys.executable, "-m", "core", "run", "--engine", "transformers", "--kv-fill", "1.2"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 2, out.stderr
+    assert "(--kv-fill): kv_fill sizes the load from the server's KV pool" in out.stderr
+    assert not (tmp_path / "data" / "runs").exists() or not any(
+        (tmp_path / "data" / "runs").iterdir()
+    )

@@ -98,3 +98,46 @@ def test_the_form_states_what_the_trials_resolve_from_this_hosts_aa(
     (power,) = [c.value for c in app.caption if "Resolvable effect" in c.value]
     assert "from A/A exp-aa" in power
     assert "with 5 trials: about +" in power and "← this plan" in power
+
+
+def test_workload_fields_preview_and_kv_fill_beside_their_fields(
+    app: AppTest, tmp_path: Path, tiny_tokenizer_dir: Path
+) -> None:
+    """The preview shows what the first point will send (core's preview: requests, the
+    prefix-reuse share, a length histogram); a bad workload value or kv_fill on an engine
+    without a KV pool gets its message beside its field, and nothing is queued."""
+    import shutil
+
+    model = tmp_path / "models" / "tiny"
+    shutil.copytree(tiny_tokenizer_dir, model)
+    app.text_input(key="model").set_value(str(model))
+    app.selectbox(key="workload_kind").set_value("shared_prefix")
+    app.number_input(key="groups").set_value(2)
+    app.number_input(key="prompts_per_group").set_value(3)
+    app.number_input(key="system_prompt_len").set_value(40)
+    app.number_input(key="question_len").set_value(8)
+    app.button(key="preview_workload").click().run()
+    assert not app.exception, app.exception
+    assert not app.error, [e.value for e in app.error]
+    assert app.subheader[-1].value == "Workload preview"
+    rows = app.dataframe[-1].value
+    assert len(rows) == 6 and set(rows["input_tokens"]) == {48}
+    # 4 of the 6 requests repeat their group's 40-token system prompt (at least)
+    shared = int(rows["shared_prefix_tokens"].sum())
+    assert shared >= 4 * 40
+    assert app.metric[0].value == f"{shared / (6 * 48):.1%}"
+    assert _empty(tmp_path / "data" / "runs")
+
+    app.selectbox(key="workload_kind").set_value("uniform")
+    app.text_input(key="range_ratio").set_value("half")
+    app.text_input(key="kv_fill").set_value("1.2")
+    app.button(key="submit_launch").click().run()
+    assert not app.exception, app.exception
+    errors = [e.value for e in app.error]
+    assert any("'half' is not a number" in e for e in errors), errors
+    app.text_input(key="range_ratio").set_value("0.5")
+    app.button(key="submit_launch").click().run()
+    errors = [e.value for e in app.error]
+    assert any("kv_fill sizes the load from the server's KV pool" in e for e in errors), errors
+    assert any("Nothing was queued" in e for e in errors)
+    assert _empty(tmp_path / "data" / "runs") and _empty(tmp_path / "data" / "experiments")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -13,6 +14,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from core.analysis.points import point_rows
+from core.analysis.runs import load_run
 from core.run_folder import RunFolder
 from core.settings import Settings
 from core.store import Catalog
@@ -230,3 +233,46 @@ def test_a_gpu_released_late_by_an_exited_server_is_not_a_failure() -> None:
         sleep=lambda s: now.__setitem__(0, now[0] + s),
     )
     assert stuck == {0: [4644]} and now[0] >= 2
+
+
+def test_a_kv_fill_point_is_sized_from_the_pool_the_fake_sglang_reports(
+    fake_sglang: Path, settings: Settings, tiny_tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    """The fake reports int(mem_fraction_static x 400,000) tokens; kv_fill 0.0005 of it at
+    16 + 12 tokens a request (plus the template the server counted) sets the concurrency."""
+    plan = tmp_path / "plan.json"
+    point = {"concurrency": 1, "num_prompts": 2, "input_len": 16, "output_len": 12}
+    plan.write_text(
+        json.dumps(
+            {
+                "server": {"engine": "sglang", "model": str(tiny_tokenizer_dir)},
+                "plan": {"points": [{**point, "kv_fill": 0.0005}], "probe": None},
+            }
+        )
+    )
+    out = run_cli(settings, "run", "--plan", str(plan), "--mem-fraction-static", "0.85")
+    assert out.returncode == 0, out.stdout + out.stderr
+    folder = only_run(settings)
+    pool = folder.read("facts.json")["kv_cache_tokens"]
+    assert pool == 340_000
+    summary = folder.read("points/000/summary.json")
+    sized = summary["kv_fill"]
+    per_request = 16 + 12 + (sized["template_tokens"] or 0)
+    want = math.ceil(0.0005 * pool / per_request)
+    assert sized["pool_tokens"] == pool and sized["pool_whose"] == "this run's server"
+    assert sized["asked"]["concurrency"] == 1 and sized["computed"]["concurrency"] == want
+    assert summary["point"]["concurrency"] == want and summary["point"]["kv_fill"] == 0.0005
+    assert sized["in_flight_tokens"] >= 0.0005 * pool
+    assert summary["metrics"]["completed"] >= want  # every slot filled
+    steps = [s for s in folder.status()["steps"] if s["step"] == "kv_fill"]
+    assert len(steps) == 2 and f"c={want}" in steps[-1]["detail"]
+    # the lengths it sent, and where the Run page lists the point
+    assert summary["lengths"]["input_tokens"]["max"] == 16
+    assert summary["lengths"]["output_tokens"]["p50"] == 12
+    assert summary["workload"]["digest"]
+    (row,) = point_rows(load_run(folder))
+    assert row["kv_fill"] == 0.0005 and row["kv_fill_pool_tokens"] == pool
+    assert row["kv_fill_computed"] == f"c={want} in=16 out=12"
+    assert row["input_tokens_p99"] == 16
+    shown = run_cli(settings, "show", folder.run_id)  # where the CLI lists the points
+    assert f"0.0005 x {pool} (this run's server) -> c={want} in=16 out=12" in shown.stdout

@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
-from core.analysis.points import METRIC_DIRECTIONS, match_points, metric_deltas, prompt_check
+from core.analysis.points import (
+    METRIC_DIRECTIONS,
+    different_prompts,
+    match_points,
+    metric_deltas,
+    point_rows,
+    prompt_check,
+)
 from core.analysis.runs import load_run
 from tests.runs_by_hand import (
     P1,
@@ -17,6 +24,7 @@ from tests.runs_by_hand import (
     P8,
     make_run,
     point_label,
+    request_records,
 )
 
 
@@ -148,3 +156,38 @@ def test_different_prompts_are_flagged(tmp_path: Path) -> None:
     check = prompt_check(views).set_index("point")
     assert check.loc[point_label(P4), "a"] == "bbbb" and check.loc[point_label(P4), "b"] == "cccc"
     assert list(check["same_prompts"]) == [True, False]
+
+
+def test_different_prompts_reads_the_workload_digest_then_fixed_size_prompt_digests() -> None:
+    def s(workload: str | None, prompts: str, low: int = 8, high: int = 8) -> dict[str, Any]:
+        return {
+            "workload": {} if workload is None else {"digest": workload},
+            "prompts_digest": prompts,
+            "requests_planned": {"at_least": low, "at_most": high},
+        }
+
+    assert different_prompts([s("w1", "p"), s("w2", "p")])
+    assert different_prompts([s("w1", "p1"), s("w1", "p2")])
+    assert not different_prompts([s("w1", "p1"), s("w1", "p1")])
+    # sized by time: each run sends a prefix of the same sequence, their digests differ
+    assert not different_prompts([s("w1", "p1", 8, 100), s("w1", "p2", 8, 100)])
+    assert not different_prompts([s(None, "p1"), None])  # an old folder or a missing point
+
+
+def test_point_rows_give_length_distributions_and_the_servers_prefix_cache_hits(
+    tmp_path: Path,
+) -> None:
+    """Lengths from records.parquet (a folder older than summary lengths) and the
+    prefix-cache hit rate from the /metrics counters' deltas within the point."""
+    samples = [
+        {"t_s": t, "point": 0, "source": "metrics", "name": n, "labels": "", "value": v}
+        for t, cached, prompt in ((0.0, 100.0, 1000.0), (1.0, 400.0, 2000.0))
+        for n, v in (("sglang:cached_tokens_total", cached), ("sglang:prompt_tokens_total", prompt))
+    ]
+    folder = make_run(tmp_path, "r1", records=request_records(), samples=samples)
+    (row,) = point_rows(load_run(folder))
+    assert row["input_tokens_p50"] == 32 and row["input_tokens_max"] == 32
+    # the three successful requests' server counts: 4, 3, 1
+    assert row["output_tokens_max"] == 4 and row["output_tokens_p50"] == 3
+    assert row["prefix_cache_hit_rate"] == pytest.approx(300 / 1000)
+    assert row["kv_fill"] is None and row["kv_fill_computed"] is None

@@ -248,3 +248,25 @@ def test_the_seed_pair_on_compare_says_the_memory_fraction_was_not_tested() -> N
     assert graphs.startswith("cuda_graphs off→on:") and "100 % of decode passes" in graphs
     assert [c["exercised"] for c in story.knob_checks] == [False, True]
     assert story.as_json()["knob_checks"] == story.knob_checks
+
+
+def test_arms_sent_different_workloads_at_a_point_is_the_loudest_caveat() -> None:
+    """Same load shape, different workloads (a fixed and a shared-prefix workload): the
+    comparison is not prompt for prompt, and the story says so first, by arm and digest."""
+    on = [view(f"on{t}", {4: 100}) for t in range(2)]
+    off = [view(f"off{t}", {4: 90}) for t in range(2)]
+    for v in on:
+        v.points[0].update(workload={"digest": "aaa"}, prompts_digest="p1")
+    for v in off:
+        v.points[0].update(workload={"digest": "bbb"}, prompts_digest="p2")
+    found = caveats({"on": on, "off": off})
+    assert [c.kind for c in found] == ["DIFFERENT PROMPTS"]
+    line = found[0].sentence()
+    assert line.startswith("c=4: DIFFERENT PROMPTS (on: workload aaa prompts p1; off: workload")
+    assert "all 2 runs of on" in line and "not a prompt-for-prompt comparison" in line
+    story = comparison_story([on[0], off[0]], 1, ["on", "off"])
+    assert "DIFFERENT PROMPTS" in story.verdict[-1]
+    # the same workload and prompts: nothing said
+    for v in off:
+        v.points[0].update(workload={"digest": "aaa"}, prompts_digest="p1")
+    assert caveats({"on": on, "off": off}) == []

@@ -37,7 +37,13 @@ from core.analysis.knob_checks import (
 )
 from core.analysis.ledger import MemoryLedger, arm_ledgers, knob_cost
 from core.analysis.memory import gpu_total_gb, headroom_gb, memory_headroom, peak_gpu_mib_by_point
-from core.analysis.points import METRIC_DIRECTIONS, first_points, is_no_change, metric_deltas
+from core.analysis.points import (
+    METRIC_DIRECTIONS,
+    different_prompts,
+    first_points,
+    is_no_change,
+    metric_deltas,
+)
 from core.analysis.roles import headline_point
 from core.analysis.runs import RunView
 from core.analysis.sequential import look_level, progress_text
@@ -65,6 +71,7 @@ from core.settings import Settings
 
 __all__ = [
     "CARD_METRICS",
+    "DIFFERENT_PROMPTS",
     "CardRow",
     "PointCaveat",
     "ReadWithCare",
@@ -299,6 +306,14 @@ def _sorted_keys(keys: set[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return sorted(keys, key=lambda k: tuple(math.inf if x is None else float(x) for x in k))
 
 
+# A caveat of the comparison, not of one run: the arms' workload or prompts digests differ.
+DIFFERENT_PROMPTS = "DIFFERENT PROMPTS"
+_DIFFERENT_MEANING = (
+    "the arms were not sent the same prompts here: this is not a prompt-for-prompt "
+    "comparison, and a difference may be the workload's, not the knob's"
+)
+
+
 def _point_label(key: tuple[Any, ...], shapes: set[tuple[Any, ...]]) -> str:
     """``c=64``, plus the rest of the load where the points differ in more than that."""
     return f"c={key[0]}" if len(shapes) == 1 else f"c={key[0]} {key[1:]}"
@@ -318,7 +333,8 @@ class PointCaveat:
         """``c=64: load generator saturated (worst: client CPU 97% of a core >= 90%) in 2 of
         3 runs of graphs on — the client, not the server, may have limited these numbers``
         (``care``: with that last part, what the caveat means: core.metrics.CAVEAT_MEANING)."""
-        worst = "worst: " if sum(k for _, k, _ in self.runs) > 1 else ""
+        several = sum(k for _, k, _ in self.runs) > 1 and self.kind != DIFFERENT_PROMPTS
+        worst = "worst: " if several else ""
         where = ", ".join(
             f"the run of {arm}"
             if n == 1
@@ -327,7 +343,11 @@ class PointCaveat:
             else f"{k} of {n} runs of {arm}"
             for arm, k, n in self.runs
         )
-        meaning = CAVEAT_MEANING.get(self.kind, "read with care")
+        meaning = (
+            _DIFFERENT_MEANING
+            if self.kind == DIFFERENT_PROMPTS
+            else CAVEAT_MEANING.get(self.kind, "read with care")
+        )
         return f"{self.point}: {self.kind} ({worst}{self.detail}) in {where}" + (
             f" — {meaning}" if care else ""
         )
@@ -338,15 +358,41 @@ def caveats(arms: Mapping[str, Sequence[RunView]]) -> list[PointCaveat]:
     point and then by kind (``core.metrics.CAVEAT_KINDS``), naming the worst run's figures."""
     flagged: dict[tuple[tuple[Any, ...], str], dict[str, list[Caveat]]] = {}
     measured: dict[tuple[tuple[Any, ...], str], int] = {}
+    sent: dict[tuple[Any, ...], dict[str, list[dict[str, Any]]]] = {}
     for arm, views in arms.items():
         for v in views:
             for key, s in first_points(v):
                 measured[(key, arm)] = measured.get((key, arm), 0) + 1
+                sent.setdefault(key, {}).setdefault(arm, []).append(s)
                 for c in point_caveats(s, v.status):
                     flagged.setdefault((key, c.kind), {}).setdefault(arm, []).append(c)
     keys = _sorted_keys({k for k, _ in measured})
     shapes = {k[1:] for k in keys}
     out = []
+    for key in keys:  # loudest first: the arms were not compared prompt for prompt
+        of_arm = sent.get(key) or {}
+        if len(of_arm) > 1 and different_prompts([s for ss in of_arm.values() for s in ss]):
+            digests = "; ".join(
+                f"{arm}: "
+                + ", ".join(
+                    sorted(
+                        {
+                            f"workload {(s.get('workload') or {}).get('digest') or '?'}"
+                            f" prompts {s.get('prompts_digest') or '?'}"
+                            for s in ss
+                        }
+                    )
+                )
+                for arm, ss in of_arm.items()
+            )
+            out.append(
+                PointCaveat(
+                    _point_label(key, shapes),
+                    DIFFERENT_PROMPTS,
+                    digests,
+                    tuple((arm, len(ss), len(ss)) for arm, ss in of_arm.items()),
+                )
+            )
     for key in keys:
         for kind in CAVEAT_KINDS:
             by_arm = flagged.get((key, kind))

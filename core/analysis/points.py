@@ -14,9 +14,19 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import pandas as pd
+import pyarrow.parquet as pq
 
-from core.analysis.runs import RunView, run_labels
-from core.metrics import LATENCY_FAMILIES, STAT_NAMES, TokenSource, as_number, rate_value
+from core.analysis.runs import RunView, has_records, run_labels
+from core.analysis.server_view import prefix_cache_by_point
+from core.metrics import (
+    LATENCY_FAMILIES,
+    STAT_NAMES,
+    TokenSource,
+    as_number,
+    length_distribution,
+    rate_value,
+)
+from core.records import CANCELLED
 
 __all__ = [
     "HEADLINE_METRICS",
@@ -24,11 +34,14 @@ __all__ = [
     "NO_CHANGE_THRESHOLD",
     "MatchedPoint",
     "PointKey",
+    "different_prompts",
     "first_points",
     "is_no_change",
     "match_points",
     "metric_deltas",
     "point_key",
+    "point_lengths",
+    "point_rows",
     "point_text",
     "prompt_check",
 ]
@@ -239,3 +252,80 @@ def metric_deltas(
     numeric = [*labels, *(f"{p}_{labels[i]}" for i in others for p in ("delta", "rel"))]
     df[numeric] = df[numeric].astype("float64")
     return df
+
+
+def different_prompts(summaries: Sequence[dict[str, Any] | None]) -> bool:
+    """THE rule for "these runs were not sent the same prompts at this point": their
+    workloads' digests differ, or, at points of a fixed size (not sized by time, where a run
+    sends a prefix of the same sequence), their prompts' digests do. False when a digest is
+    missing (an imported run, an old folder): nothing says they differ."""
+    present = [s for s in summaries if s]
+    workloads = {
+        (s.get("workload") or {}).get("digest")
+        for s in present
+        if isinstance(s.get("workload"), dict) and (s.get("workload") or {}).get("digest")
+    }
+    if len(workloads) > 1:
+        return True
+
+    def fixed(s: dict[str, Any]) -> bool:
+        planned = s.get("requests_planned") or {}
+        return planned.get("at_least") == planned.get("at_most")
+
+    return (
+        len({s.get("prompts_digest") for s in present if fixed(s) and s.get("prompts_digest")}) > 1
+    )
+
+
+def point_lengths(view: RunView, summary: dict[str, Any]) -> dict[str, dict[str, float | None]]:
+    """p50/p90/p99/max of the point's per-request input and output tokens: as its summary
+    recorded them, or (a folder older than that) from its records.parquet; {} for none."""
+    if isinstance(summary.get("lengths"), dict):
+        return dict(summary["lengths"])
+    index = summary.get("index")
+    if view.path is None or not isinstance(index, int) or not has_records(view, index):
+        return {}
+    table = pq.read_table(
+        view.path / "points" / f"{index:03d}" / "records.parquet",
+        columns=["prompt_tokens", "output_tokens_server", "output_tokens_requested", "ok", "error"],
+    ).to_pylist()
+    sent = [r for r in table if r["error"] != CANCELLED]
+    outputs = [
+        r["output_tokens_server"]
+        if r["output_tokens_server"] is not None
+        else r["output_tokens_requested"]
+        for r in sent
+        if r["ok"]
+    ]
+    return length_distribution([r["prompt_tokens"] for r in sent], outputs)
+
+
+def point_rows(view: RunView) -> list[dict[str, Any]]:
+    """Per point of a run, what stays true with varied lengths: its input/output length
+    distribution, the prefix-cache hits the server reported over it and, for a kv_fill
+    point, what it asked for and what it was sized to. The Run page and `show` list these."""
+    hits = prefix_cache_by_point(view)
+    rows = []
+    for s in view.points:
+        lengths = point_lengths(view, s)
+        index = s.get("index")
+        row: dict[str, Any] = {"point": s.get("label"), "index": index}
+        for side in ("input_tokens", "output_tokens"):
+            for stat in ("p50", "p90", "p99", "max"):
+                row[f"{side}_{stat}"] = (lengths.get(side) or {}).get(stat)
+        cache = hits.get(index) if isinstance(index, int) else None
+        row["prefix_cache_hit_rate"] = None if cache is None else cache.hit_rate
+        row["prefix_cached_tokens"] = None if cache is None else cache.cached_tokens
+        fill = s.get("kv_fill") or {}
+        done = fill.get("computed") or {}
+        row["kv_fill"] = fill.get("kv_fill")
+        row["kv_fill_pool_tokens"] = fill.get("pool_tokens")
+        row["kv_fill_pool_whose"] = fill.get("pool_whose")
+        row["kv_fill_computed"] = (
+            None
+            if not done
+            else f"c={done.get('concurrency')} in={done.get('input_len')} "
+            f"out={done.get('output_len')}"
+        )
+        rows.append(row)
+    return rows

@@ -18,7 +18,7 @@ from core.analysis.runs import RunView
 from core.analysis.timelines import kv_capacity_tokens, log_lines_by_point
 from core.scheduler_log import parse_scheduler_lines
 
-__all__ = ["ServerView", "no_view_line", "server_view"]
+__all__ = ["PrefixCache", "ServerView", "no_view_line", "prefix_cache_by_point", "server_view"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,63 @@ class ServerView:
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self) | {"kv_usage_peak": self.kv_usage_peak}
+
+
+@dataclass(frozen=True)
+class PrefixCache:
+    """The prefix-cache hits the server reported over one point: counter deltas (tokens)."""
+
+    cached_tokens: float | None
+    prompt_tokens: float | None
+
+    @property
+    def hit_rate(self) -> float | None:
+        if self.cached_tokens is None or not self.prompt_tokens:
+            return None
+        return self.cached_tokens / self.prompt_tokens
+
+
+def _delta(m: pd.DataFrame, name: str, labels_has: str | None = None) -> float | None:
+    """THE counter rule: per label set, last minus first scrape of ``m`` (counters only grow
+    while the server lives), summed; None when the server did not report ``name``."""
+    rows = m[m["name"] == name]
+    if labels_has is not None:
+        rows = rows[rows["labels"].fillna("").str.contains(labels_has, regex=False)]
+    if rows.empty:
+        return None
+    by = rows.sort_values("t_s").groupby(rows["labels"].fillna(""))["value"]
+    return float((by.last() - by.first()).sum())
+
+
+def _metric_rows(file: str) -> pd.DataFrame | None:
+    """The /metrics scrapes taken while a point ran (None: no such samples)."""
+    try:
+        df = pd.read_parquet(file)
+    except (OSError, ValueError):
+        return None
+    if df.empty or "source" not in df.columns:
+        return None
+    m = df[(df["source"] == "metrics") & (df["point"].fillna(-1) >= 0)]
+    return None if m.empty else m
+
+
+def prefix_cache_by_point(view: RunView) -> dict[int, PrefixCache]:
+    """Per point index, the prefix-cache hits over that point: Δcached_tokens_total /
+    Δprompt_tokens_total between the point's first and last scrape (the server view's rule;
+    what was counted before the first scrape of a point, within one scrape interval, is
+    not in it). {} when the server exposed no /metrics."""
+    if view.path is None or not (view.path / "samples.parquet").is_file():
+        return {}
+    m = _metric_rows(str(view.path / "samples.parquet"))
+    if m is None:
+        return {}
+    out = {}
+    for index, rows in m.groupby("point"):
+        cached = _delta(rows, "sglang:cached_tokens_total")
+        prompt = _delta(rows, "sglang:prompt_tokens_total")
+        if cached is not None or prompt is not None:
+            out[int(index)] = PrefixCache(cached, prompt)
+    return out
 
 
 def no_view_line(view: RunView) -> str:
@@ -85,14 +142,8 @@ def _number(x: Any) -> float | None:
 def _from_metrics(
     file: str, _mtime_ns: int, _size: int, kv_capacity: float | None, point: int | None = None
 ) -> ServerView | None:
-    try:
-        df = pd.read_parquet(file)
-    except (OSError, ValueError):
-        return None
-    if df.empty or "source" not in df.columns:
-        return None
-    m = df[(df["source"] == "metrics") & (df["point"].fillna(-1) >= 0)]
-    if m.empty:
+    m = _metric_rows(file)
+    if m is None:
         return None
     if point is not None:
         m = m[m["point"] == point]
@@ -111,14 +162,7 @@ def _from_metrics(
         return float(s.max()) if not s.empty else None
 
     def delta(name: str, labels_has: str | None = None) -> float | None:
-        rows = m[m["name"] == name]
-        if labels_has is not None:
-            rows = rows[rows["labels"].fillna("").str.contains(labels_has, regex=False)]
-        if rows.empty:
-            return None
-        # per label set: last minus first scrape (counters only grow while the server lives)
-        by = rows.sort_values("t_s").groupby(rows["labels"].fillna(""))["value"]
-        return float((by.last() - by.first()).sum())
+        return _delta(m, name, labels_has)
 
     used = series("sglang:num_used_tokens", "sglang:kv_used_tokens")
     capacity = kv_capacity

@@ -17,6 +17,7 @@ __all__ = [
     "context_problems",
     "detect_cache_dir",
     "get_adapter",
+    "kv_fill_problems",
     "launch_problems",
     "served_context_tokens",
 ]
@@ -124,3 +125,18 @@ def context_problems(spec: RunSpec, models_dir: Path) -> dict[str, str]:
                 f"plan.points[{i}].workload.over_context is 'error' and {refusal.message}"
             )
     return problems
+
+
+def kv_fill_problems(spec: RunSpec, settings: Settings) -> dict[str, str]:
+    """{field: why} for kv_fill points the run could not size: its engine reports no KV pool
+    and the plan gives none (plan.kv_pool). Checked when queued, with every other problem."""
+    if spec.plan.kv_pool is not None or get_adapter(spec.server.engine, settings).reports_kv_pool:
+        return {}
+    return {
+        f"plan.points.{i}.kv_fill": (
+            f"kv_fill sizes the load from the server's KV pool, and {spec.server.engine} "
+            "reports none: use the sglang engine, give plan.kv_pool.tokens, or leave kv_fill out"
+        )
+        for i, p in enumerate(spec.plan.points)
+        if p.kv_fill is not None
+    }

@@ -59,6 +59,9 @@ class EngineAdapter(Protocol):
     # True: the exact-length request fields are found by asking the running server
     # (``choose_exact_length``), not known from the launch plan (the endpoint engine).
     asks_exact_length: bool = False
+    # True: the server reports its KV pool after start-up (facts.json kv_cache_tokens), so a
+    # point's kv_fill can be sized from it; otherwise kv_fill is refused when queued.
+    reports_kv_pool: bool = False
 
     def detect(self) -> EngineInfo:
         """Find the installed engine and its CLI options (may run a subprocess)."""

@@ -340,6 +340,7 @@ class SGLangAdapter(EngineAdapter):
     """Launches ``python -m sglang.launch_server`` from the Python that has SGLang."""
 
     name = "sglang"
+    reports_kv_pool = True  # /server_info max_total_num_tokens, or the start-up log
 
     def __init__(self, python: str, cache_dir: Path | None = None) -> None:
         self.python = python

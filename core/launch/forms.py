@@ -9,33 +9,45 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from core.config import (
+    Point,
     RunSpec,
     ServerConfig,
     parse_request_rate,
     spec_errors,
     validation_errors,
 )
-from core.engines import EngineInfo, context_problems, launch_problems
+from core.engines import EngineInfo, context_problems, kv_fill_problems, launch_problems
+from core.engines.model_setup import model_folder
+from core.errors import ConfigError
 from core.experiments.design import MAX_TRIALS, ExperimentSpec, experiment_from_preset
 from core.launch.host import HostInfo
 from core.launch.presets import PRESETS, Preset, expand_preset
+from core.load.workloads import prefix_reuse_share, preview_point
 from core.safety import server_path_problems
-from core.settings import Settings, load_settings
+from core.settings import WORKLOADS_DIR, Settings, load_settings
 
 __all__ = [
     "FORM_DEFAULTS",
+    "WORKLOAD_KINDS",
+    "WorkloadPreview",
     "check_spec_data",
     "experiment_from_form",
     "form_adaptive",
     "form_trials",
     "launch_from_form",
+    "length_histogram",
+    "preview_from_form",
     "spec_problems",
+    "trace_choices",
+    "trace_location",
+    "workload_fields",
 ]
 
 FORM_DEFAULTS: dict[str, Any] = {
@@ -73,7 +85,23 @@ FORM_DEFAULTS: dict[str, Any] = {
     "max_trials": 10,
     "max_minutes": "",
     "exact_length": True,
+    # the workload of every point (core/config.py Workload; docs/METRICS.md, "Workloads")
+    "workload_kind": "fixed",
+    "range_ratio": "",
+    "trace": "",
+    "arrivals": "closed_loop",
+    "over_context": "error",
+    "groups": 4,
+    "prompts_per_group": 4,
+    "system_prompt_len": 256,
+    "question_len": 32,
+    "kv_fill": "",
+    "kv_fill_by": "concurrency",
 }
+WORKLOAD_KINDS = ("fixed", "uniform", "trace_lengths", "trace", "shared_prefix")
+# Histogram bins of the Launch form's preview (input/output tokens per request).
+PREVIEW_BINS = 20
+PREVIEW_LIMIT = 500  # requests previewed: enough for a trace's shape, quick to build
 
 
 def _text(form: dict[str, Any], key: str) -> str:
@@ -107,10 +135,16 @@ def _opt_int(form: dict[str, Any], key: str, errors: dict[str, str]) -> int | No
         return None
 
 
-def _form_key(path: str) -> str:
-    """Map a spec path (server.tp_size, plan.points.0.concurrency) to its form field."""
+def _form_key(path: str, message: str = "") -> str:
+    """Map a spec path (server.tp_size, plan.points.0.concurrency) to its form field. A rule
+    of a whole point or workload goes beside the field its message names first."""
     parts = path.split(".")
     if parts[:2] == ["plan", "points"]:
+        first = message.split(" ", 1)[0]
+        if parts[-1] in ("kind", "workload") or (len(parts) <= 4 and first == "kind"):
+            return "workload_kind"
+        if len(parts) <= 3 and first in FORM_DEFAULTS:
+            return first
         return parts[-1] if len(parts) > 3 else "concurrency"
     if parts[:2] == ["plan", "probe"]:
         return {"prompt": "probe_prompt", "expect": "probe_expect"}.get(parts[-1], "probe")
@@ -144,11 +178,17 @@ def _path_errors(server: dict[str, Any], roots: Sequence[Path], must_exist: bool
 
 
 def check_spec_data(
-    data: dict[str, Any], roots: Sequence[Path], *, must_exist: bool
+    data: dict[str, Any],
+    roots: Sequence[Path],
+    *,
+    must_exist: bool,
+    settings: Settings | None = None,
 ) -> tuple[RunSpec | None, dict[str, str]]:
     """A spec as plain data (a form's fields, a CLI's flags and plan file) → (RunSpec, {})
     or (None, {dotted field: message}) with every problem at once: the server and the plan
-    are validated apart, and model locations are checked whatever else is wrong."""
+    are validated apart, and model locations are checked whatever else is wrong. With
+    ``settings``, kv_fill on an engine that reports no KV pool too (it is refused when
+    queued: core/launch/queue.py)."""
     server = dict(data.get("server") or {})
     _, errors = _server_errors(server)
     _, rest = spec_errors({k: v for k, v in data.items() if k != "server"})
@@ -158,7 +198,10 @@ def check_spec_data(
         errors.setdefault(path, message)
     if errors:
         return None, errors
-    return RunSpec.model_validate(data), {}
+    spec = RunSpec.model_validate(data)
+    if settings is not None and (kv := kv_fill_problems(spec, settings)):
+        return None, kv
+    return spec, {}
 
 
 def spec_problems(
@@ -176,6 +219,112 @@ def spec_problems(
     for field, why in launch_problems(spec.server, info, settings).items():
         problems.setdefault(field, why)
     return problems
+
+
+def trace_choices() -> list[str]:
+    """The shipped traces a workload may name by file name (data/workloads/)."""
+    if not WORKLOADS_DIR.is_dir():
+        return []
+    return sorted(p.name for p in WORKLOADS_DIR.glob("*.jsonl"))
+
+
+def trace_location(text: str) -> str:
+    """A shipped trace's file name → its path; any other text is a path as given."""
+    if text and "/" not in text and (WORKLOADS_DIR / text).is_file():
+        return str(WORKLOADS_DIR / text)
+    return text
+
+
+def workload_fields(form: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
+    """The point fields the form's workload part sets (``workload``, ``kv_fill``,
+    ``kv_fill_by``), the same a plan file's point takes; a value that is not a number goes
+    into ``errors`` beside its field, the rest is core.config's to check."""
+    kind = str(form.get("workload_kind") or "fixed")
+    workload: dict[str, Any] = {"kind": kind}
+    if kind == "uniform" and (ratio := _opt_float(form, "range_ratio", errors)) is not None:
+        workload["range_ratio"] = ratio
+    if kind in ("trace", "trace_lengths"):
+        workload["trace"] = trace_location(_text(form, "trace")) or None
+        workload["over_context"] = str(form.get("over_context") or "error")
+        if kind == "trace":
+            workload["arrivals"] = str(form.get("arrivals") or "closed_loop")
+    if kind == "shared_prefix":
+        for key in ("groups", "prompts_per_group", "system_prompt_len", "question_len"):
+            if (value := _opt_int(form, key, errors)) is not None:
+                workload[key] = value
+    out: dict[str, Any] = {"workload": workload}
+    if (fill := _opt_float(form, "kv_fill", errors)) is not None:
+        out["kv_fill"] = fill
+        out["kv_fill_by"] = str(form.get("kv_fill_by") or "concurrency")
+    return out
+
+
+@dataclass(frozen=True)
+class WorkloadPreview:
+    """What the form's first point will send: per request (core/load/workloads.py
+    preview_rows), a length histogram and the prefix-reuse share."""
+
+    rows: list[dict[str, Any]]
+    summary: dict[str, Any]
+    prefix_reuse_share: float | None
+    histogram: dict[str, list[Any]]  # tokens (bin start), input requests, output requests
+
+
+def length_histogram(
+    rows: Sequence[dict[str, Any]], bins: int = PREVIEW_BINS
+) -> dict[str, list[Any]]:
+    """Requests per length bin, input and output tokens on one axis of equal-width bins."""
+    lengths = [int(r["input_tokens"]) for r in rows] + [int(r["output_tokens"]) for r in rows]
+    if not lengths:
+        return {"tokens": [], "input requests": [], "output requests": []}
+    low, high = min(lengths), max(lengths)
+    width = max(1, math.ceil((high - low + 1) / bins))
+    n = math.ceil((high - low + 1) / width)
+    ins, outs = [0] * n, [0] * n
+    for r in rows:
+        ins[(int(r["input_tokens"]) - low) // width] += 1
+        outs[(int(r["output_tokens"]) - low) // width] += 1
+    return {
+        "tokens": [low + i * width for i in range(n)],
+        "input requests": ins,
+        "output requests": outs,
+    }
+
+
+def preview_from_form(
+    form: dict[str, Any], settings: Settings, limit: int = PREVIEW_LIMIT
+) -> tuple[WorkloadPreview | None, dict[str, str]]:
+    """The form's first point's workload as it will be sent (the pipeline's seed, the
+    model's tokenizer and context length), or None and {form field: message}."""
+    errors: dict[str, str] = {}
+    point: dict[str, Any] = {
+        k: v
+        for k in ("num_prompts", "input_len", "output_len")
+        if (v := _opt_int(form, k, errors)) is not None
+    }
+    point.update(workload_fields(form, errors))
+    seed = _opt_int(form, "seed", errors)
+    if errors:
+        return None, errors
+    try:
+        parsed = Point.model_validate(point)
+    except ValidationError as exc:
+        found = validation_errors(exc, "plan.points.0")
+        return None, {_form_key(path, msg): msg for path, msg in found.items()}
+    # The same model locations a launch may use, and nothing else is read.
+    server = {"model": _text(form, "model"), "tokenizer": _text(form, "tokenizer") or None}
+    if found := _path_errors(server, settings.allowed_model_roots, must_exist=True):
+        return None, {_form_key(path): msg for path, msg in found.items()}
+    model = _text(form, "tokenizer") or _text(form, "model")
+    folder = model_folder(model, settings.models_dir)
+    try:
+        rows, summary = preview_point(parsed, (42 if seed is None else seed) * 1000, folder, limit)
+    except ConfigError as exc:
+        key = _form_key(exc.field.replace("plan.points.workload", "plan.points.0.workload"))
+        return None, {key if key in FORM_DEFAULTS else "workload_kind": exc.message}
+    except (OSError, ValueError) as exc:  # no tokenizer there
+        return None, {"model": f"cannot read a tokenizer in {folder.name!r}: {exc}"[:300]}
+    return WorkloadPreview(rows, summary, prefix_reuse_share(rows), length_histogram(rows)), {}
 
 
 def launch_from_form(
@@ -241,11 +390,13 @@ def launch_from_form(
     numbers = {
         k: _opt_int(form, k, errors) for k in ("num_prompts", "input_len", "output_len", "seed")
     }
+    extras = workload_fields(form, errors)
     points = [
         {
             "concurrency": c,
             "request_rate": rate,
             **{k: v for k, v in numbers.items() if k != "seed" and v is not None},
+            **extras,
         }
         for c in concurrency
     ]
@@ -269,9 +420,9 @@ def launch_from_form(
 
     roots = model_roots if model_roots is not None else settings.allowed_model_roots
     data = {"server": server, "plan": plan, "tags": tags}
-    base, spec_errs = check_spec_data(data, roots, must_exist=local)
+    base, spec_errs = check_spec_data(data, roots, must_exist=local, settings=settings)
     for path, message in spec_errs.items():
-        errors.setdefault(_form_key(path), message)
+        errors.setdefault(_form_key(path, message), message)
     # the server part alone, when the plan is what is wrong: its engine checks still run
     server_cfg = base.server if base is not None else _server_errors(server)[0]
     info = host.engines.get(engine)

@@ -14,12 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.config import RunSpec
-from core.engines import context_problems
+from core.engines import context_problems, kv_fill_problems
 from core.errors import ConfigError
 from core.executors import executor_for, runs_here, with_executor
 from core.executors.queue import submit
 from core.experiments.design import ExperimentSpec, expand, new_experiment_id, save_experiment
 from core.launch.grid import grid_estimate
+from core.launch.kv_pool import plan_pools
 from core.settings import Settings
 from core.store import Catalog
 
@@ -48,6 +49,7 @@ def queue_launch(
         return Queued(tuple(run_ids), exp_id)
     specs = [s if executor is None else with_executor(s, executor) for s in launch]
     refuse_over_context(settings, specs)
+    _refuse_kv_fill(settings, specs)
     return Queued(tuple(submit(settings, specs)))
 
 
@@ -58,6 +60,13 @@ def refuse_over_context(settings: Settings, specs: Sequence[RunSpec]) -> None:
     for spec in specs:
         for field, message in context_problems(spec, settings.models_dir).items():
             raise ConfigError(field, message)
+
+
+def _refuse_kv_fill(settings: Settings, specs: Sequence[RunSpec]) -> None:
+    """kv_fill on an engine that reports no KV pool, refused before anything is queued."""
+    for spec in specs:
+        for field, why in kv_fill_problems(spec, settings).items():
+            raise ConfigError(field, why)
 
 
 def queue_experiment(
@@ -73,6 +82,14 @@ def _queue_experiment(
     if executor is not None:
         exp = exp.model_copy(update={"base": with_executor(exp.base, executor)})
     exp_id = new_experiment_id()
+    _refuse_kv_fill(settings, [spec for _, _, spec in expand(exp, exp_id)])
+    # kv_fill: every arm sized from the smallest arm's pool (core/launch/kv_pool.py); the
+    # arms whose pool no earlier run reported get a pool run queued ahead of the experiment.
+    pools = plan_pools(settings, exp, exp_id)
+    if pools is not None:
+        arms = list(pools.to_run)
+        pool_ids = submit(settings, [pools.to_run[a] for a in arms]) if arms else []
+        exp = pools.with_runs(dict(zip(arms, pool_ids, strict=True)))
     planned = expand(exp, exp_id)
     refuse_over_context(settings, [spec for _, trial, spec in planned if trial == 0])
     run_ids = submit(settings, [spec for _, _, spec in planned])

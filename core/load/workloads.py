@@ -21,7 +21,7 @@ from pathlib import Path
 
 from core.config import Point, Workload
 from core.errors import ConfigError
-from core.load.prompts import Prompt, Tokenizer, prompt_of_length, word_ids
+from core.load.prompts import Prompt, Tokenizer, load_tokenizer, prompt_of_length, word_ids
 
 __all__ = [
     "BLOCK_TOKENS",
@@ -30,6 +30,8 @@ __all__ = [
     "build_workload",
     "context_refusal",
     "model_context_tokens",
+    "prefix_reuse_share",
+    "preview_point",
     "preview_rows",
     "read_trace",
     "request_lengths",
@@ -432,3 +434,23 @@ def _session_rows(built: BuiltWorkload, ids: list[list[int]]) -> list[dict[str, 
             previous = before + user
             before += user + built.prompts[i].output_len
     return rows  # in index order: the prompts are made session by session
+
+
+def preview_point(
+    point: Point, seed: int, model_folder: str | Path, limit: int | None = None
+) -> tuple[list[dict[str, object]], dict[str, object]]:
+    """(rows, summary) of what a point will send with the tokenizer and context length of
+    ``model_folder``: `python -m core workload preview` and the Launch form's preview. ``seed``
+    is the pipeline's per-point seed (plan seed x 1000 + the point's index)."""
+    tok = load_tokenizer(str(model_folder))
+    n = limit or point.num_prompts
+    built = build_workload(tok, point, n, seed, model_context_tokens(model_folder))
+    return preview_rows(built, tok)[:limit], built.summary()
+
+
+def prefix_reuse_share(rows: list[dict[str, object]]) -> float | None:
+    """The share of the preview's input tokens that an earlier request already sent as a
+    prefix (what a prefix cache could reuse at best); None for no tokens."""
+    total = sum(int(str(r["input_tokens"])) for r in rows)
+    shared = sum(int(str(r["shared_prefix_tokens"])) for r in rows)
+    return None if not total else shared / total

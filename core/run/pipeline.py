@@ -39,16 +39,25 @@ from core.errors import (
     StoreError,
 )
 from core.load.generator import LoadGenerator, LoadOptions
+from core.load.kv_fill import KvSizing, PoolSource, size_kv_fill, smallest_pool, template_tokens
 from core.load.openai import MODELS_PATH, served_models
 from core.load.prompts import Tokenizer, load_tokenizer, make_prompts, prompts_digest
-from core.load.workloads import build_workload
-from core.metrics import compute_point_metrics, point_warnings
+from core.load.workloads import build_workload, workload_digest
+from core.metrics import compute_point_metrics, point_warnings, record_lengths
 from core.records import RequestRecord, records_to_table
 from core.run.gpu import gpu_memory, gpu_pids
 from core.run.launcher import RUN_ID_ENV, ManagedServer, free_port, tail
 from core.run.probe import run_probe
 from core.run.samplers import Sampler
-from core.run_folder import EndState, RunFolder, RunStatus, run_result, utc_now
+from core.run_folder import (
+    EndState,
+    RunFolder,
+    RunStatus,
+    find_runs,
+    kv_pool_tokens,
+    run_result,
+    utc_now,
+)
 from core.safety import (
     api_key,
     redact_argv,
@@ -233,6 +242,7 @@ def _run_point(
     exact_body: dict[str, Any],
     sampler: Sampler,
     context_tokens: int | None = None,
+    sizing: KvSizing | None = None,
 ) -> list[RequestRecord]:
     if bench.flush_cache and plan.supports_flush_cache:
         with contextlib.suppress(httpx.HTTPError):
@@ -291,6 +301,8 @@ def _run_point(
     metrics_retok = compute_point_metrics(records, "retokenized", target)
     server_counts = any(r.output_tokens_server is not None for r in records)
     warnings = point_warnings(metrics, point.concurrency, bench.min_steady_s)
+    if sizing is not None:
+        warnings = [*warnings, *sizing.warnings()]
     run.folder.write_table(f"points/{index:03d}/records.parquet", records_to_table(records))
     run.folder.write(
         f"points/{index:03d}/summary.json",
@@ -305,7 +317,13 @@ def _run_point(
             "prompts_digest": prompts_digest(
                 prompts if built.sessions is not None else prompts[: len(records)]
             ),
-            "workload": built.summary(),
+            # the workload's own fields, digested: arms that differ here were not sent
+            # the same load (core/analysis/points.py different_prompts)
+            "workload": {**built.summary(), "digest": workload_digest(point.workload)},
+            # per-request input/output tokens as sent: what a point of varied lengths measured
+            "lengths": record_lengths(records),
+            # what kv_fill asked for and what it was sized to (None: no kv_fill)
+            "kv_fill": None if sizing is None else sizing.as_dict(),
             "requests_planned": {"at_least": low, "at_most": high, "prepared": budget},
             "token_source": "server" if server_counts else "requested (server sent no usage)",
             "metrics": metrics,
@@ -332,6 +350,54 @@ def _run_point(
                 f"server exited during point {index} ({failed} of {len(records)} requests failed)",
             )
     return records
+
+
+def _sizing_pool(run: _Run, own: int | None) -> PoolSource:
+    """The pool kv_fill points are sized from: plan.kv_pool (a number, or the smallest pool
+    the servers of its runs reported: one per arm, found when the experiment was queued),
+    else this server's own."""
+    given = run.spec.plan.kv_pool
+    if given is None:
+        if own is None:
+            raise ConfigError(
+                "plan.points.kv_fill",
+                f"kv_fill needs the server's KV pool and {run.spec.server.engine} reported "
+                "none after start-up; leave kv_fill out or give plan.kv_pool.tokens",
+            )
+        return PoolSource(own)
+    if given.tokens is not None:
+        return PoolSource(given.tokens, given=True)
+    found, unknown = find_runs(run.settings.runs_dir, given.runs)
+    if unknown:
+        raise ConfigError(
+            "plan.kv_pool.runs", f"no run {unknown[0]!r} here to take the KV pool from"
+        )
+    arms = dict(zip(given.runs, given.arms or ("",) * len(given.runs), strict=True))
+    pools = []
+    for folder in found:
+        facts = folder.read("facts.json") if (folder.path / "facts.json").is_file() else {}
+        tokens = kv_pool_tokens(facts)
+        if tokens is None:
+            raise ConfigError(
+                "plan.kv_pool.runs",
+                f"run {folder.run_id} has not reported a KV pool (not started yet, or it "
+                "failed before start-up): run it first, or give plan.kv_pool.tokens",
+            )
+        pools.append(PoolSource(tokens, folder.run_id, arms.get(folder.run_id) or None))
+    return smallest_pool(pools)
+
+
+def _size_plan(
+    bench: BenchmarkPlan, pool: PoolSource, template: int | None, own: int | None
+) -> tuple[BenchmarkPlan, dict[int, KvSizing]]:
+    """The plan with its kv_fill points sized (the others as given)."""
+    sizings = {
+        i: size_kv_fill(p, pool, template, own)
+        for i, p in enumerate(bench.points)
+        if p.kv_fill is not None
+    }
+    points = tuple(sizings[i].sized if i in sizings else p for i, p in enumerate(bench.points))
+    return bench.model_copy(update={"points": points}), sizings
 
 
 def _retokenize(tok: Tokenizer, records: list[RequestRecord]) -> None:
@@ -487,6 +553,16 @@ def execute_run(
                         exact_length={"mechanism": mechanism, "why": why},
                     )
                     folder.write("launch.json", launch)
+        sizings: dict[int, KvSizing] = {}
+        asked = bench
+        if any(p.kv_fill is not None for p in bench.points):
+            # Sized twice: here, so the warm-up runs at the sized concurrency, and after the
+            # warm-up with the chat template's tokens it measured (fewer requests, not more).
+            with run.step("kv_fill") as rec:
+                own_pool = kv_pool_tokens(facts)
+                pool = _sizing_pool(run, own_pool)
+                bench, sizings = _size_plan(asked, pool, None, own_pool)
+                rec["detail"] = f"pool {pool.tokens} tokens ({pool.whose}); preliminary"
         gen = LoadGenerator(
             plan.base_url,
             # enough connections for every request a point may have in flight (an open-loop
@@ -535,13 +611,34 @@ def execute_run(
                     raise _Failed("failed", f"every warm-up request failed: {bad[0]}")
             else:
                 rec["outcome"] = "skipped"
+        if sizings:
+            with run.step("kv_fill") as rec:
+                template = template_tokens(wrecs) if warm else None
+                bench, sizings = _size_plan(asked, pool, template, own_pool)
+                rec["detail"] = f"pool {pool.tokens} tokens ({pool.whose}); " + "; ".join(
+                    f"point {i}: c={z.sized.concurrency} in={z.sized.input_len} "
+                    f"out={z.sized.output_len} ({z.tokens_per_request:.0f} tokens each, "
+                    f"template {'excluded' if z.template is None else z.template})"
+                    for i, z in sizings.items()
+                )
         metrics_url = plan.base_url + "/metrics" if plan.argv or spec.server.engine else None
         sampler = Sampler(metrics_url, bench.metrics_interval_s, time.perf_counter()).start()
         for i, point in enumerate(bench.points):
             run.check_cancel()
             with run.step(f"point {i}") as rec:
                 records = _run_point(
-                    run, gen, plan, model, tok, i, point, bench, exact_body, sampler, context_tokens
+                    run,
+                    gen,
+                    plan,
+                    model,
+                    tok,
+                    i,
+                    point,
+                    bench,
+                    exact_body,
+                    sampler,
+                    context_tokens,
+                    sizings.get(i),
                 )
                 summary = folder.read(f"points/{i:03d}/summary.json")
                 m = summary["metrics"]

@@ -183,10 +183,39 @@ def format_run(folder: RunFolder) -> str:
         src = d["points"][0].get("token_source", "server")
         definition = d["points"][0].get("metrics", {}).get("definition") or DEFINITION
         out.append(f"\nmetrics: {definition}; output tokens counted by: {src}")
+        out += ["", _lengths_table(folder)]
         for p in d["points"]:  # read with care (docs/METRICS.md): one rule, core.metrics
             label = f"point {p.get('label', p.get('index'))}"
             out += [f"WARNING: {line}" for line in caveat_lines(label, point_caveats(p, st))]
     return "\n".join(out)
+
+
+def _lengths_table(folder: RunFolder) -> str:
+    """Per point: input/output tokens per request, the server's prefix-cache hits over it and
+    a kv_fill point's sizing (core.analysis.points.point_rows)."""
+    from core.analysis.points import point_rows
+    from core.analysis.runs import load_run
+
+    def share(x: Any) -> str:
+        return "-" if x is None else f"{x:.1%}"
+
+    rows = [
+        [
+            str(r["point"]),
+            "/".join(_f(r[f"input_tokens_{k}"], 0) for k in ("p50", "p90", "p99", "max")),
+            "/".join(_f(r[f"output_tokens_{k}"], 0) for k in ("p50", "p90", "p99", "max")),
+            share(r["prefix_cache_hit_rate"]),
+            "-"
+            if r["kv_fill"] is None
+            else f"{r['kv_fill']:g} x {r['kv_fill_pool_tokens']} ({r['kv_fill_pool_whose']})"
+            f" -> {r['kv_fill_computed']}",
+        ]
+        for r in point_rows(load_run(folder))
+    ]
+    return _table(
+        ["point", "in tok p50/p90/p99/max", "out tok p50/p90/p99/max", "prefix hits", "kv_fill"],
+        rows,
+    )
 
 
 def format_runs(rows: list[dict[str, Any]]) -> str:
