@@ -430,11 +430,13 @@ def launch_from_form(
         for path, message in launch_problems(server_cfg, info, settings).items():
             errors.setdefault(_form_key(path), message)
     if base is not None:
-        # the context check the run would make, now (a form without workload fields: its
-        # lengths are what to shorten)
+        # the context check the run would make, now: for fixed or uniform lengths the lengths
+        # are what to shorten (beside input_len); for a trace, the drop/clip choice
+        fixed = base.plan.points[0].workload.kind in ("fixed", "uniform")
         for path, message in context_problems(base, settings.models_dir).items():
             key = _form_key(path)
-            errors.setdefault(key if key in FORM_DEFAULTS else "input_len", message)
+            at_length = fixed or key not in FORM_DEFAULTS
+            errors.setdefault("input_len" if at_length else key, message)
     if errors or base is None or preset is None:
         return [], errors
     specs = expand_preset(preset, base)
