@@ -79,7 +79,10 @@ def _check_mem_fraction(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]
     small_arms = [a for a, c in known.items() if c == small]
     used = _arm_stat(arms, lambda s: s.kv_used_peak_tokens)
     queue = _arm_stat(arms, lambda s: s.queue_peak)
-    retr = _arm_stat(arms, lambda s: s.retracted_peak)
+    # retracted requests over the point: the counter's delta where the version has it
+    retr = _arm_stat(
+        arms, lambda s: s.retracted_total if s.retracted_total is not None else s.retracted_peak
+    )
     peaks = [x for x in (used[a][0] for a in small_arms) if x is not None]
     if not peaks:
         return base | _unknown("the server reported no KV tokens used")

@@ -31,7 +31,9 @@ class ServerView:
     kv_capacity_tokens: float | None = None
     running_peak: float | None = None
     queue_peak: float | None = None
-    retracted_peak: float | None = None
+    retracted_peak: float | None = None  # the most retracted at one scrape (a gauge)
+    # requests retracted over the points (Δ of the counter; the gauge above resets each batch)
+    retracted_total: float | None = None
     paused_peak: float | None = None
     gen_throughput_peak_tok_s: float | None = None
     decode_graph_share: float | None = None
@@ -182,6 +184,7 @@ def _from_metrics(
         running_peak=peak("sglang:num_running_reqs"),
         queue_peak=peak("sglang:num_queue_reqs"),
         retracted_peak=peak("sglang:num_retracted_reqs"),
+        retracted_total=delta("sglang:num_retracted_requests_total"),
         paused_peak=peak("sglang:num_paused_reqs"),
         gen_throughput_peak_tok_s=peak("sglang:gen_throughput"),
         decode_graph_share=share("decode"),
