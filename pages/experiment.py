@@ -12,14 +12,13 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from core.analysis.card import experiment_story
+from core.analysis.card import arm_table, experiment_story
 from core.analysis.diff import confounders
 from core.analysis.memory import memory_headroom
 from core.analysis.sequential import progress_text
 from core.analysis.stats import (
     EXPERIMENT_METRICS,
     RunOfArm,
-    arm_stats,
     first_per_arm,
     frontier,
     slo_table,
@@ -176,7 +175,7 @@ st.caption(
 
 # --- details --------------------------------------------------------------------------------
 colours = arm_colours(story.arms, story.baseline)
-table = arm_stats(runs, story.baseline)
+table = arm_table(runs, story)
 attribution_section(
     settings, record, runs, table, story.untested_knobs
 )  # a knob grid: which knob did it

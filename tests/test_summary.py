@@ -10,6 +10,7 @@ import pytest
 
 from core.analysis.card import (
     Story,
+    arm_table,
     card_frame,
     card_grid,
     caveats,
@@ -224,6 +225,29 @@ def test_the_2x2_verdict_leads_with_the_knobs_and_never_calls_the_memory_fractio
         "mem_fraction_static 0.92: +9.74 GB reserved → +454,083 KV tokens (+8.3 %); "
         "cuda_graphs on: +0.40 GB graph memory (decode 0.06, prefill 0.34)"
     )
+
+
+def test_the_2x2_arm_table_on_page_cli_and_export_says_not_tested_for_the_memory_arm() -> None:
+    """The per-arm table (Experiment page, `experiment --show`, CSV/Parquet export) labels the
+    memory-fraction-only arm as the verdict does, not "within noise"."""
+    import sys
+
+    from core.analysis.trials import experiment_runs
+
+    settings = Settings(
+        data_dir=DEMO_DIR, sglang_python=sys.executable, transformers_python=sys.executable
+    )
+    record = load_experiment(settings, "exp-20261201-041412-6b50")
+    if record is None:
+        pytest.skip("demo not shipped")
+    runs = experiment_runs(settings, record)
+    story = experiment_story(settings, record, runs)
+    assert story.untested_arms == ["cg=false mfs=0.92"]
+    table = arm_table(runs, story)
+    thr = table[table["metric"] == "output_throughput"]
+    assert set(thr.loc[thr["arm"] == "cg=false mfs=0.92", "label"]) == {NOT_TESTED}
+    assert set(thr.loc[thr["arm"] == "cg=true mfs=0.85", "label"]) == {"better"}
+    assert "within noise" not in set(thr["label"])
 
 
 def test_the_kv_pressure_verdict_says_the_memory_fraction_was_tested() -> None:

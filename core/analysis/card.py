@@ -19,7 +19,7 @@ the A/A noise floor measured on the same host covers it, and as unconfirmed othe
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
@@ -76,6 +76,7 @@ __all__ = [
     "PointCaveat",
     "ReadWithCare",
     "Story",
+    "arm_table",
     "card_frame",
     "card_grid",
     "caveat_line",
@@ -620,6 +621,9 @@ class Story:
     # per knob under test: could the workload show it (core.analysis.knob_checks)
     knob_checks: list[dict[str, Any]] = field(default_factory=list)
     ledger: dict[str, MemoryLedger] = field(default_factory=dict)  # per arm
+    # arms that differ from the baseline only in knobs the workload never exercised
+    untested_arms: list[str] = field(default_factory=list)
+    level: float = 0.95  # the intervals' level (an adaptive experiment's is adjusted)
 
     @property
     def noise(self) -> str:
@@ -726,9 +730,7 @@ def experiment_story(
     level = _experiment_level(record.spec)
     card = summary_card(by_arm, base, floor, trials, level) if base else []
     card, checks, ledgers, knobs, untested = _knob_story(by_arm, base, card)
-    table = arm_stats(list(runs), base, level=level)
-    idle = table["arm"].isin(list(untested)) & (table["label"] == WITHIN_NOISE)
-    table.loc[idle, "label"] = NOT_TESTED
+    table = _relabel(arm_stats(list(runs), base, level=level), untested)
     text = verdict(str(record.name), table, list(runs), base, floor, level)
     lines = regression_lines(card)
     if lines:
@@ -752,7 +754,23 @@ def experiment_story(
         caveats=found,
         knob_checks=checks,
         ledger=ledgers,
+        untested_arms=sorted(untested),
+        level=level,
     )
+
+
+def _relabel(table: pd.DataFrame, untested: Collection[str]) -> pd.DataFrame:
+    idle = table["arm"].isin(list(untested)) & (table["label"] == WITHIN_NOISE)
+    table.loc[idle, "label"] = NOT_TESTED
+    return table
+
+
+def arm_table(runs: Sequence[RunOfArm], story: Story) -> pd.DataFrame:
+    """An experiment's per-arm table (``stats.arm_stats``) as its story reads it: at the
+    story's level, an arm that changed only knobs the workload never exercised labelled "not
+    tested by this workload", never "within noise". The pages, the CLI and the exports call
+    this, so the table agrees with the verdict."""
+    return _relabel(arm_stats(list(runs), story.baseline, level=story.level), story.untested_arms)
 
 
 def _experiment_level(spec: Mapping[str, Any]) -> float:

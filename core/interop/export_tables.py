@@ -168,13 +168,13 @@ def arm_stats_frame(sel: Selection) -> pd.DataFrame | None:
     settings = sel.settings
     if sel.experiment is None or settings is None or sel.story is None:
         return None
-    from core.analysis.stats import arm_stats
+    from core.analysis.card import arm_table
     from core.analysis.trials import experiment_runs
 
     runs = experiment_runs(settings, sel.experiment)
     if not runs or not sel.story.baseline:
         return None
-    return arm_stats(runs, sel.story.baseline)
+    return arm_table(runs, sel.story)
 
 
 def effects_of(sel: Selection) -> tuple[list[str], pd.DataFrame] | None:

@@ -262,8 +262,7 @@ def experiment_json(settings: Settings, record: ExperimentRecord) -> dict[str, A
 def format_experiment(settings: Settings, record: ExperimentRecord) -> str:
     """The verdict, then per point and arm the mean output throughput with its interval."""
     from core.analysis.attribution import format_attribution
-    from core.analysis.card import experiment_story
-    from core.analysis.stats import arm_stats
+    from core.analysis.card import arm_table, experiment_story
     from core.analysis.trials import experiment_runs
 
     spec = record.spec
@@ -280,7 +279,7 @@ def format_experiment(settings: Settings, record: ExperimentRecord) -> str:
         return "\n".join(out)
     story = experiment_story(settings, record, runs)  # the same story as the pages
     baseline = story.baseline
-    table = arm_stats(runs, baseline)
+    table = arm_table(runs, story)
     out += story.verdict
     out.append(story.noise)
     # a grid's split of the difference into knobs; an unexercised knob's part is "not tested"
