@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 SGLANG_EXP = "exp-20261201-041412-6b50"  # the 2x2 grid, 3 trials
 SEED_PAIR = ("20261201-000311-8d8413", "20261201-000511-eb5799")  # before, after
+KV_AUTO_EXP = "exp-20261202-001049-5252"  # the same A/B, trials: auto
 KV_EXP = "exp-20261201-204553-b919"  # mem 0.85 vs 0.92 under KV pressure (BENCHMARKS 5.3)
 KV_POOLS = {0.85: 478_752, 0.92: 518_662}  # KV tokens SGLang allocated per arm
 
@@ -30,23 +31,24 @@ KV_POOLS = {0.85: 478_752, 0.92: 518_662}  # KV tokens SGLang allocated per arm
 def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
     copied = install_demo(settings)
     # 6 transformers-serve runs + the SGLang 2x2 x 3 trials + the seed pair + the KV A/B
-    assert len([c for c in copied if not c.startswith("exp-")]) == 6 + 12 + 2 + 6
+    # + the same KV A/B with trials: auto (4 trials)
+    assert len([c for c in copied if not c.startswith("exp-")]) == 6 + 12 + 2 + 6 + 8
     assert install_demo(settings) == []  # once only, never overwrites
     cat = Catalog(settings.catalog_path, settings.runs_dir)
     cat.sync()
     rows = cat.list_runs()
     states = sorted(r["state"] for r in rows)
     assert (states.count("succeeded"), states.count("failed"), states.count("cancelled")) == (
-        24,
+        32,
         1,
         1,
     )
     assert {r["cuda_graphs"] for r in rows} == {True, False}
     assert {r["engine"] for r in rows} == {"transformers", "sglang"}
     texts = {r.experiment_id: format_experiment(settings, r) for r in list_experiments(settings)}
-    assert len(texts) == 3
+    assert len(texts) == 4
     # the real H200 results: graphs on is far faster at every concurrency
-    tf = next(t for e, t in texts.items() if e not in (SGLANG_EXP, KV_EXP))
+    tf = next(t for e, t in texts.items() if e not in (SGLANG_EXP, KV_EXP, KV_AUTO_EXP))
     assert "runs: succeeded=6" in tf and "confounders: none." in tf
     assert "(95% CI +" in tf
     sg = texts[SGLANG_EXP]
@@ -158,6 +160,11 @@ def test_experiment_page_shows_the_demo_verdict(
             assert any("Runs (12/12 finished)" in label for label in labels), labels
         elif record.experiment_id == KV_EXP:
             assert "+6% output throughput at concurrency 640" in text
+        elif record.experiment_id == KV_AUTO_EXP:
+            # trials: auto on the H200: the stop rule's adjusted interval and why it stopped
+            assert "output throughput at c=640 -0.7% (97.5% CI -9.0…+8.5%)" in text
+            assert "tested: the KV cache was a limit" in text
+            assert "undecided after 4 trials" in text
         else:
             assert "output throughput at concurrency 1 (95% CI +" in text
             assert any("Runs (6/6 finished)" in label for label in labels), labels
