@@ -40,6 +40,7 @@ __all__ = [
     "headline_contrasts",
     "look_level",
     "margins_for",
+    "open_text",
     "planned_looks",
     "progress_text",
     "undecided",
@@ -155,6 +156,21 @@ def undecided(contrasts: Sequence[ContrastLook]) -> list[ContrastLook]:
     return [c for c in contrasts if c.decision == "undecided"]
 
 
+def open_text(contrasts: Sequence[ContrastLook]) -> str:
+    """The open contrasts in words, one group per arm and point: "output throughput, median
+    TTFT at c=640 …" rather than the point's label once per metric."""
+    groups: dict[str, list[str]] = {}
+    for c in contrasts:
+        head, _, point = c.what.partition(" at ")
+        arm, sep, name = head.rpartition(": ")
+        groups.setdefault(f"{arm}{sep}\0{point}", []).append(name)
+    parts = []
+    for key, names in groups.items():
+        prefix, _, point = key.partition("\0")
+        parts.append(f"{prefix}{', '.join(names)} at {point}")
+    return "; ".join(parts)
+
+
 def progress_text(record: ExperimentRecord) -> str | None:
     """What the pages and the CLI say about an adaptive experiment: why it stopped, or
     while it runs "trial k of at most N; undecided: …" (the last look's open contrasts).
@@ -170,7 +186,7 @@ def progress_text(record: ExperimentRecord) -> str | None:
     text = f"trial {trial} of at most {most}"
     if state.looks:
         open_ = undecided(state.looks[-1].contrasts)
-        text += "; undecided: " + (", ".join(c.what for c in open_) if open_ else "none")
+        text += "; undecided: " + (open_text(open_) if open_ else "none")
     else:
         first = spec.get("min_trials", defaults["min_trials"].default)
         text += f"; the first look after {first} complete trials"

@@ -29,7 +29,13 @@ from datetime import UTC, datetime
 from pydantic import ValidationError
 
 from core.analysis.card import CARD_METRICS
-from core.analysis.sequential import headline_contrasts, look_level, margins_for, undecided
+from core.analysis.sequential import (
+    headline_contrasts,
+    look_level,
+    margins_for,
+    open_text,
+    undecided,
+)
 from core.analysis.trials import experiment_runs, noise_floor
 from core.executors.queue import submit
 from core.experiments.design import (
@@ -134,7 +140,7 @@ def advance(
         text = f"decided after {complete} trials ({minutes:.0f} min)"
         return _stop(settings, record, state, "decided", complete, queued, minutes, at, text)
     why = (
-        ", ".join(c.what for c in open_)
+        open_text(open_)
         if contrasts
         else f"fewer than {spec.min_trials} complete trials"
         if complete < spec.min_trials
