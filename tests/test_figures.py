@@ -206,6 +206,19 @@ def test_memory_headroom_bars_omit_unknown_parts(tmp_path: Path) -> None:
     assert "GB" in fig.layout.title.text
 
 
+def test_memory_headroom_bars_label_the_cuda_graph_sliver(tmp_path: Path) -> None:
+    """The start-up bars hid the CUDA-graph segment, the cost being shown (issue 24 item 7)."""
+    off = make_run(tmp_path, "off", facts=run_facts(graph_mem_gb=0.0, kv_cache_gb=118.0))
+    on = make_run(tmp_path, "on", facts=run_facts(graph_mem_gb=0.4, kv_cache_gb=128.0))
+    fig = memory_headroom_figure(memory_headroom([load_run(off), load_run(on)]))
+    graphs = next(t for t in fig.data if t.name == "CUDA graphs")
+    labels = {(a.x, a.text): a for a in fig.layout.annotations if a.showarrow}
+    weights = next(t for t in fig.data if t.name == "weights").y[1]
+    assert labels[("on", "CUDA graphs: 0.4 GB")].y == pytest.approx(weights + 128.0 + 0.2)
+    assert ("off", "CUDA graphs: 0 GB") in labels
+    assert graphs.marker.color == "#fdae6b"  # the ledger's colour for CUDA graphs
+
+
 def test_memory_headroom_bars_drop_parts_no_run_reports(tmp_path: Path) -> None:
     a = make_run(tmp_path, "a", facts=run_facts(graph_mem_gb=None))
     fig = memory_headroom_figure(memory_headroom([load_run(a)]))

@@ -25,11 +25,14 @@ from core.metrics import as_number
 __all__ = [
     "ARM_PALETTE",
     "CDF_MAX_POINTS",
+    "MEMORY_PART_COLOURS",
+    "SMALL_PART",
     "arm_bands_figure",
     "arm_colours",
     "cdf_figure",
     "frontier_figure",
     "gpu_memory_figure",
+    "label_small_parts",
     "layout",
     "memory_headroom_figure",
     "metric_label",
@@ -334,12 +337,71 @@ def gpu_memory_figure(
 
 # --- memory headroom --------------------------------------------------------------------------
 
+# GPU memory part → fill colour, the same on the start-up bars and the ledger (fixed across
+# arms and outside ARM_PALETTE, so a part never reads as an arm)
+MEMORY_PART_COLOURS: dict[str, str] = {
+    "weights": "#525252",
+    "KV cache": "#9ecae9",
+    "CUDA graphs": "#fdae6b",
+    "other at peak": "#c7c7c7",
+    "free": "#edf5e9",
+}
+# A stacked part under this fraction of the longest bar is a hairline on screen: it gets
+# a label with its size (CUDA graphs take ~0.4 GB beside ~118 GB of KV cache on an H200,
+# and they are the cost a CUDA-graph A/B is about).
+SMALL_PART = 0.03
+
+
+def label_small_parts(
+    fig: go.Figure,
+    stacks: dict[str, list[tuple[str, float | None]]],
+    horizontal: bool = False,
+) -> go.Figure:
+    """Name every stated part too thin to see, with its GB, an arrow pointing at it.
+    ``stacks``: bar (its category on the axis) → its parts in stacking order, (name, GB);
+    None (not stated) is not drawn and not labelled; a stated 0 is labelled (``0 GB``)."""
+    longest = max((sum(v or 0.0 for _, v in parts) for parts in stacks.values()), default=0.0)
+    if longest <= 0:
+        return fig
+    for bar, parts in stacks.items():
+        base, k = 0.0, 0
+        for name, value in parts:
+            if value is None:
+                continue
+            if value < SMALL_PART * longest:
+                k += 1
+                mid = base + value / 2
+                # the label points into the bar from the sliver's side (a sliver near the
+                # bar's far end is labelled inwards, one near its start outwards-in), one
+                # row further per sliver so two never overlap
+                inwards = -1 if mid > longest / 2 else 1
+                shift = 34 * k
+                fig.add_annotation(
+                    x=mid if horizontal else bar,
+                    y=bar if horizontal else mid,
+                    text=f"{name}: {value:.2g} GB",
+                    showarrow=True,
+                    arrowhead=0,
+                    arrowwidth=1,
+                    arrowcolor="#333",
+                    ax=inwards * (60 + shift) if horizontal else 0,
+                    ay=(k % 2 * 2 - 1) * 22 if horizontal else -inwards * shift,
+                    bgcolor="rgba(255,255,255,0.9)",
+                    bordercolor="#999",
+                    borderwidth=1,
+                    font={"size": 11, "color": "#333"},
+                )
+            base += value
+    return fig
+
+
 _PARTS = (
     ("weight_mem_gb", "weights"),
     ("kv_cache_gb", "KV cache"),
     ("graph_mem_gb", "CUDA graphs"),
     ("available_gpu_mem_gb", "free after start-up"),
 )
+_PART_COLOUR = {"free after start-up": MEMORY_PART_COLOURS["free"]}
 
 
 def memory_headroom_figure(df: pd.DataFrame) -> go.Figure:
@@ -350,6 +412,7 @@ def memory_headroom_figure(df: pd.DataFrame) -> go.Figure:
     title = "GPU memory at start-up (GB per GPU)"
     runs = [] if df is None or df.empty else [str(r) for r in df["run_id"]]
     missing: list[str] = []
+    stacks: dict[str, list[tuple[str, float | None]]] = {run: [] for run in runs}
     for col, name in _PARTS:
         values = (
             [as_number(v) for v in df[col]] if runs and col in df.columns else [None] * len(runs)
@@ -357,14 +420,19 @@ def memory_headroom_figure(df: pd.DataFrame) -> go.Figure:
         missing += [f"{name} ({run})" for run, v in zip(runs, values, strict=True) if v is None]
         if all(v is None for v in values):
             continue
+        for run, v in zip(runs, values, strict=True):
+            stacks[run].append((name, v))
+        fill = _PART_COLOUR.get(name) or MEMORY_PART_COLOURS[name]
         fig.add_trace(
             go.Bar(
                 x=runs,
                 y=values,
                 name=name,
+                marker={"color": fill, "line": {"color": "#999", "width": 0.5}},
                 hovertemplate=f"%{{x}}<br>{name}: %{{y:.2f}} GB<extra></extra>",
             )
         )
+    label_small_parts(fig, stacks)
     if not fig.data and runs and "peak_gpu_used_mib" in df.columns:
         # No memory facts from the server: what NVML saw (peak used, and the rest).
         peaks = [as_number(v) for v in df["peak_gpu_used_mib"]]
