@@ -21,6 +21,8 @@ from core.views.figures import (
     memory_headroom_figure,
     metric_label,
     metric_vs_concurrency,
+    no_gpu_samples_line,
+    no_memory_line,
 )
 from tests.runs_by_hand import P1, P4, P8, make_run, run_facts
 
@@ -231,6 +233,28 @@ def test_memory_headroom_bars_empty(tmp_path: Path) -> None:
         fig = memory_headroom_figure(df)
         assert len(fig.data) == 0
         assert any(t.startswith("no memory facts") for t in _annotations(fig))
+
+
+def _cpu_run(tmp_path: Path, run_id: str) -> RunView:
+    """A transformers serve run on a CPU host: no memory facts, samples without a GPU row."""
+    facts = {"engine": "transformers", "engine_version": "5.24.0", "gpus": []}
+    row = {"t_s": 0.0, "point": 0, "source": "metrics", "name": "x", "labels": "", "value": 1.0}
+    server = {"engine": "transformers"}
+    return load_run(make_run(tmp_path, run_id, server=server, facts=facts, samples=[row]))
+
+
+def test_a_cpu_run_gets_one_memory_line_not_an_empty_table(tmp_path: Path) -> None:
+    """On CPU the headroom table was all "—" under an empty chart (issue 24 item 7): one
+    line says what this engine does not report instead."""
+    views = [_cpu_run(tmp_path, "a"), _cpu_run(tmp_path, "b")]
+    line = no_memory_line(memory_headroom(views), views)
+    assert line is not None
+    assert line.startswith("transformers reports no GPU memory") and "CUDA graphs" in line
+    assert no_gpu_samples_line(views[0]) is not None
+    gpu = load_run(make_run(tmp_path, "gpu", samples=_gpu_samples().to_pylist()))
+    mixed = [views[0], gpu]  # one run that stated memory: the table and chart stay
+    assert no_memory_line(memory_headroom(mixed), mixed) is None
+    assert no_gpu_samples_line(gpu) is None
 
 
 def test_figures_use_the_white_template(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from core.analysis.memory import run_peak_gpu_mib
 from core.analysis.points import point_key
 from core.analysis.runs import RunView, run_labels
 from core.metrics import as_number
@@ -37,6 +38,8 @@ __all__ = [
     "memory_headroom_figure",
     "metric_label",
     "metric_vs_concurrency",
+    "no_gpu_samples_line",
+    "no_memory_line",
     "note",
     "rgb_of",
 ]
@@ -402,6 +405,57 @@ _PARTS = (
     ("available_gpu_mem_gb", "free after start-up"),
 )
 _PART_COLOUR = {"free after start-up": MEMORY_PART_COLOURS["free"]}
+
+
+# the headroom table's columns that hold memory (not the run's name, nor where the
+# headroom came from)
+_MEMORY_COLUMNS = (
+    "kv_cache_tokens",
+    "weight_mem_gb",
+    "kv_cache_gb",
+    "graph_mem_gb",
+    "available_gpu_mem_gb",
+    "gpu_total_gb",
+    "peak_gpu_used_mib",
+    "headroom_gb",
+)
+
+
+def _engines(views: Sequence[RunView]) -> str:
+    names = dict.fromkeys(
+        str((v.spec.get("server") or {}).get("engine") or "this engine") for v in views
+    )
+    return " and ".join(names) or "this engine"
+
+
+def no_memory_line(df: pd.DataFrame, views: Sequence[RunView]) -> str | None:
+    """The one line shown instead of the memory-headroom table and chart when no run
+    stated any memory (``transformers serve`` on a CPU host: every cell "—", an empty
+    chart); None when any run stated something. ``df``: ``memory_headroom(views)``."""
+    for col in _MEMORY_COLUMNS:
+        if col in df.columns and any(as_number(v) is not None for v in df[col]):
+            return None
+    if views and all(v.imported for v in views):
+        return "Imported from a file: the tool's summaries only, no GPU memory."
+    engines = _engines(views)
+    verb = "report" if " and " in engines else "reports"
+    return (
+        f"{engines} {verb} no GPU memory (weights, KV cache, CUDA graphs, free after "
+        "start-up), and no GPU was sampled while the points ran (a CPU host, or no "
+        "NVML): "
+        "no memory headroom to show."
+    )
+
+
+def no_gpu_samples_line(view: RunView) -> str | None:
+    """The one line shown instead of the GPU-memory-over-time chart of a run whose samples
+    hold no GPU row (a CPU host); None when there is a GPU series to draw."""
+    if run_peak_gpu_mib(view.path) is not None:
+        return None
+    return (
+        f"No GPU memory over time: no GPU was sampled while the points ran "
+        f"({_engines([view])} on a CPU host, or no NVML)."
+    )
 
 
 def memory_headroom_figure(df: pd.DataFrame) -> go.Figure:
