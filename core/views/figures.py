@@ -367,18 +367,19 @@ def label_small_parts(
     if longest <= 0:
         return fig
     for bar, parts in stacks.items():
-        base, k = 0.0, 0
+        base = 0.0
+        placed = {1: 0, -1: 0}  # labels already on each side of this bar
         for name, value in parts:
             if value is None:
                 continue
             if value < SMALL_PART * longest:
-                k += 1
                 mid = base + value / 2
-                # the label points into the bar from the sliver's side (a sliver near the
-                # bar's far end is labelled inwards, one near its start outwards-in), one
-                # row further per sliver so two never overlap
-                inwards = -1 if mid > longest / 2 else 1
-                shift = 34 * k
+                # the label sits inside the bar, on the side with room: from a sliver near
+                # the bar's far end back towards its start, else forwards; each further
+                # label on a side one step further, so two never overlap
+                side = -1 if mid > longest / 2 else 1
+                placed[side] += 1
+                k = placed[side]
                 fig.add_annotation(
                     x=mid if horizontal else bar,
                     y=bar if horizontal else mid,
@@ -387,8 +388,10 @@ def label_small_parts(
                     arrowhead=0,
                     arrowwidth=1,
                     arrowcolor="#333",
-                    ax=inwards * (60 + shift) if horizontal else 0,
-                    ay=(k % 2 * 2 - 1) * 22 if horizontal else -inwards * shift,
+                    # a horizontal bar is short: labels in a row along it, staggered a
+                    # little so they stay within a bar of a four-arm chart
+                    ax=side * (70 + 125 * (k - 1)) if horizontal else 0,
+                    ay=(9 if k % 2 == 0 else -9) if horizontal else -side * 34 * k,
                     bgcolor="rgba(255,255,255,0.9)",
                     bordercolor="#999",
                     borderwidth=1,
