@@ -8,7 +8,7 @@ import streamlit as st
 
 from core.analysis.card import Story, card_grid, regression_lines
 from core.analysis.stats import NOT_TESTED
-from core.views.cells import CARD_LEGEND
+from core.views.cells import CARD_LEGEND, column_groups
 
 _CELL = {
     "better": "background-color: #d4edda",
@@ -49,8 +49,10 @@ def summary_card(story: Story) -> None:
         def colour(col: pd.Series, verdicts: pd.DataFrame = verdicts) -> list[str]:
             return [_CELL.get(str(verdicts.loc[i, col.name]), "") for i in col.index]
 
-        # a static table: a few cells, no grid component to load (docs/BENCHMARKS.md §7.1)
-        st.table(text.style.apply(colour, axis=0))
+        # static tables: a few cells, no grid component to load (docs/BENCHMARKS.md §7.1);
+        # a wide card is split so no concurrency leaves a narrow screen (column_groups)
+        for columns in column_groups(list(text.columns)):
+            st.table(text[columns].style.apply(colour, axis=0))
     st.caption(
         "Change vs the baseline, [95% interval] over trials (ratio of means on the "
         "log scale, so never below −100%); " + CARD_LEGEND + " " + story.noise

@@ -25,6 +25,7 @@ from core.views.figures import (
     cdf_figure,
     memory_headroom_figure,
     metric_vs_concurrency,
+    no_memory_line,
 )
 from pages import _story
 from pages._details import details
@@ -197,8 +198,11 @@ ledger_section(story.ledger, colours, key="cmp_ledger")
 
 st.subheader("Memory headroom")
 mem = memory_headroom(views, names)
-st.table(readable_cells(mem).set_index(mem.columns[0]).rename_axis("run"))
-st.plotly_chart(memory_headroom_figure(mem))
+if (no_memory := no_memory_line(mem, views)) is not None:  # one line, not an empty table
+    st.caption(no_memory)
+else:
+    st.table(readable_cells(mem).set_index(mem.columns[0]).rename_axis("run"))
+    st.plotly_chart(memory_headroom_figure(mem))
 
 st.subheader("Export")
 export_buttons(views, baseline, key="compare-export", sel=sel)

@@ -33,6 +33,7 @@ from core.views.figures import (
     arm_colours,
     frontier_figure,
     memory_headroom_figure,
+    no_memory_line,
 )
 from pages import _story
 from pages._attribution import attribution_section
@@ -216,8 +217,11 @@ ledger_section(story.ledger, colours, key="exp_ledger")
 
 st.subheader("Memory headroom per arm")
 head = memory_headroom(list(first.values()), list(first))
-st.table(readable_cells(head).set_index(head.columns[0]).rename_axis("arm"))
-st.plotly_chart(memory_headroom_figure(head))
+if (no_memory := no_memory_line(head, list(first.values()))) is not None:
+    st.caption(no_memory)  # one line, not an all-"—" table and an empty chart
+else:
+    st.table(readable_cells(head).set_index(head.columns[0]).rename_axis("arm"))
+    st.plotly_chart(memory_headroom_figure(head))
 
 st.subheader("SLO")
 c1, c2 = st.columns(2)

@@ -13,7 +13,7 @@ from core.analysis.runs import has_records, latency_samples, load_run, no_record
 from core.executors.queue import cancel
 from core.metrics import DEFINITION, caveat_lines, point_cancelled, point_caveats, point_error_rate
 from core.run_folder import RunFolder, find_runs
-from core.views.figures import arm_colours, cdf_figure, gpu_memory_figure
+from core.views.figures import arm_colours, cdf_figure, gpu_memory_figure, no_gpu_samples_line
 from core.views.report import node_line, step_rows
 from core.views.runs_table import LIVE_STATES, is_demo_run
 from pages._auth import can_launch
@@ -257,6 +257,8 @@ elif not (folder.path / "samples.parquet").exists():
         if drawn_state in LIVE_STATES
         else "No samples: the run ended before its first point."
     )
+elif (no_gpu := no_gpu_samples_line(view)) is not None:  # a line, not an empty chart
+    st.caption(no_gpu)
 else:
     st.plotly_chart(
         gpu_memory_figure(

@@ -307,6 +307,37 @@ def test_waterfall_bars_step_from_the_baseline_to_the_total() -> None:
     assert len(fig.layout.shapes) == 1  # the ±3 % band
 
 
+def test_waterfall_labels_sit_beyond_their_whiskers_and_the_axis_title_fits() -> None:
+    """A value label on its own error bar was struck through, and the one-line axis title
+    was cut at both ends (issue 24 item 7)."""
+    from core.views.figures_attribution import attribution_waterfall
+
+    spec = _grid_spec(trials=3)
+    attr = attribute(_runs(spec, _known, 3, noise=0.05, seed=2), design_of(spec))
+    for metric in ("output_throughput", "median_ttft_ms"):
+        parts = decompose(attr, metric, 64)
+        fig = attribution_waterfall(parts, metric, "at concurrency 64", 0.03)
+        bars = [t for t in fig.data if t.type == "bar"]
+        assert all(not b.text for b in bars)  # no text on the bar's end, under the whisker
+        labels = {a.x: a for a in fig.layout.annotations if a.xref != "paper"}
+        lo_axis, hi_axis = fig.layout.yaxis.range
+        for bar, part in zip(bars, parts, strict=True):
+            end = bar.base[0] + bar.y[0]
+            top, bottom = end + bar.error_y.array[0], end - bar.error_y.arrayminus[0]
+            label = labels[bar.x[0]]
+            assert f"{part.rel * 100:+.1f}%" in label.text
+            if part.log >= 0:  # above the whisker's top, growing upwards
+                assert label.y >= top and label.yanchor == "bottom"
+            else:
+                assert label.y <= bottom and label.yanchor == "top"
+            assert lo_axis < label.y < hi_axis  # drawn inside the plot, with room for it
+        title = fig.layout.yaxis.title.text
+        plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+        # each line of the rotated title (about 7 px a character) fits the plot's height
+        assert all(len(line) * 7 <= plot_px for line in title.split("<br>"))
+        assert fig.layout.margin.l >= 80  # two lines of title beside the tick labels
+
+
 def test_sweep_figure_plots_each_value_with_its_band() -> None:
     from core.views.figures_attribution import sweep_figure
 

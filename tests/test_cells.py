@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 
-from core.views.cells import CARD_LEGEND, DELTA_LEGEND, readable_cells
+from core.views.cells import CARD_COLUMNS, CARD_LEGEND, DELTA_LEGEND, column_groups, readable_cells
 
 
 def test_readable_cells_word_each_value_by_its_column() -> None:
@@ -34,3 +34,21 @@ def test_no_difference_has_one_word_per_meaning() -> None:
     assert "within noise: the interval or the host's A/A noise floor" in CARD_LEGEND
     assert "no change: one run per arm and under 0.5 %" in CARD_LEGEND
     assert '"no change"' in DELTA_LEGEND and "no interval" in DELTA_LEGEND
+
+
+def test_a_wide_card_is_split_so_every_column_stays_on_a_narrow_screen() -> None:
+    """At 400 px the card of c=1 … c=64 + start-up cut c=32 and c=64 off (issue 24 item 7)."""
+    columns = ["c=1", "c=2", "c=4", "c=8", "c=16", "c=32", "c=64", "start-up"]
+    groups = column_groups(columns)
+    assert groups == [["c=1", "c=2", "c=4", "c=8"], ["c=16", "c=32", "c=64", "start-up"]]
+    for n in range(1, 12):
+        cols = [f"c={i}" for i in range(n)]
+        groups = column_groups(cols)
+        assert [c for g in groups for c in g] == cols  # every column once, in order
+        assert all(len(g) <= CARD_COLUMNS for g in groups)
+        assert len(groups) == math.ceil(n / CARD_COLUMNS)  # as few tables as can be
+        assert max(map(len, groups)) - min(map(len, groups)) <= 1  # of even sizes
+    assert column_groups(["c=1", "c=16", "c=64", "start-up"]) == [
+        ["c=1", "c=16", "c=64", "start-up"]
+    ]  # a card that fits stays one table
+    assert column_groups([]) == []

@@ -21,6 +21,8 @@ from core.views.figures import (
     memory_headroom_figure,
     metric_label,
     metric_vs_concurrency,
+    no_gpu_samples_line,
+    no_memory_line,
 )
 from tests.runs_by_hand import P1, P4, P8, make_run, run_facts
 
@@ -206,6 +208,19 @@ def test_memory_headroom_bars_omit_unknown_parts(tmp_path: Path) -> None:
     assert "GB" in fig.layout.title.text
 
 
+def test_memory_headroom_bars_label_the_cuda_graph_sliver(tmp_path: Path) -> None:
+    """The start-up bars hid the CUDA-graph segment, the cost being shown (issue 24 item 7)."""
+    off = make_run(tmp_path, "off", facts=run_facts(graph_mem_gb=0.0, kv_cache_gb=118.0))
+    on = make_run(tmp_path, "on", facts=run_facts(graph_mem_gb=0.4, kv_cache_gb=128.0))
+    fig = memory_headroom_figure(memory_headroom([load_run(off), load_run(on)]))
+    graphs = next(t for t in fig.data if t.name == "CUDA graphs")
+    labels = {(a.x, a.text): a for a in fig.layout.annotations if a.showarrow}
+    weights = next(t for t in fig.data if t.name == "weights").y[1]
+    assert labels[("on", "CUDA graphs: 0.4 GB")].y == pytest.approx(weights + 128.0 + 0.2)
+    assert ("off", "CUDA graphs: 0 GB") in labels
+    assert graphs.marker.color == "#fdae6b"  # the ledger's colour for CUDA graphs
+
+
 def test_memory_headroom_bars_drop_parts_no_run_reports(tmp_path: Path) -> None:
     a = make_run(tmp_path, "a", facts=run_facts(graph_mem_gb=None))
     fig = memory_headroom_figure(memory_headroom([load_run(a)]))
@@ -218,6 +233,28 @@ def test_memory_headroom_bars_empty(tmp_path: Path) -> None:
         fig = memory_headroom_figure(df)
         assert len(fig.data) == 0
         assert any(t.startswith("no memory facts") for t in _annotations(fig))
+
+
+def _cpu_run(tmp_path: Path, run_id: str) -> RunView:
+    """A transformers serve run on a CPU host: no memory facts, samples without a GPU row."""
+    facts = {"engine": "transformers", "engine_version": "5.24.0", "gpus": []}
+    row = {"t_s": 0.0, "point": 0, "source": "metrics", "name": "x", "labels": "", "value": 1.0}
+    server = {"engine": "transformers"}
+    return load_run(make_run(tmp_path, run_id, server=server, facts=facts, samples=[row]))
+
+
+def test_a_cpu_run_gets_one_memory_line_not_an_empty_table(tmp_path: Path) -> None:
+    """On CPU the headroom table was all "—" under an empty chart (issue 24 item 7): one
+    line says what this engine does not report instead."""
+    views = [_cpu_run(tmp_path, "a"), _cpu_run(tmp_path, "b")]
+    line = no_memory_line(memory_headroom(views), views)
+    assert line is not None
+    assert line.startswith("transformers reports no GPU memory") and "CUDA graphs" in line
+    assert no_gpu_samples_line(views[0]) is not None
+    gpu = load_run(make_run(tmp_path, "gpu", samples=_gpu_samples().to_pylist()))
+    mixed = [views[0], gpu]  # one run that stated memory: the table and chart stay
+    assert no_memory_line(memory_headroom(mixed), mixed) is None
+    assert no_gpu_samples_line(gpu) is None
 
 
 def test_figures_use_the_white_template(tmp_path: Path) -> None:

@@ -4,13 +4,19 @@ exports keep the raw values."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
 from core.config import knob_text
 
-__all__ = ["CARD_LEGEND", "DELTA_LEGEND", "readable_cells"]
+__all__ = ["CARD_COLUMNS", "CARD_LEGEND", "DELTA_LEGEND", "column_groups", "readable_cells"]
+
+# The most point columns one summary-card table holds. At 400 px a card of c=1 … c=64 and
+# start-up (8 columns) showed c=1 … c=16 and cut c=32 and c=64 off with no scroll hint;
+# 4 columns beside the metric names fit there.
+CARD_COLUMNS = 4
 
 # The words for "no difference", one meaning each (the numbers that decide them:
 # core.analysis.points.is_no_change and core.analysis.card): "within noise" only where an
@@ -48,3 +54,19 @@ def readable_cells(frame: pd.DataFrame) -> pd.DataFrame:
         return str(value)
 
     return frame.apply(lambda col: col.map(lambda v: cell(v, str(col.name))))
+
+
+def column_groups(columns: Sequence[str], most: int = CARD_COLUMNS) -> list[list[str]]:
+    """``columns`` in order, split into as few groups of at most ``most`` as there can be,
+    of even sizes (8 → 4 + 4, 5 → 3 + 2): one table each, so no column leaves a narrow
+    screen."""
+    if not columns:
+        return []
+    groups = math.ceil(len(columns) / most)
+    size, longer = divmod(len(columns), groups)  # the first ``longer`` groups get one more
+    out, start = [], 0
+    for g in range(groups):
+        end = start + size + (g < longer)
+        out.append(list(columns[start:end]))
+        start = end
+    return out

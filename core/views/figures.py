@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from core.analysis.memory import run_peak_gpu_mib
 from core.analysis.points import point_key
 from core.analysis.runs import RunView, run_labels
 from core.metrics import as_number
@@ -25,15 +26,20 @@ from core.metrics import as_number
 __all__ = [
     "ARM_PALETTE",
     "CDF_MAX_POINTS",
+    "MEMORY_PART_COLOURS",
+    "SMALL_PART",
     "arm_bands_figure",
     "arm_colours",
     "cdf_figure",
     "frontier_figure",
     "gpu_memory_figure",
+    "label_small_parts",
     "layout",
     "memory_headroom_figure",
     "metric_label",
     "metric_vs_concurrency",
+    "no_gpu_samples_line",
+    "no_memory_line",
     "note",
     "rgb_of",
 ]
@@ -334,12 +340,125 @@ def gpu_memory_figure(
 
 # --- memory headroom --------------------------------------------------------------------------
 
+# GPU memory part → fill colour, the same on the start-up bars and the ledger (fixed across
+# arms and outside ARM_PALETTE, so a part never reads as an arm)
+MEMORY_PART_COLOURS: dict[str, str] = {
+    "weights": "#525252",
+    "KV cache": "#9ecae9",
+    "CUDA graphs": "#fdae6b",
+    "other at peak": "#c7c7c7",
+    "free": "#edf5e9",
+}
+# A stacked part under this fraction of the longest bar is a hairline on screen: it gets
+# a label with its size (CUDA graphs take ~0.4 GB beside ~118 GB of KV cache on an H200,
+# and they are the cost a CUDA-graph A/B is about).
+SMALL_PART = 0.03
+
+
+def label_small_parts(
+    fig: go.Figure,
+    stacks: dict[str, list[tuple[str, float | None]]],
+    horizontal: bool = False,
+) -> go.Figure:
+    """Name every stated part too thin to see, with its GB, an arrow pointing at it.
+    ``stacks``: bar (its category on the axis) → its parts in stacking order, (name, GB);
+    None (not stated) is not drawn and not labelled; a stated 0 is labelled (``0 GB``)."""
+    longest = max((sum(v or 0.0 for _, v in parts) for parts in stacks.values()), default=0.0)
+    if longest <= 0:
+        return fig
+    for bar, parts in stacks.items():
+        base = 0.0
+        placed = {1: 0, -1: 0}  # labels already on each side of this bar
+        for name, value in parts:
+            if value is None:
+                continue
+            if value < SMALL_PART * longest:
+                mid = base + value / 2
+                # the label sits inside the bar, on the side with room: from a sliver near
+                # the bar's far end back towards its start, else forwards; each further
+                # label on a side one step further, so two never overlap
+                side = -1 if mid > longest / 2 else 1
+                placed[side] += 1
+                k = placed[side]
+                fig.add_annotation(
+                    x=mid if horizontal else bar,
+                    y=bar if horizontal else mid,
+                    text=f"{name}: {value:.2g} GB",
+                    showarrow=True,
+                    arrowhead=0,
+                    arrowwidth=1,
+                    arrowcolor="#333",
+                    # a horizontal bar is short: labels in a row along it, staggered a
+                    # little so they stay within a bar of a four-arm chart
+                    ax=side * (70 + 125 * (k - 1)) if horizontal else 0,
+                    ay=(9 if k % 2 == 0 else -9) if horizontal else -side * 34 * k,
+                    bgcolor="rgba(255,255,255,0.9)",
+                    bordercolor="#999",
+                    borderwidth=1,
+                    font={"size": 11, "color": "#333"},
+                )
+            base += value
+    return fig
+
+
 _PARTS = (
     ("weight_mem_gb", "weights"),
     ("kv_cache_gb", "KV cache"),
     ("graph_mem_gb", "CUDA graphs"),
     ("available_gpu_mem_gb", "free after start-up"),
 )
+_PART_COLOUR = {"free after start-up": MEMORY_PART_COLOURS["free"]}
+
+
+# the headroom table's columns that hold memory (not the run's name, nor where the
+# headroom came from)
+_MEMORY_COLUMNS = (
+    "kv_cache_tokens",
+    "weight_mem_gb",
+    "kv_cache_gb",
+    "graph_mem_gb",
+    "available_gpu_mem_gb",
+    "gpu_total_gb",
+    "peak_gpu_used_mib",
+    "headroom_gb",
+)
+
+
+def _engines(views: Sequence[RunView]) -> str:
+    names = dict.fromkeys(
+        str((v.spec.get("server") or {}).get("engine") or "this engine") for v in views
+    )
+    return " and ".join(names) or "this engine"
+
+
+def no_memory_line(df: pd.DataFrame, views: Sequence[RunView]) -> str | None:
+    """The one line shown instead of the memory-headroom table and chart when no run
+    stated any memory (``transformers serve`` on a CPU host: every cell "—", an empty
+    chart); None when any run stated something. ``df``: ``memory_headroom(views)``."""
+    for col in _MEMORY_COLUMNS:
+        if col in df.columns and any(as_number(v) is not None for v in df[col]):
+            return None
+    if views and all(v.imported for v in views):
+        return "Imported from a file: the tool's summaries only, no GPU memory."
+    engines = _engines(views)
+    verb = "report" if " and " in engines else "reports"
+    return (
+        f"{engines} {verb} no GPU memory (weights, KV cache, CUDA graphs, free after "
+        "start-up), and no GPU was sampled while the points ran (a CPU host, or no "
+        "NVML): "
+        "no memory headroom to show."
+    )
+
+
+def no_gpu_samples_line(view: RunView) -> str | None:
+    """The one line shown instead of the GPU-memory-over-time chart of a run whose samples
+    hold no GPU row (a CPU host); None when there is a GPU series to draw."""
+    if run_peak_gpu_mib(view.path) is not None:
+        return None
+    return (
+        f"No GPU memory over time: no GPU was sampled while the points ran "
+        f"({_engines([view])} on a CPU host, or no NVML)."
+    )
 
 
 def memory_headroom_figure(df: pd.DataFrame) -> go.Figure:
@@ -350,6 +469,7 @@ def memory_headroom_figure(df: pd.DataFrame) -> go.Figure:
     title = "GPU memory at start-up (GB per GPU)"
     runs = [] if df is None or df.empty else [str(r) for r in df["run_id"]]
     missing: list[str] = []
+    stacks: dict[str, list[tuple[str, float | None]]] = {run: [] for run in runs}
     for col, name in _PARTS:
         values = (
             [as_number(v) for v in df[col]] if runs and col in df.columns else [None] * len(runs)
@@ -357,14 +477,19 @@ def memory_headroom_figure(df: pd.DataFrame) -> go.Figure:
         missing += [f"{name} ({run})" for run, v in zip(runs, values, strict=True) if v is None]
         if all(v is None for v in values):
             continue
+        for run, v in zip(runs, values, strict=True):
+            stacks[run].append((name, v))
+        fill = _PART_COLOUR.get(name) or MEMORY_PART_COLOURS[name]
         fig.add_trace(
             go.Bar(
                 x=runs,
                 y=values,
                 name=name,
+                marker={"color": fill, "line": {"color": "#999", "width": 0.5}},
                 hovertemplate=f"%{{x}}<br>{name}: %{{y:.2f}} GB<extra></extra>",
             )
         )
+    label_small_parts(fig, stacks)
     if not fig.data and runs and "peak_gpu_used_mib" in df.columns:
         # No memory facts from the server: what NVML saw (peak used, and the rest).
         peaks = [as_number(v) for v in df["peak_gpu_used_mib"]]

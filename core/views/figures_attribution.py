@@ -14,7 +14,7 @@ from core.analysis.attribution import Design, Part, higher_is_better
 from core.config import knob_text
 from core.views.figures import ARM_PALETTE, layout, metric_label, note, rgb_of
 
-__all__ = ["attribution_waterfall", "sweep_figure"]
+__all__ = ["WATERFALL_HEIGHT", "WATERFALL_Y_TITLE", "attribution_waterfall", "sweep_figure"]
 
 
 def _cum(logs: Sequence[float]) -> list[float]:
@@ -51,31 +51,29 @@ def attribution_waterfall(
         for p in pieces
     ]
     up, down = "rgb(44,160,44)", "rgb(214,39,40)"
+    # Every bar's value label goes beyond its whisker, never on it: plotly's
+    # textposition="outside" puts the text at the bar's end, where the part's own
+    # interval is drawn through it.
+    labels: list[tuple[str, bool, float, float, str]] = []  # (x, rises, low, high, text)
     for name, p, s, e in zip(names, pieces, starts, ends, strict=True):
         good = (p.log > 0) == higher_is_better(metric)
         # the part's own interval, drawn at the bar's end on the cumulative scale
         lo = None if p.log_low is None else (1 + s) * math.exp(p.log_low) - 1
         hi = None if p.log_high is None else (1 + s) * math.exp(p.log_high) - 1
+        x = name.replace(" × ", " ×<br>")
         fig.add_trace(
             go.Bar(
-                x=[name.replace(" × ", " ×<br>")],
+                x=[x],
                 y=[e - s],
                 base=[s],
                 showlegend=False,
                 marker={"color": up if good else down, "opacity": 0.35 if p.within_noise else 1},
-                error_y=None
-                if lo is None or hi is None
-                else {
-                    "type": "data",
-                    "symmetric": False,
-                    "array": [hi - e],
-                    "arrayminus": [e - lo],
-                },
-                text=[f"{p.rel * 100:+.1f}%" + (" (noise)" if p.within_noise else "")],
-                textposition="outside",
+                error_y=_whisker(e, lo, hi),
                 hovertemplate=f"{name}: {p.rel * 100:+.1f}% (log {p.log:+.3f})<extra></extra>",
             )
         )
+        text = f"{p.rel * 100:+.1f}%" + (" (noise)" if p.within_noise else "")
+        labels.append((x, p.log >= 0, _lo(lo, s, e), _hi(hi, s, e), text))
     tlo = None if total.log_low is None else math.expm1(total.log_low)
     thi = None if total.log_high is None else math.expm1(total.log_high)
     fig.add_trace(
@@ -85,18 +83,34 @@ def attribution_waterfall(
             base=[0],
             marker={"color": "rgb(90,90,90)"},
             showlegend=False,
-            text=[f"{total.rel * 100:+.1f}%"],
-            textposition="outside",
-            error_y=None
-            if tlo is None or thi is None
-            else {
-                "type": "data",
-                "symmetric": False,
-                "array": [thi - total.rel],
-                "arrayminus": [total.rel - tlo],
-            },
+            error_y=_whisker(total.rel, tlo, thi),
+            hovertemplate=f"total: {total.rel * 100:+.1f}% (log {total.log:+.3f})<extra></extra>",
         )
     )
+    labels.append(
+        (
+            "total",
+            total.log >= 0,
+            _lo(tlo, 0.0, total.rel),
+            _hi(thi, 0.0, total.rel),
+            f"{total.rel * 100:+.1f}%",
+        )
+    )
+    for x, rising, low, high, text in labels:  # a rising bar: its label above the whisker
+        fig.add_annotation(
+            x=x,
+            y=high if rising else low,
+            text=text,
+            showarrow=False,
+            yanchor="bottom" if rising else "top",
+            yshift=3 if rising else -3,
+            font={"size": 12},
+        )
+    # room for the labels beyond the whiskers (an axis range fitted to the bars alone
+    # would cut the label over the tallest whisker)
+    ys = [0.0, *(y for _, _, low, high, _ in labels for y in (low, high))]
+    pad = (max(ys) - min(ys)) * 0.14 or 0.1
+    fig.update_yaxes(range=[min(ys) - pad, max(ys) + pad])
     if noise_floor:
         fig.add_hrect(
             y0=-noise_floor,
@@ -104,20 +118,51 @@ def attribution_waterfall(
             fillcolor="grey",
             opacity=0.15,
             line_width=0,
-            annotation_text=f"A/A noise floor ±{noise_floor:.0%}",
-            annotation_position="top left",
         )
     logs = " ".join(f"{p.log:+.3f}" for p in pieces)
+    # the band's name goes under the plot: written on the band it sat on the bars
+    band = f"grey band: A/A noise floor ±{noise_floor:.0%} · " if noise_floor else ""
     fig.add_annotation(
-        text=f"log scale: {logs} = {total.log:+.3f} (the parts add up)",
+        text=f"{band}log scale: {logs} = {total.log:+.3f} (the parts add up)",
         xref="paper",
         yref="paper",
         x=0,
-        y=-0.28,
+        y=0,
+        xanchor="left",
+        yanchor="top",
+        # below the category labels (up to three lines: an interaction's two knobs)
+        yshift=-62,
         showarrow=False,
+        font={"size": 11, "color": "#666"},
     )
     fig.update_yaxes(tickformat="+.0%", zeroline=True)
-    return layout(fig, title, "", "difference to the baseline (95% interval per part)")
+    layout(fig, title, "", WATERFALL_Y_TITLE)
+    # a two-line axis title needs its own room: a taller plot and a wider left margin
+    # than the shared layout's (the one-line title was clipped at both ends)
+    fig.update_layout(height=WATERFALL_HEIGHT, margin={"l": 90, "b": 100})
+    return fig
+
+
+# the y axis title, two lines so it fits the plot's height (one line of 50 characters
+# at 380 px was cut at both ends)
+WATERFALL_Y_TITLE = "difference to the baseline<br>(95% interval per part)"
+WATERFALL_HEIGHT = 440
+
+
+def _whisker(end: float, lo: float | None, hi: float | None) -> dict[str, Any] | None:
+    """A bar's own 95% interval as an asymmetric error bar at its end (None: unknown)."""
+    if lo is None or hi is None:
+        return None
+    return {"type": "data", "symmetric": False, "array": [hi - end], "arrayminus": [end - lo]}
+
+
+def _lo(lo: float | None, start: float, end: float) -> float:
+    """The lowest point a bar draws: its whisker's low end, else its own bottom."""
+    return min(start, end) if lo is None else min(lo, start, end)
+
+
+def _hi(hi: float | None, start: float, end: float) -> float:
+    return max(start, end) if hi is None else max(hi, start, end)
 
 
 def sweep_figure(table: pd.DataFrame, design: Design, knob: str, metric: str) -> go.Figure:

@@ -11,18 +11,17 @@ from collections.abc import Mapping
 import plotly.graph_objects as go
 
 from core.analysis.ledger import MemoryLedger
-from core.views.figures import layout, note
+from core.views.figures import MEMORY_PART_COLOURS, label_small_parts, layout, note
 
 __all__ = ["LEDGER_PARTS", "ledger_figure", "ledger_parts"]
 
-# part → fill colour: fixed across arms and outside ARM_PALETTE (the arm's own colour is
-# its label's, so a part never reads as an arm)
+# part → fill colour, as on the start-up bars (the arm's own colour is its label's)
 LEDGER_PARTS: dict[str, str] = {
-    "weights": "#525252",
-    "KV cache": "#9ecae9",
-    "CUDA graphs": "#fdae6b",
-    "other at peak": "#c7c7c7",
-    "free at peak": "#edf5e9",
+    "weights": MEMORY_PART_COLOURS["weights"],
+    "KV cache": MEMORY_PART_COLOURS["KV cache"],
+    "CUDA graphs": MEMORY_PART_COLOURS["CUDA graphs"],
+    "other at peak": MEMORY_PART_COLOURS["other at peak"],
+    "free at peak": MEMORY_PART_COLOURS["free"],
 }
 
 
@@ -69,6 +68,11 @@ def ledger_figure(
                 hovertemplate=f"%{{customdata}}<br>{part}: %{{x:.2f}} GB<extra></extra>",
             )
         )
+    label_small_parts(
+        fig,
+        {tick: list(parts[a].items()) for tick, a in zip(ticks, arms, strict=True)},
+        horizontal=True,
+    )
     fig.update_layout(barmode="stack", legend_traceorder="normal")
     layout(fig, "GPU memory ledger per arm (GB per GPU)", "GB", "")
     fig.update_yaxes(autorange="reversed")
