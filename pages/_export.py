@@ -1,4 +1,5 @@
-"""Download buttons shared by the Run, Compare and Import/Export pages (core/interop/export.py).
+"""Download buttons shared by the Run, Compare, Experiment and Import/Export pages
+(core/interop/export.py).
 
 Each file is built on click (a callable ``data``), never on every rerun: an HTML report
 inlines plotly.js (several MB) and a comparison's records can be large."""
