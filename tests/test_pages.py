@@ -520,6 +520,21 @@ def test_the_2x2_gives_one_number_for_one_contrast_on_every_page_and_export(
     assert {n.rsplit(" · ", 1)[0] for n in sel.names} == set(story.arms)
 
 
+@pytest.mark.parametrize(
+    ("exp_id", "said"),
+    [
+        ("exp-nope-1", "no run or experiment exp-nope-1"),
+        ("20261130-045815-c6a73d", "is not an experiment"),  # a run id
+        ("exp-queued-1", "nothing to compare"),
+    ],
+)
+def test_compare_of_an_experiment_says_why_it_has_nothing(
+    states_app: AppTest, exp_id: str, said: str
+) -> None:
+    app = _open(states_app, "pages/compare.py", experiment=exp_id)
+    assert said in _text(app)
+
+
 def test_the_verdict_and_card_say_which_points_to_read_with_care(
     states_app: AppTest, states_dir: Path
 ) -> None:
