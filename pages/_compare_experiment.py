@@ -36,9 +36,10 @@ def experiment_compare(settings: Settings, exp_id: str) -> None:
         st.title("Compare")
         st.warning(f"{exp_id[:80]!r} is not an experiment.")
         return
-    st.title(f"Compare the arms of {record.name or exp_id} (all trials)")
+    st.title("Compare the arms (all trials)")
     st.caption(
-        f"{exp_id} · {len(story.arms)} arms × {record.spec.get('trials')} trials · baseline "
+        f"**{record.name or exp_id}** · {exp_id} · {len(story.arms)} arms × "
+        f"{record.spec.get('trials')} trials · baseline "
         f"**{story.baseline}** · each change is the experiment's estimate over all trials "
         "with its interval, as on the Experiment page"
     )

@@ -52,7 +52,13 @@ def export_buttons(
     )
     st.caption(
         "Summaries (ServeLab's metric names), per-request records, configuration"
-        + (", deltas and config diff" if len(views) > 1 else "")
+        + (
+            ", the summary card and per-arm means over trials with intervals, config diff"
+            if sel.kind == "experiment"
+            else ", deltas and config diff"
+            if len(views) > 1
+            else ""
+        )
         + ". PNG of any chart: `python -m core export ID... --format png --out DIR`, "
         "or the camera icon on a chart."
     )
