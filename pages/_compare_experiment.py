@@ -17,7 +17,7 @@ from core.errors import ConfigError
 from core.interop.export import select
 from core.settings import Settings
 from core.views.cells import readable_cells
-from core.views.figures import arm_bands_figure
+from core.views.figures import arm_bands_figure, metric_label
 from pages import _story
 from pages._export import export_buttons
 from pages._ledger import ledger_section
@@ -69,7 +69,9 @@ def experiment_compare(settings: Settings, exp_id: str) -> None:
     colours = sel.colours  # the Experiment page's: record order, baseline first
     table = arm_table(runs, story)
     st.subheader("Per arm against concurrency (mean over trials, 95% interval)")
-    metric = st.selectbox("Metric", list(EXPERIMENT_METRICS), key="cmp_exp_metric")
+    metric = st.selectbox(
+        "Metric", list(EXPERIMENT_METRICS), format_func=metric_label, key="cmp_exp_metric"
+    )
     st.plotly_chart(arm_bands_figure(table, metric, colours))
     ledger_section(story.ledger, colours, key="cmp_exp_ledger")
 
