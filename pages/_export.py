@@ -1,4 +1,5 @@
-"""Download buttons shared by the Run, Compare and Import/Export pages (core/interop/export.py).
+"""Download buttons shared by the Run, Compare, Experiment and Import/Export pages
+(core/interop/export.py).
 
 Each file is built on click (a callable ``data``), never on every rerun: an HTML report
 inlines plotly.js (several MB) and a comparison's records can be large."""
@@ -51,7 +52,13 @@ def export_buttons(
     )
     st.caption(
         "Summaries (ServeLab's metric names), per-request records, configuration"
-        + (", deltas and config diff" if len(views) > 1 else "")
+        + (
+            ", the summary card and per-arm means over trials with intervals, config diff"
+            if sel.kind == "experiment"
+            else ", deltas and config diff"
+            if len(views) > 1
+            else ""
+        )
         + ". PNG of any chart: `python -m core export ID... --format png --out DIR`, "
         "or the camera icon on a chart."
     )

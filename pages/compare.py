@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from core.analysis.card import shared_experiment
 from core.analysis.diff import config_diff, confounders, unknown_fields
 from core.analysis.memory import memory_headroom
 from core.analysis.points import metric_deltas
@@ -21,13 +22,13 @@ from core.metrics import DEFINITION
 from core.run_folder import find_runs
 from core.views.cells import DELTA_LEGEND, readable_cells
 from core.views.figures import (
-    arm_colours,
     cdf_figure,
     memory_headroom_figure,
     metric_vs_concurrency,
     no_memory_line,
 )
 from pages import _story
+from pages._compare_experiment import experiment_compare
 from pages._details import details
 from pages._explain import explain_block
 from pages._export import export_buttons
@@ -36,18 +37,30 @@ from pages._services import bootstrap
 from pages._timelines import timelines_section
 
 settings, _worker = bootstrap()
+if exp_id := st.query_params.get("experiment", ""):
+    experiment_compare(settings, exp_id)  # the arms over all trials: the Experiment page's story
+    st.stop()
 folders, unknown = find_runs(settings.runs_dir, st.query_params.get("runs", "").split(","))
-st.title("Compare")
 if len(folders) < 2:
+    st.title("Compare")
     st.warning(
         "Pick two or more runs on the Runs page (links look like "
         "`/compare?runs=ID1,ID2`)." + (f" Unknown: {', '.join(unknown)}" if unknown else "")
     )
     st.stop()
+views = [load_run(f) for f in folders]
+if (exp_of := shared_experiment(views)) is not None:  # runs of one experiment: say what this is
+    st.title("Compare single runs (one run per arm, no intervals)")
+    st.page_link(
+        "pages/compare.py",
+        label="Compare the arms (all trials): the experiment's estimate with intervals",
+        query_params={"experiment": exp_of},
+        icon=":material/compare_arrows:",
+    )
+else:
+    st.title("Compare")
 if unknown:
     st.warning(f"Not runs here, left out: {', '.join(unknown)}")
-
-views = [load_run(f) for f in folders]
 run_ids = [v.run_id for v in views]
 asked = st.query_params.get("baseline", "")
 default = run_ids.index(asked) if asked in run_ids else baseline_index(views)
@@ -66,7 +79,7 @@ if baseline != sel.baseline:
     sel = selection_of(views, baseline, settings)
 story = sel.story
 assert story is not None
-colours = arm_colours(names, names[baseline])
+colours = sel.colours
 st.caption(" · ".join(f"**{n}** = {r}" for n, r in zip(names, run_ids, strict=True)))
 
 states = {n: v.status.state for n, v in zip(names, views, strict=True)}
@@ -100,8 +113,8 @@ st.subheader("Metrics")
 src = {s.get("token_source", "server") for v in views for s in v.points}
 st.caption(
     f"Definitions: {DEFINITION}. Output tokens counted by: {', '.join(sorted(src))}. "
-    "Deltas are against the baseline; green = better, red = worse by the metric's "
-    "direction."
+    "Deltas are against the baseline, one run each: no interval, so no colour says "
+    "better or worse."
 )
 deltas = metric_deltas(views, baseline=baseline, names=names)
 head = headline_point(views)
@@ -122,7 +135,7 @@ if head is not None:
                 metric,
                 f"{r[other]:.1f}",
                 delta=None if pd.isna(rel) else f"{rel:+.1%}",
-                delta_color="normal" if r["direction"] == "higher" else "inverse",
+                delta_color="off",  # a single-run difference: no interval backs a colour
             )
 if (
     "same_prompts" in deltas.columns
@@ -131,24 +144,10 @@ if (
     st.warning("Some points were measured on different prompts (prompt digests differ).")
 
 
-def _colour(row: pd.Series) -> list[str]:
-    out = []
-    for col in row.index:
-        v = row[col]
-        out.append(
-            "background-color: #d4edda"
-            if col.startswith("verdict_") and v == "better"
-            else "background-color: #f8d7da"
-            if col.startswith("verdict_") and v == "worse"
-            else ""
-        )
-    return out
-
-
 with details(f"Every metric at every point ({len(deltas)} rows)", "cmp_all_metrics") as shown:
     if shown:
         st.dataframe(
-            deltas.style.apply(_colour, axis=1).format(
+            deltas.style.format(
                 {c: "{:+.1%}" for c in deltas.columns if c.startswith("rel_")}, na_rep="–"
             ),
             hide_index=True,

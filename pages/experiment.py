@@ -25,6 +25,7 @@ from core.analysis.stats import (
 )
 from core.analysis.trials import experiment_runs
 from core.experiments.design import list_experiments, load_experiment
+from core.interop.export import select
 from core.metrics import DEFINITION
 from core.run_folder import is_run_id
 from core.views.cells import readable_cells
@@ -38,6 +39,7 @@ from core.views.figures import (
 from pages import _story
 from pages._attribution import attribution_section
 from pages._details import details
+from pages._export import export_buttons
 from pages._ledger import ledger_section
 from pages._services import bootstrap
 from pages._timelines import timelines_section
@@ -158,12 +160,11 @@ if still := sum(s in ACTIVE for s in drawn):
 _story.verdict(story)  # the answer first: one sentence per knob, whether it was tested
 _story.summary_card(story)
 first = first_per_arm(runs)
-if story.baseline in first and len(first) > 1:
-    ids = [v.run_id for v in first.values()]
+if len(first) > 1:  # Compare tells this story too: every trial, the same baseline and intervals
     st.page_link(
         "pages/compare.py",
-        label="Compare one run per arm (same baseline)",
-        query_params={"runs": ",".join(ids), "baseline": first[story.baseline].run_id},
+        label="Compare the arms (all trials)",
+        query_params={"experiment": exp_id},
         icon=":material/compare_arrows:",
     )
 conf = confounders([r.view for r in runs]) if len(runs) > 1 else []
@@ -240,3 +241,7 @@ else:
     with details(f"Per run and point ({len(slo)} rows)", "exp_slo_rows") as open_:
         if open_:
             st.dataframe(slo, hide_index=True)
+
+st.subheader("Export")  # the report a colleague receives: this page's story (the Selection's)
+sel = select(settings, [exp_id])  # every run and trial, the experiment's baseline arm
+export_buttons(sel.views, key="exp-export", sel=sel)

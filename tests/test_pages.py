@@ -399,32 +399,31 @@ def test_demo_tells_one_story_on_experiment_compare_and_report(
     assert "peak GPU memory (MiB)" in card.index and "c=64" in card.columns
     assert card.loc["median TTFT (ms)", "c=64"].endswith("▼")
     assert card.loc["output throughput (tok/s)", "c=64"].startswith("+246")  # paired by trial
-    # the link to Compare carries the same baseline
-    link = next(p for p in exp.get("page_link") if "Compare one run per arm" in p.label)
+    # the link to Compare opens the experiment's own comparison (all trials), same story
+    link = next(p for p in exp.get("page_link") if "Compare the arms (all trials)" in p.label)
     query = dict(urllib.parse.parse_qsl(link.proto.query_string))
-    off_run = json.loads((states_dir / "experiments" / DEMO_EXP / "experiment.json").read_text())[
-        "runs"
-    ][0]
-    assert off_run["arm"] == "graphs off" and query["baseline"] in query["runs"]
-    # Compare chooses the same baseline by the rule alone (no baseline in the link) ...
+    assert query == {"experiment": DEMO_EXP}
     cmp = _open(
-        AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
-        "pages/compare.py",
-        runs=query["runs"],
-    )
-    # ... and with the link's baseline
-    linked = _open(
         AppTest.from_file(str(REPO / "app.py"), default_timeout=60), "pages/compare.py", **query
     )
-    for page in (cmp, linked):
-        cmp_text = _text(page)
-        assert "graphs on** vs **graphs off** (baseline)" in cmp_text
-        sign = re.search(
-            r"graphs on vs graphs off at c=64 [^:]*: output_throughput ([+-])", cmp_text
-        )
-        assert sign is not None and sign[1] == "+", cmp_text
-        # runs are named by their arm, never by id alone
-        assert not any(m.value.startswith("**2026") for m in page.markdown)
+    assert "graphs on** vs **graphs off** (baseline)" in _text(cmp)
+    assert "(all trials)" in cmp.title[0].value
+    cmp_card = next(d for d in page_tables(cmp) if "c=64" in d.columns)
+    assert cmp_card.equals(card)  # every cell, its interval and its mark
+    # one run per arm (trial 0) is a single-trial view and its title says so
+    record = json.loads((states_dir / "experiments" / DEMO_EXP / "experiment.json").read_text())
+    trial0 = [r for r in record["runs"] if r["trial"] == 0 and not r.get("closing")]
+    off_run = next(r["run_id"] for r in trial0 if r["arm"] == "graphs off")
+    query = {"runs": ",".join(r["run_id"] for r in trial0)}
+    single = _open(
+        AppTest.from_file(str(REPO / "app.py"), default_timeout=60), "pages/compare.py", **query
+    )
+    assert "one run per arm, no intervals" in single.title[0].value
+    back = next(p for p in single.get("page_link") if "all trials" in p.label)
+    assert dict(urllib.parse.parse_qsl(back.proto.query_string)) == {"experiment": DEMO_EXP}
+    # ... which still takes the experiment's baseline by the rule alone
+    assert "graphs on** vs **graphs off** (baseline)" in _text(single)
+    query["baseline"] = off_run  # the CLI's pair export below names its baseline run
     # the HTML report: same baseline, names and the same regressions
     from core.interop.export import html_report, select, table_files
 
@@ -445,6 +444,95 @@ def test_demo_tells_one_story_on_experiment_compare_and_report(
     assert pair.names[pair.baseline] == "graphs off"
     tput = pd.read_csv(io.BytesIO(table_files(pair, "csv")["summary_card.csv"]))
     assert (tput[tput["metric"] == "output_throughput"]["change"] > 0).all()
+
+
+GRID_EXP = "exp-20261201-041412-6b50"  # the 2x2 demo: cuda_graphs x mem_fraction_static
+
+
+def _card_cells(app: AppTest, arms: list[str], arm: str, metric: str, point: str) -> str:
+    """The summary card's cell of ``arm`` (one static table per arm, in the story's order)."""
+    grids = [t for t in page_tables(app) if point in t.columns and metric in t.index]
+    return str(grids[arms.index(arm)].loc[metric, point])
+
+
+def test_the_2x2_gives_one_number_for_one_contrast_on_every_page_and_export(
+    states_app: AppTest, states_dir: Path
+) -> None:
+    """Issue 24, one story: the cuda_graphs contrast at c=64 of the 2x2 demo (graphs on vs
+    off at mem_fraction_static 0.85) reads the same estimate and interval on the Experiment
+    page, on the Compare page its link opens, in the HTML report and in the CSV and Parquet
+    tables: every one the experiment's estimate over all trials, with the same baseline, arm
+    names and colours."""
+    from core.interop.export import html_report, select, table_files
+    from core.views.figures import arm_colours
+
+    settings = Settings(
+        data_dir=states_dir, sglang_python=sys.executable, transformers_python=sys.executable
+    )
+    sel = select(settings, [GRID_EXP])
+    story = sel.story
+    assert story is not None and story.baseline == "cg=false mfs=0.85"
+    arm = "cg=true mfs=0.85"
+    row = next(
+        r
+        for r in story.card
+        if r.arm == arm and r.metric == "output_throughput" and r.concurrency == 64
+    )
+    said = row.cell_text()
+    assert said.startswith("+227% [+220, +234]") and row.n == 3 and row.confirmed
+    arms = list(dict.fromkeys(r.arm for r in story.card))
+    metric = "output throughput (tok/s)"
+
+    exp = _open(states_app, "pages/experiment.py", experiment=GRID_EXP)
+    assert _card_cells(exp, arms, arm, metric, "c=64") == said
+    assert any(b.label == "Report (HTML, opens offline)" for b in exp.get("download_button"))
+    link = next(p for p in exp.get("page_link") if p.label == "Compare the arms (all trials)")
+    cmp = _open(
+        AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
+        "pages/compare.py",
+        **dict(urllib.parse.parse_qsl(link.proto.query_string)),
+    )
+    assert _card_cells(cmp, arms, arm, metric, "c=64") == said
+    assert f"**{arm}** vs **cg=false mfs=0.85** (baseline)" in _text(cmp)
+    assert any(b.label == "Tables as CSV (zip)" for b in cmp.get("download_button"))
+
+    # the report: the same cell under the same arm's heading
+    report = html_report(sel)
+    section = report.split(f"<h3>{arm} vs cg=false mfs=0.85</h3>", 1)[1].split("<h3>", 1)[0]
+    assert said in section
+    # the tables: the same estimate and interval, CSV and Parquet alike
+    for fmt in ("csv", "parquet"):
+        data = io.BytesIO(table_files(sel, fmt)[f"summary_card.{fmt}"])  # type: ignore[arg-type]
+        card = pd.read_csv(data) if fmt == "csv" else pd.read_parquet(data)
+        got = card[
+            (card["arm"] == arm)
+            & (card["metric"] == "output_throughput")
+            & (card["concurrency"] == 64)
+        ].iloc[0]
+        assert got["baseline"] == story.baseline
+        assert (got["change"], got["change_low"], got["change_high"]) == pytest.approx(
+            (row.change, row.low, row.high)
+        )
+        # no single-run deltas beside the experiment's estimate
+        assert f"deltas.{fmt}" not in table_files(sel, fmt)  # type: ignore[arg-type]
+    # one colour per arm, in the record's order with the baseline first, as on the page
+    assert {a: sel.colours[a] for a in story.arms} == arm_colours(story.arms, story.baseline)
+    assert {n.rsplit(" · ", 1)[0] for n in sel.names} == set(story.arms)
+
+
+@pytest.mark.parametrize(
+    ("exp_id", "said"),
+    [
+        ("exp-nope-1", "no run or experiment exp-nope-1"),
+        ("20261130-045815-c6a73d", "is not an experiment"),  # a run id
+        ("exp-queued-1", "nothing to compare"),
+    ],
+)
+def test_compare_of_an_experiment_says_why_it_has_nothing(
+    states_app: AppTest, exp_id: str, said: str
+) -> None:
+    app = _open(states_app, "pages/compare.py", experiment=exp_id)
+    assert said in _text(app)
 
 
 def test_the_verdict_and_card_say_which_points_to_read_with_care(

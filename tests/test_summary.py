@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from core.analysis.card import (
+    UNCONFIRMED,
     Story,
     arm_table,
     card_frame,
@@ -103,6 +104,11 @@ def test_one_run_each_uses_the_aa_floor_else_says_unconfirmed() -> None:
     tput = next(r for r in rows if r.metric == "output_throughput")
     assert tput.low is None and tput.verdict == "better" and not tput.confirmed
     assert "no interval: 1 run(s) per arm" in tput.change_text()
+    # ... so the card's grid never paints it better (green): the pages and the report
+    # colour only what an interval or the A/A floor backs
+    text, verdicts = card_grid(rows, "a")
+    assert verdicts.loc["output throughput (tok/s)", "c=4"] == UNCONFIRMED
+    assert text.loc["output throughput (tok/s)", "c=4"].endswith("?")
     floored = summary_card({"a": [a], "b": [b]}, "b", floor={"output_throughput": 0.05})
     assert next(r for r in floored if r.metric == "output_throughput").verdict == "within noise"
     story = comparison_story([a, b], 1, ["a", "b"], None, "gpu-7")

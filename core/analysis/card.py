@@ -72,6 +72,7 @@ from core.settings import Settings
 __all__ = [
     "CARD_METRICS",
     "DIFFERENT_PROMPTS",
+    "UNCONFIRMED",
     "CardRow",
     "PointCaveat",
     "ReadWithCare",
@@ -87,6 +88,7 @@ __all__ = [
     "regression_lines",
     "regressions",
     "runs_host",
+    "shared_experiment",
     "summary_card",
 ]
 
@@ -98,6 +100,9 @@ CardVerdict = Literal[
     "better", "worse", "within noise", "no change", "unknown", "not tested by this workload"
 ]
 _NO_FINDING = (WITHIN_NOISE, "no change", "unknown", NOT_TESTED)
+# card_grid's colouring word for a better / worse no interval backs (one run per arm): the
+# pages and the report paint it neither green nor red
+UNCONFIRMED = "unconfirmed"
 
 # metric -> (name in words, unit, higher is better)
 CARD_METRICS: dict[str, tuple[str, str, bool]] = {
@@ -535,7 +540,8 @@ _MARK = {
 
 def card_grid(rows: Sequence[CardRow], arm: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One arm's card as a grid: a row per metric, a column per concurrency, each cell
-    ``change (interval) mark``; and the same grid of verdicts (for colouring)."""
+    ``change (interval) mark``; and the same grid of verdicts (for colouring): better /
+    worse only where confirmed, ``UNCONFIRMED`` where no interval backs the direction."""
     mine = [r for r in rows if r.arm == arm]
     columns = list(
         dict.fromkeys(
@@ -547,7 +553,10 @@ def card_grid(rows: Sequence[CardRow], arm: str) -> tuple[pd.DataFrame, pd.DataF
     for r in mine:
         label = f"{r.name} ({r.unit})"
         text.setdefault(label, {})[r.point] = r.cell_text()
-        verdicts.setdefault(label, {})[r.point] = r.verdict
+        # colour only what an interval (or the A/A floor) backs: a single run's difference
+        # is never painted better / worse
+        word = r.verdict if r.confirmed or r.verdict not in ("better", "worse") else UNCONFIRMED
+        verdicts.setdefault(label, {})[r.point] = word
     index = list(text)
     # A per-point metric has no start-up cell and a start-up fact no per-point one: "—",
     # not "None" (which reads like a missing measurement).
@@ -855,13 +864,20 @@ def comparison_story(
 def runs_host(settings: Settings | None, views: Sequence[RunView]) -> str | None:
     """The host the runs ran on, where it is recorded: the experiment (tag ``exp:<id>``)
     they all belong to. None otherwise (a run folder does not name its host)."""
+    exp_id = shared_experiment(views)
+    if settings is None or exp_id is None:
+        return None
+    from core.experiments.design import load_experiment
+
+    record = load_experiment(settings, exp_id)
+    return record.host if record is not None and record.host else None
+
+
+def shared_experiment(views: Sequence[RunView]) -> str | None:
+    """The experiment id (tag ``exp:<id>``) every one of the runs belongs to; None when they
+    come from none or from several (Compare then offers that experiment's own comparison)."""
     ids = set()
     for v in views:
         tags = [t for t in v.spec.get("tags") or [] if isinstance(t, str) and t.startswith("exp:")]
         ids.add(tags[0][4:] if tags else None)
-    if settings is None or len(ids) != 1 or None in ids:
-        return None
-    from core.experiments.design import load_experiment
-
-    record = load_experiment(settings, str(ids.pop()))
-    return record.host if record is not None and record.host else None
+    return str(next(iter(ids))) if len(ids) == 1 and None not in ids else None

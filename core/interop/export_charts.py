@@ -17,10 +17,11 @@ from core.analysis.runs import has_records, latency_samples, no_records_note
 from core.analysis.server_view import no_view_line
 from core.analysis.stats import RunOfArm, first_per_arm
 from core.analysis.timelines import run_timeline
+from core.interop.export_tables import arm_stats_frame
 from core.interop.selection import Selection
 from core.run_folder import RunFolder
 from core.views.figures import (
-    arm_colours,
+    arm_bands_figure,
     cdf_figure,
     memory_headroom_figure,
     metric_vs_concurrency,
@@ -53,13 +54,20 @@ def figures(sel: Selection) -> tuple[dict[str, go.Figure], list[str]]:
     figs: dict[str, go.Figure] = {}
     notes: list[str] = []
     views, names = sel.views, sel.names
-    colours = arm_colours(names, names[sel.baseline])
+    colours = sel.colours
+    # an experiment's: one line per arm, its interval over trials as a band (the Experiment
+    # page's chart), never one line per run
+    stats = arm_stats_frame(sel)
     for metric, key in (
         ("output_throughput", "output_throughput_vs_concurrency"),
         ("median_ttft_ms", "median_ttft_vs_concurrency"),
         ("median_itl_ms", "median_itl_vs_concurrency"),
     ):
-        figs[key] = metric_vs_concurrency(views, metric, names, colours)
+        figs[key] = (
+            metric_vs_concurrency(views, metric, names, colours)
+            if stats is None
+            else arm_bands_figure(stats, metric, colours)
+        )
     head = headline_point(views)
     if head is not None:
         series: dict[str, list[float]] = {}
@@ -74,9 +82,7 @@ def figures(sel: Selection) -> tuple[dict[str, go.Figure], list[str]]:
     if timeline is not None:
         figs["server_view"] = timeline
     if sel.story is not None and sel.story.ledger:  # one bar per arm, as on the pages
-        figs["memory_ledger"] = ledger_figure(
-            sel.story.ledger, arm_colours(sel.story.arms, sel.story.baseline)
-        )
+        figs["memory_ledger"] = ledger_figure(sel.story.ledger, colours)
     elif len(views) == 1 and not views[0].imported:
         figs["memory_ledger"] = ledger_figure({names[0]: run_ledger(views[0])}, colours)
     if sel.experiment is None:

@@ -68,9 +68,9 @@ def _deltas_html(df: pd.DataFrame) -> str:
         cells = []
         for col in df.columns:
             v = row[col]
+            # single-run deltas: no interval backs a direction, so no cell is painted
+            # better / worse (the summary card colours only confirmed changes)
             cls = ""
-            if str(col).startswith("verdict_") and v in ("better", "worse"):
-                cls = f" class='{v}'"
             if str(col).startswith("rel_"):
                 text = "–" if v is None or pd.isna(v) else f"{v:+.1%}"
             else:

@@ -1,11 +1,12 @@
 """A selection's tables (``core.interop.selection``) as CSV or Parquet: ``summaries`` (one row per
 run and point, ServeLab's metric names, imported runs with their origin and ``unknown``
 list), ``records`` (every per-request record, with ``run_id``/``point_index`` and TTFT/E2E
-in ms), ``config`` (every compared field per run), and for two or more runs ``deltas``,
-``config_diff`` and ``summary_card`` (the card the pages show); for an experiment
-``arm_stats``; ``timelines`` (the server's and the client's series per run and point,
-downsampled: ``core.analysis.timelines``). Tables are keyed by run id (machine-readable);
-``summaries`` also carries each run's display ``name``.
+in ms), ``config`` (every compared field per run), and for two or more runs ``deltas``
+(not for an experiment: its differences are per arm over trials), ``config_diff`` and
+``summary_card`` (the card the pages show); for an experiment ``arm_stats``; ``timelines``
+(the server's and the client's series per run and point, downsampled:
+``core.analysis.timelines``). Tables are keyed by run id (machine-readable); ``summaries``
+also carries each run's display ``name``.
 """
 
 from __future__ import annotations
@@ -197,7 +198,10 @@ def _frames(sel: Selection) -> dict[str, Any]:
         "config": config_frame(sel),
     }
     if len(sel.views) >= 2:
-        frames["deltas"] = metric_deltas(sel.views, baseline=sel.baseline)
+        # an experiment's differences are per arm over trials (summary_card, arm_stats):
+        # single-run deltas against one baseline run would tell another story
+        if sel.experiment is None:
+            frames["deltas"] = metric_deltas(sel.views, baseline=sel.baseline)
         frames["config_diff"] = config_diff(sel.views)
     if sel.story is not None:
         frames["summary_card"] = card_frame(sel.story.card)

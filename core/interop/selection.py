@@ -21,6 +21,7 @@ from core.experiments.design import load_experiment
 from core.experiments.records import ExperimentRecord
 from core.run_folder import find_runs, is_run_id
 from core.settings import Settings
+from core.views.figures import arm_colours
 
 __all__ = [
     "ExportError",
@@ -59,8 +60,32 @@ class Selection:
 
     @cached_property
     def names(self) -> list[str]:
-        """One display name per run (``core.analysis.roles.arm_names``): what the report shows."""
-        return arm_names(self.views)
+        """One display name per run: what the report shows. An experiment's runs are named
+        by the record's arm label and trial (``graphs on · trial 1``), so the report, the
+        Experiment page and Compare spell an arm one way; otherwise
+        ``core.analysis.roles.arm_names``."""
+        if self.experiment is None:
+            return arm_names(self.views)
+        out = []
+        for v in self.views:
+            meta = self.run_meta.get(v.run_id, {})
+            if "arm" not in meta:
+                out.append(v.run_id)
+                continue
+            which = "closing" if meta.get("closing") else f"trial {meta.get('trial')}"
+            out.append(f"{meta['arm']} · {which}")
+        return out
+
+    @cached_property
+    def colours(self) -> dict[str, str]:
+        """Display name -> colour (``core.views.figures.arm_colours``). An experiment's arms
+        take their colours in the record's arm order, baseline first, exactly as on the
+        Experiment page (never in the shuffled order its runs happened to run in); the
+        mapping also holds each arm label itself."""
+        story = self.story
+        if self.experiment is not None and story is not None:
+            return arm_colours([*story.arms, *self.names], story.baseline)
+        return arm_colours(self.names, self.names[self.baseline] if self.names else None)
 
     @cached_property
     def story(self) -> Story | None:
