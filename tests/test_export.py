@@ -91,14 +91,20 @@ def lab(tmp_path_factory: pytest.TempPathFactory, tiny_tokenizer_dir: Path) -> I
         "SERVELAB_SGLANG_PYTHON": sys.executable,
         "PYTHONPATH": os.pathsep.join([str(fake), str(REPO)]),
         "FAKE_SGLANG_TTFT_MS": "20",
-        "FAKE_SGLANG_ITL_MS": "5",
+        # points of 0.6 s and more, scraped every 0.1 s: every point has server samples
+        # however busy the host (the timelines and the report's server view need them)
+        "FAKE_SGLANG_ITL_MS": "25",
     }
+    plan = data.parent / "plan.json"
+    plan.write_text('{"plan": {"metrics_interval_s": 0.1}}')
     out = subprocess.run(
         [
             sys.executable,
             "-m",
             "core",
             "run",
+            "--plan",
+            str(plan),
             "--engine",
             "sglang",
             "--model",
