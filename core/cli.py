@@ -535,14 +535,13 @@ def _run_queued(spec: RunSpec, settings: Settings, args: argparse.Namespace) -> 
     runs the queue unless a portal's worker already owns the data folder."""
     import time
 
+    from core.executors import executor_for
     from core.executors.queue import cancel
     from core.executors.worker import Worker
+    from core.launch.host import host_for
     from core.launch.queue import queue_launch
     from core.run_folder import RunFolder
     from core.views.report import format_run
-
-    from core.executors import executor_for
-    from core.launch.host import host_for
 
     where = host_for(settings, executor_for(spec, settings), [spec.server.engine])
     (run_id,) = queue_launch(settings, [spec], host=where).run_ids
