@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
 
-from core.errors import ConfigError
+from core.errors import ConfigError, StoreError
 from core.run_folder import RunFolder, RunStatus, read_json, utc_now, write_json_atomic
 from core.settings import Settings
 
@@ -80,7 +80,8 @@ def save_ray_nodes(settings: Settings, address: str, nodes: Sequence[dict[str, A
     """Record what ``ray.nodes()`` says of the live nodes' GPUs (for ``ray_cluster_report``);
     a data folder that cannot be written is no error: the report is only a hint."""
     gpus = [int((n.get("Resources") or {}).get("GPU", 0)) for n in nodes if n.get("Alive")]
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, StoreError):
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
         write_json_atomic(
             settings.data_dir / RAY_NODES_FILE,
             {"address": address, "node_gpus": gpus, "saved_at": utc_now()},
