@@ -53,7 +53,7 @@ def explain_block(settings: Settings, views: Sequence[RunView], baseline: int) -
             if check.gpu_minutes is not None
             else ""
         )
-        st.caption(f"Estimate: {check.estimate}{gpu}.")
+        st.caption(f"Estimate: {check.estimate.rstrip('.')}{gpu}.")
         if check.answered_by:
             st.info(
                 f"Experiment {check.answered_by} already varies exactly these knobs on the "

@@ -310,7 +310,7 @@ def explain_views(views: Sequence[RunView], baseline: int = 0) -> ExplainPlan | 
 
 def check_text(check: ExplainCheck) -> str:
     """The check in words, for the CLI and the page: runs, time, and what answers already."""
-    text = check.estimate
+    text = check.estimate.rstrip(".")
     if check.gpu_minutes is not None:
         text += f"; about {check.gpu_minutes:.0f} GPU-minutes ({check.gpus_per_run} GPU per run)"
     elif check.gpus_per_run:
@@ -320,7 +320,7 @@ def check_text(check: ExplainCheck) -> str:
             f". Experiment {check.answered_by} already varies exactly these knobs: "
             f"`python -m core experiment --show {check.answered_by}`"
         )
-    return text
+    return text + "."
 
 
 # --- command line (the parser: core/cli.py) ------------------------------------------------------
