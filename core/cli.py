@@ -535,13 +535,16 @@ def _run_queued(spec: RunSpec, settings: Settings, args: argparse.Namespace) -> 
     runs the queue unless a portal's worker already owns the data folder."""
     import time
 
+    from core.executors import executor_for
     from core.executors.queue import cancel
     from core.executors.worker import Worker
+    from core.launch.host import host_for
     from core.launch.queue import queue_launch
     from core.run_folder import RunFolder
     from core.views.report import format_run
 
-    (run_id,) = queue_launch(settings, [spec]).run_ids
+    where = host_for(settings, executor_for(spec, settings), [spec.server.engine])
+    (run_id,) = queue_launch(settings, [spec], host=where).run_ids
     folder = RunFolder(settings.runs_dir / run_id)
     show = _progress_printer(args.quiet)
     worker = Worker(settings, poll_interval_s=0.5, settle_s=0.0)
@@ -680,7 +683,11 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
         )
     ):
         raise FieldErrors(problems)
-    exp_id = queue_experiment(settings, exp)
+    from core.launch.host import host_for
+
+    # the engine (here) and a GPU when the plan asks for one (here, or the Ray cluster's)
+    where = host_for(settings, executor_for(exp.base, settings), [exp.base.server.engine])
+    exp_id = queue_experiment(settings, exp, host=where)
     print(f"experiment {exp_id} queued")
     if args.no_wait:
         return 0

@@ -1,4 +1,5 @@
-"""The Compare page's "Explain this difference" block (core/launch/explain.py does the work)."""
+"""The Compare page's "Explain this difference" block (core/launch/explain.py does the work:
+the plan, and the check shown before anything is queued)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,15 @@ import streamlit as st
 from core.analysis.runs import RunView
 from core.config import knob_text
 from core.errors import ConfigError
-from core.launch.explain import explain_plan, submit_explanation
+from core.launch.explain import check_explanation, explain_plan, submit_explanation
 from core.settings import Settings
 from pages._auth import can_launch
 
 
 def explain_block(settings: Settings, views: Sequence[RunView], baseline: int) -> None:
     """Per run that differs from the baseline in two or more knobs: what the factorial would
-    vary, and a button that queues it and links to the experiment."""
+    vary, how many runs and GPU-minutes it takes, whether it can run where it would go, the
+    experiment that already answers it if one does, and a button that queues it."""
     base = views[baseline]
     for other in (v for i, v in enumerate(views) if i != baseline):
         plan = explain_plan(base, other)
@@ -41,9 +43,33 @@ def explain_block(settings: Settings, views: Sequence[RunView], baseline: int) -
             f"{arms} arms × {trials} trials = {arms * trials} runs, each a fresh "
             "server on the same prompts."
         )
+        try:
+            check = check_explanation(settings, base, other, trials)
+        except ConfigError as exc:
+            st.error(f"{exc.field}: {exc.message}")
+            continue
+        gpu = (
+            f" · about **{check.gpu_minutes:.0f} GPU-minutes** ({check.gpus_per_run} GPU per run)"
+            if check.gpu_minutes is not None
+            else ""
+        )
+        st.caption(f"Estimate: {check.estimate.rstrip('.')}{gpu}.")
+        if check.answered_by:
+            st.info(
+                f"Experiment {check.answered_by} already varies exactly these knobs on the "
+                "same engine and model: its page has each knob's effect over all its trials."
+            )
+            st.page_link(
+                "pages/experiment.py",
+                label="Open the experiment that already answers this",
+                query_params={"experiment": check.answered_by},
+                icon=":material/science:",
+            )
+        for field, why in check.problems.items():
+            st.error(f"Cannot run on {check.where}: `{field}`: {why}")
+        allowed = can_launch() and check.runnable
         if (
-            st.button("Explain this difference", key=key, disabled=not can_launch())
-            and can_launch()
+            st.button("Explain this difference", key=key, disabled=not allowed) and allowed
         ):  # never trust a disabled button alone
             try:
                 exp_id, _ = submit_explanation(settings, base.run_id, other.run_id, trials)

@@ -21,8 +21,10 @@ from core.interop.export_html import html_report
 from core.interop.export_tables import table_files
 from core.interop.selection import select
 from core.launch.explain import explain_plan, explanation_experiment
+from core.portal.demo import install_demo
+from core.run.gpu import nvml_available
 from core.run_folder import RunFolder, RunStatus
-from core.settings import Settings
+from core.settings import DEMO_DIR, Settings
 from tests.runs_by_hand import make_run, run_facts
 
 REPO = Path(__file__).resolve().parent.parent
@@ -102,11 +104,14 @@ def test_cli_explain_queues_the_factorial(
     settings: Settings,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    fake_sglang: Path,  # SGLang installed here: the runs can run (device auto: no GPU asked)
 ) -> None:
     monkeypatch.setenv("SERVELAB_DATA_DIR", str(settings.data_dir))
     a, b = _pair(settings.runs_dir)
     assert cli.main(["explain", a.run_id, b.run_id, "--trials", "2"]) == 0
     out = capsys.readouterr().out
+    # what it takes, said before it is queued
+    assert "8 runs (4 arms, factorial, × 2 trials). No finished run of this engine" in out
     assert "queued: factorial over server.cuda_graphs False→True" in out
     (record,) = list_experiments(settings)
     assert _cells(record.spec) == {(False, 0.85), (False, 0.92), (True, 0.85), (True, 0.92)}
@@ -134,7 +139,7 @@ def _compare_page(
 
 
 def test_compare_page_button_queues_exactly_that_grid(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, fake_sglang: Path
 ) -> None:
     a, b = _pair(settings.runs_dir)
     app = _compare_page(settings, monkeypatch, a, b)
@@ -145,6 +150,64 @@ def test_compare_page_button_queues_exactly_that_grid(
     assert _cells(record.spec) == {(False, 0.85), (False, 0.92), (True, 0.85), (True, 0.92)}
     assert len(record.runs) == 12  # 4 arms x 3 trials
     assert any(record.experiment_id in s.value for s in app.success)
+
+
+DEMO_BEFORE, DEMO_AFTER = "20261201-000311-8d8413", "20261201-000511-eb5799"  # cuda:0 SGLang
+DEMO_2X2 = "exp-20261201-041412-6b50"  # graphs × memory fraction on the same engine and model
+
+
+def test_explain_on_a_host_without_sglang_refuses_queues_nothing_and_links_the_2x2(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The demo's one-restart pair asks for SGLang on cuda:0; this host has no SGLang (and,
+    without NVML, no GPU): the block says so and what to do, the button is off, nothing is
+    queued, and the 2x2 that already varies exactly these two knobs is one click away."""
+    install_demo(settings)
+    before = {p.name for p in (settings.data_dir / "experiments").iterdir()}
+    monkeypatch.setenv("SERVELAB_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("SERVELAB_WORKER", "off")
+    st.cache_resource.clear()
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
+    app.query_params["runs"] = f"{DEMO_BEFORE},{DEMO_AFTER}"
+    app.run()
+    app.switch_page("pages/compare.py").run()
+    assert not app.exception, app.exception
+    errors = " ".join(e.value for e in app.error)
+    assert "Cannot run on this host: `server.engine`: SGLang is not installed" in errors
+    assert "Ray executor with a GPU node" in errors
+    if not nvml_available():
+        assert "`server.device`: server.device cuda:0 needs a GPU and this host has none" in (
+            errors
+        )
+    estimate = " ".join(c.value for c in app.caption if c.value.startswith("Estimate:"))
+    assert "12 runs (4 arms, factorial, × 3 trials)" in estimate
+    # the demo's 2x2 ran on this engine and model: its median run gives the GPU-minutes
+    assert "GPU-minutes** (1 GPU per run)" in estimate
+    button = app.button(key=f"explain-{DEMO_BEFORE}-{DEMO_AFTER}")
+    assert button.disabled
+    assert {p.name for p in (settings.data_dir / "experiments").iterdir()} == before
+    assert not any(
+        RunFolder(p).status_or_empty().state == "queued" for p in settings.runs_dir.iterdir()
+    )
+    link = next(
+        p
+        for p in app.get("page_link")
+        if p.label == "Open the experiment that already answers this"
+    )
+    assert link.proto.page == "experiment"
+    assert f"experiment={DEMO_2X2}" in link.proto.query_string
+
+
+def test_cli_explain_refuses_what_this_host_cannot_run(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    install_demo(settings)
+    monkeypatch.setenv("SERVELAB_DATA_DIR", str(settings.data_dir))
+    assert cli.main(["explain", DEMO_BEFORE, DEMO_AFTER]) == 2
+    out, err = capsys.readouterr()
+    assert f"Experiment {DEMO_2X2} already varies exactly these knobs" in out
+    assert "server.engine" in err and "SGLang is not installed" in err
+    assert len(list_experiments(settings)) == len(list((DEMO_DIR / "experiments").iterdir()))
 
 
 def test_compare_page_offers_no_button_for_a_one_knob_difference(

@@ -26,6 +26,7 @@ from core.experiments.design import load_experiment
 from core.portal.demo import install_demo
 from core.settings import Settings
 from core.store import Catalog
+from tests.conftest import FAKE_SGLANG_PATH, REPO
 from tests.test_e2e_portal import ARTIFACTS, CHROMIUM, _browser, _portal
 from tests.test_explain import EXP_ID as GRID
 from tests.test_explain import _finished_grid
@@ -53,7 +54,21 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Settin
     facts_path = settings.runs_dir / AFTER / "facts.json"
     facts = json.loads(facts_path.read_text())
     facts_path.write_text(json.dumps({**facts, "engine_version": "0.5.18"}))
-    env = {**os.environ, "SERVELAB_DATA_DIR": str(data), "SERVELAB_WORKER": "off"}
+    # The pair as a host that can run it would hold it: SGLang installed (the fake package
+    # on the portal's PYTHONPATH) and device auto, which asks for no GPU; on cuda:0 this
+    # CPU host refuses the explanation (tests/test_explain.py shows that refusal).
+    for rid in (BEFORE, AFTER):
+        spec_path = settings.runs_dir / rid / "spec.json"
+        spec = json.loads(spec_path.read_text())
+        spec["server"]["device"] = "auto"
+        spec_path.write_text(json.dumps(spec))
+    path = os.pathsep.join([str(FAKE_SGLANG_PATH), str(REPO), os.environ.get("PYTHONPATH", "")])
+    env = {
+        **os.environ,
+        "SERVELAB_DATA_DIR": str(data),
+        "SERVELAB_WORKER": "off",
+        "PYTHONPATH": path.rstrip(os.pathsep),
+    }
     with _portal(env, data.parent / "portal.log") as base:
         yield base, settings
 
@@ -82,6 +97,9 @@ def test_explain_button_queues_the_factorial_over_exactly_the_differing_knobs(
         page.get_by_text("0.5.17 → 0.5.18; ServeLab cannot set it").wait_for(timeout=30_000)
         assert "Not explainable: facts.engine_version" in page.inner_text("body")
         page.get_by_text("4 arms × 3 trials = 12 runs").wait_for(timeout=30_000)
+        # the demo's 2x2 already varies exactly these knobs: offered before a new one
+        answer = page.get_by_role("link", name="Open the experiment that already answers this")
+        assert "exp-20261201-041412-6b50" in (answer.get_attribute("href") or "")
         trials = page.get_by_label("Trials", exact=True)
         trials.fill("2")
         trials.press("Enter")

@@ -27,7 +27,13 @@ from typing import Any
 
 from core.config import RunSpec
 from core.errors import ConfigError
-from core.executors.base import EXECUTORS, RAY_CLUSTER_FILE, check_executor, ray_address
+from core.executors.base import (
+    EXECUTORS,
+    RAY_CLUSTER_FILE,
+    check_executor,
+    ray_address,
+    ray_cluster_report,
+)
 from core.executors.registry import runs_here
 from core.run_folder import RunFolder, read_json, utc_now, write_json_atomic
 from core.settings import Settings
@@ -40,6 +46,7 @@ __all__ = [
     "placement_fields",
     "ray_address",
     "ray_available",
+    "ray_cluster_report",
     "run_nodes",
     "runs_here",
     "save_ray_address",

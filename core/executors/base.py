@@ -6,24 +6,28 @@ Imports nothing from the other executor modules (they import this), so no cycle.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
 
-from core.errors import ConfigError
-from core.run_folder import RunFolder, RunStatus, read_json
+from core.errors import ConfigError, StoreError
+from core.run_folder import RunFolder, RunStatus, read_json, utc_now, write_json_atomic
 from core.settings import Settings
 
 __all__ = [
     "EXECUTORS",
     "RAY_CLUSTER_FILE",
+    "RAY_NODES_FILE",
     "Executor",
     "check_executor",
     "end_unfinished",
     "ray_address",
+    "ray_cluster_report",
     "run_argv",
     "run_env",
+    "save_ray_nodes",
 ]
 
 EXECUTORS = ("local", "ray")
@@ -40,6 +44,8 @@ def check_executor(name: str, field: str = "SERVELAB_EXECUTOR") -> str:
 
 
 RAY_CLUSTER_FILE = "ray-cluster.json"  # in the data folder: the address set in the portal
+# in the data folder: the GPUs of each live node, as the worker's Ray connection last saw them
+RAY_NODES_FILE = "ray-nodes.json"
 
 
 def ray_address(settings: Settings) -> str | None:
@@ -52,6 +58,34 @@ def ray_address(settings: Settings) -> str | None:
     if isinstance(saved, dict) and isinstance(saved.get("address"), str) and saved["address"]:
         return str(saved["address"])
     return settings.ray_address
+
+
+def ray_cluster_report(settings: Settings) -> list[int] | None:
+    """The GPU count of each live node of the Ray cluster at the address now set, as the
+    worker last saw them (``RayExecutor`` writes it on connecting and on each placement
+    check); None before any report, or when it is of another address."""
+    try:
+        saved = read_json(settings.data_dir / RAY_NODES_FILE)
+    except Exception:
+        return None
+    if not isinstance(saved, dict) or saved.get("address") != ray_address(settings):
+        return None
+    nodes = saved.get("node_gpus")
+    if not isinstance(nodes, list) or not all(isinstance(n, int | float) for n in nodes):
+        return None
+    return [int(n) for n in nodes]
+
+
+def save_ray_nodes(settings: Settings, address: str, nodes: Sequence[dict[str, Any]]) -> None:
+    """Record what ``ray.nodes()`` says of the live nodes' GPUs (for ``ray_cluster_report``);
+    a data folder that cannot be written is no error: the report is only a hint."""
+    gpus = [int((n.get("Resources") or {}).get("GPU", 0)) for n in nodes if n.get("Alive")]
+    with contextlib.suppress(OSError, StoreError):
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(
+            settings.data_dir / RAY_NODES_FILE,
+            {"address": address, "node_gpus": gpus, "saved_at": utc_now()},
+        )
 
 
 def run_argv(run_id: str) -> list[str]:

@@ -57,7 +57,7 @@ from typing import Any, ClassVar
 
 from core.config import RunSpec
 from core.errors import ConfigError, StoreError
-from core.executors.base import end_unfinished, ray_address, run_env
+from core.executors.base import end_unfinished, ray_address, run_env, save_ray_nodes
 from core.executors.ray_node import LOG_TAIL_BYTES, UNCOLLECTED_TTL_S, RunHost, salvage_folder
 from core.run_folder import FINAL_STATES, EndState, RunFolder, RunStatus, utc_now
 from core.settings import Settings, environ_values
@@ -236,6 +236,8 @@ class RayExecutor:
             return
         self._connect_error = ""
         self._we_connected = self._connected = True
+        with contextlib.suppress(Exception):  # a hint for launch checks, never a failure
+            save_ray_nodes(self.settings, address, ray.nodes())
 
     def close(self) -> None:
         """Drop the connection (the actors keep running: a later dispatcher re-attaches)."""
@@ -428,7 +430,9 @@ class RayExecutor:
                 "server.device names a GPU index; on Ray, Ray chooses the GPUs "
                 "(it sets CUDA_VISIBLE_DEVICES): use auto or cuda"
             )
-        nodes = [n.get("Resources") or {} for n in ray.nodes() if n.get("Alive")]
+        live = ray.nodes()
+        save_ray_nodes(self.settings, self._address or "", live)
+        nodes = [n.get("Resources") or {} for n in live if n.get("Alive")]
         accel = spec.placement.accelerator_type
         fits = [
             r

@@ -6,12 +6,15 @@ Run A is the baseline: every other field keeps A's value. The knobs are the ``se
 is not a difference). What ServeLab cannot set is listed as not explainable: the engine
 version and GPU (host facts), the load points and probe (what is measured, not a knob), and
 the engine itself. ``python -m core explain RUN_A RUN_B`` and the Compare page's button both
-call ``submit_explanation``.
+call ``submit_explanation``, after showing ``check_explanation``: how many runs and about how
+many GPU-minutes, whether this host (or the chosen executor) can run them, and an existing
+experiment that already answers the question.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -27,19 +30,34 @@ from core.analysis.diff import (
 )
 from core.analysis.runs import RunView, load_run
 from core.analysis.stats import ENVIRONMENT_FIELDS
-from core.config import BenchmarkPlan, Point, RunSpec, ServerConfig, config_error
+from core.config import BenchmarkPlan, Point, RunSpec, ServerConfig, config_error, same_value
 from core.errors import ConfigError
+from core.executors import executor_for, runs_here
 from core.experiments.design import (
     MAX_GRID_KNOBS,
     ExperimentSpec,
     KnobGrid,
+    expand,
     grid_experiment,
+    list_experiments,
 )
+from core.launch.grid import grid_estimate, run_count
+from core.launch.host import HostInfo, gpu_need, host_for, runnable_problems
 from core.launch.queue import queue_experiment
 from core.run_folder import find_runs
 from core.settings import Settings
+from core.store import Catalog
 
-__all__ = ["ExplainPlan", "explain_plan", "explanation_experiment", "handle", "submit_explanation"]
+__all__ = [
+    "ExplainCheck",
+    "ExplainPlan",
+    "answering_experiment",
+    "check_explanation",
+    "explain_plan",
+    "explanation_experiment",
+    "handle",
+    "submit_explanation",
+]
 
 Design = Literal["factorial", "one-at-a-time"]
 _NOT_SETTABLE = {
@@ -178,6 +196,85 @@ def explanation_experiment(
     return grid_experiment(name, _base_spec(a), grid, trials, kind="explain"), plan
 
 
+@dataclass(frozen=True)
+class ExplainCheck:
+    """What queueing an explanation would take, known before anything is queued."""
+
+    runs: int
+    estimate: str  # grid_estimate's words: runs, arms, trials, about how long
+    gpu_minutes: float | None  # earlier runs' median × runs × GPUs per run; None: unknown
+    gpus_per_run: int  # 0: the runs need no GPU
+    problems: dict[str, str]  # field → what the host/executor lacks, and how to get it
+    where: str  # "this host" or the Ray cluster
+    answered_by: str | None  # an experiment whose arms vary exactly these knobs
+
+    @property
+    def runnable(self) -> bool:
+        return not self.problems
+
+
+def answering_experiment(settings: Settings, a: RunView, plan: ExplainPlan) -> str | None:
+    """The newest experiment that already answers "which knob made B differ from A": same
+    engine and model as A, its arms vary exactly the knobs that differ, and both A's and B's
+    values are among its arms. None when there is none."""
+    if not plan.knobs:
+        return None
+    server = a.spec.get("server") or {}
+    knobs = list(plan.knobs)
+    wanted = [tuple(v[0] for v in plan.knobs.values()), tuple(v[1] for v in plan.knobs.values())]
+    for rec in list_experiments(settings):
+        base = dict((rec.spec.get("base") or {}).get("server") or {})
+        if base.get("engine") != server.get("engine") or base.get("model") != server.get("model"):
+            continue
+        arms = [dict(arm.get("changes") or {}) for arm in rec.spec.get("arms") or []]
+        if {k for changes in arms for k in changes} != set(knobs):
+            continue
+        cells = [
+            tuple(changes.get(k, base.get(k.partition(".")[2])) for k in knobs) for changes in arms
+        ]
+        if all(
+            any(all(same_value(c, w) for c, w in zip(cell, want, strict=True)) for cell in cells)
+            for want in wanted
+        ):
+            return rec.experiment_id
+    return None
+
+
+def check_explanation(
+    settings: Settings,
+    a: RunView,
+    b: RunView,
+    trials: int = 3,
+    design: Design = "factorial",
+    *,
+    host: HostInfo | None = None,
+) -> ExplainCheck:
+    """Before queueing: the run count, the estimated GPU-minutes (from earlier succeeded runs
+    of the same engine and model here), whether ``host`` (default: where the runs would go,
+    this host or the Ray cluster) can run them, and an experiment that already answers.
+    Raises ConfigError when there is nothing to explain (``explanation_experiment``)."""
+    exp, plan = explanation_experiment(a, b, trials, design)
+    server = exp.base.server
+    executor = executor_for(exp.base, settings)
+    host = host or host_for(settings, executor, [server.engine])
+    problems = runnable_problems([s for _, t, s in expand(exp, "check") if t == 0], host)
+    history = Catalog(settings.catalog_path, settings.runs_dir).recent_durations_s(
+        server.engine, server.model
+    )
+    need = gpu_need(exp.base)
+    gpus = need[1] if need else 0
+    runs = run_count(exp)
+    return ExplainCheck(
+        runs=runs,
+        estimate=grid_estimate(exp, history, parallel=not runs_here(executor)),
+        gpu_minutes=statistics.median(history) * runs * gpus / 60 if history and gpus else None,
+        gpus_per_run=gpus,
+        problems=problems,
+        where=host.where,
+        answered_by=answering_experiment(settings, a, plan),
+    )
+
+
 def _views(settings: Settings, run_a: str, run_b: str) -> tuple[RunView, RunView]:
     out = []
     for field, rid in (("RUN_A", run_a), ("RUN_B", run_b)):
@@ -189,17 +286,41 @@ def _views(settings: Settings, run_a: str, run_b: str) -> tuple[RunView, RunView
 
 
 def submit_explanation(
-    settings: Settings, run_a: str, run_b: str, trials: int = 3, design: Design = "factorial"
+    settings: Settings,
+    run_a: str,
+    run_b: str,
+    trials: int = 3,
+    design: Design = "factorial",
+    *,
+    host: HostInfo | None = None,
 ) -> tuple[str, ExplainPlan]:
-    """Queue the experiment that explains B vs A; returns its id and the plan."""
+    """Queue the experiment that explains B vs A; returns its id and the plan. Refused
+    (ConfigError, nothing queued) when ``host`` (default: where the runs would go) cannot
+    run them."""
     exp, plan = explanation_experiment(*_views(settings, run_a, run_b), trials, design)
-    return queue_experiment(settings, exp), plan
+    host = host or host_for(settings, executor_for(exp.base, settings), [exp.base.server.engine])
+    return queue_experiment(settings, exp, host=host), plan
 
 
 def explain_views(views: Sequence[RunView], baseline: int = 0) -> ExplainPlan | None:
     """For the Compare page: the plan for the first non-baseline run vs the baseline."""
     others = [v for i, v in enumerate(views) if i != baseline]
     return explain_plan(views[baseline], others[0]) if others else None
+
+
+def check_text(check: ExplainCheck) -> str:
+    """The check in words, for the CLI and the page: runs, time, and what answers already."""
+    text = check.estimate.rstrip(".")
+    if check.gpu_minutes is not None:
+        text += f"; about {check.gpu_minutes:.0f} GPU-minutes ({check.gpus_per_run} GPU per run)"
+    elif check.gpus_per_run:
+        text += "; GPU-minutes unknown until a run of this engine and model has finished here"
+    if check.answered_by:
+        text += (
+            f". Experiment {check.answered_by} already varies exactly these knobs: "
+            f"`python -m core experiment --show {check.answered_by}`"
+        )
+    return text + "."
 
 
 # --- command line (the parser: core/cli.py) ------------------------------------------------------
@@ -209,6 +330,10 @@ def handle(args: argparse.Namespace) -> int:
     from core.settings import load_settings
 
     settings = load_settings()
+    check = check_explanation(
+        settings, *_views(settings, args.run_a, args.run_b), args.trials, args.design
+    )
+    print(check_text(check))
     exp_id, plan = submit_explanation(settings, args.run_a, args.run_b, args.trials, args.design)
     print(
         f"experiment {exp_id} queued: {args.design} over "

@@ -430,6 +430,9 @@ def launch_from_form(
         for path, message in launch_problems(server_cfg, info, settings).items():
             errors.setdefault(_form_key(path), message)
     if base is not None:
+        # where it would run (this host, or the Ray cluster's report): no GPU, no SGLang
+        for path, message in host.cannot_run(base).items():
+            errors.setdefault(_form_key(path), message)
         # the context check the run would make, now: for fixed or uniform lengths the lengths
         # are what to shorten (beside input_len); for a trace, the drop/clip choice
         fixed = base.plan.points[0].workload.kind in ("fixed", "uniform")

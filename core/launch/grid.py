@@ -32,7 +32,14 @@ from core.launch.host import HostInfo
 from core.launch.presets import PRESETS, minutes_text
 from core.settings import Settings, load_settings
 
-__all__ = ["GRID_KNOB_FIELDS", "GRID_ROWS", "grid_estimate", "grid_from_form", "parse_values"]
+__all__ = [
+    "GRID_KNOB_FIELDS",
+    "GRID_ROWS",
+    "grid_estimate",
+    "grid_from_form",
+    "parse_values",
+    "run_count",
+]
 
 GRID_ROWS = MAX_GRID_KNOBS
 _TRUE, _FALSE, _NONE = ("true", "on", "yes"), ("false", "off", "no"), ("default", "none")
@@ -127,6 +134,13 @@ def grid_from_form(
     return (None, errors) if errors else (exp, {})
 
 
+def run_count(exp: ExperimentSpec) -> int:
+    """How many runs ``exp`` queues at most (trials: auto, its largest trial count), its
+    closing baseline run included."""
+    trials = exp.max_trials if exp.adaptive else exp.first_trials
+    return len(exp.arms) * trials + (1 if exp.closing_baseline else 0)
+
+
 def grid_estimate(
     exp: ExperimentSpec, history_s: Sequence[float], *, parallel: bool = False
 ) -> str:
@@ -136,7 +150,7 @@ def grid_estimate(
     trials = exp.max_trials if exp.adaptive else exp.first_trials
     design = exp.grid.resolved_design if exp.grid else "arms"
     closing = " + a closing baseline run" if exp.closing_baseline else ""
-    runs = arms * trials + (1 if exp.closing_baseline else 0)
+    runs = run_count(exp)
     count = (
         f"{arms * exp.min_trials} to {runs} runs ({arms} arms, {design}, × "
         f"{exp.min_trials} to {trials} trials: auto, until the answer is clear)"

@@ -20,11 +20,19 @@ from core.executors import executor_for, runs_here, with_executor
 from core.executors.queue import submit
 from core.experiments.design import ExperimentSpec, expand, new_experiment_id, save_experiment
 from core.launch.grid import grid_estimate
+from core.launch.host import HostInfo, runnable_problems
 from core.launch.kv_pool import plan_pools
 from core.settings import Settings
 from core.store import Catalog
 
-__all__ = ["Queued", "dry_run", "queue_experiment", "queue_launch", "refuse_over_context"]
+__all__ = [
+    "Queued",
+    "dry_run",
+    "queue_experiment",
+    "queue_launch",
+    "refuse_over_context",
+    "refuse_unrunnable",
+]
 
 
 @dataclass(frozen=True)
@@ -40,14 +48,18 @@ def queue_launch(
     launch: Sequence[RunSpec] | ExperimentSpec,
     *,
     executor: str | None = None,
+    host: HostInfo | None = None,
 ) -> Queued:
     """Queue one run per spec, or every run of an experiment (interleaved, recorded in
     its experiment.json). ``executor``: place every run there; None keeps each spec's own
-    placement (``spec.placement.executor``, else ``SERVELAB_EXECUTOR``)."""
+    placement (``spec.placement.executor``, else ``SERVELAB_EXECUTOR``). ``host``: where
+    they run (``launch_host`` / ``host_for``): a run it cannot run is refused, nothing
+    queued."""
     if isinstance(launch, ExperimentSpec):
-        exp_id, run_ids = _queue_experiment(settings, launch, executor)
+        exp_id, run_ids = _queue_experiment(settings, launch, executor, host)
         return Queued(tuple(run_ids), exp_id)
     specs = [s if executor is None else with_executor(s, executor) for s in launch]
+    refuse_unrunnable(specs, host)
     refuse_over_context(settings, specs)
     _refuse_kv_fill(settings, specs)
     return Queued(tuple(submit(settings, specs)))
@@ -62,6 +74,16 @@ def refuse_over_context(settings: Settings, specs: Sequence[RunSpec]) -> None:
             raise ConfigError(field, message)
 
 
+def refuse_unrunnable(specs: Sequence[RunSpec], host: HostInfo | None) -> None:
+    """ConfigError for the first thing ``host`` lacks (``HostInfo.cannot_run``: the engine,
+    a GPU), naming what is missing and how to get it: refused when queued, not in every
+    run's preflight. None: the caller checked (or the run's preflight will)."""
+    if host is None:
+        return
+    for field, why in runnable_problems(specs, host).items():
+        raise ConfigError(field, why)
+
+
 def _refuse_kv_fill(settings: Settings, specs: Sequence[RunSpec]) -> None:
     """kv_fill on an engine that reports no KV pool, refused before anything is queued."""
     for spec in specs:
@@ -70,18 +92,23 @@ def _refuse_kv_fill(settings: Settings, specs: Sequence[RunSpec]) -> None:
 
 
 def queue_experiment(
-    settings: Settings, exp: ExperimentSpec, *, executor: str | None = None
+    settings: Settings,
+    exp: ExperimentSpec,
+    *,
+    executor: str | None = None,
+    host: HostInfo | None = None,
 ) -> str:
     """Queue every run of ``exp`` (see ``queue_launch``); return the experiment's id."""
-    return _queue_experiment(settings, exp, executor)[0]
+    return _queue_experiment(settings, exp, executor, host)[0]
 
 
 def _queue_experiment(
-    settings: Settings, exp: ExperimentSpec, executor: str | None
+    settings: Settings, exp: ExperimentSpec, executor: str | None, host: HostInfo | None = None
 ) -> tuple[str, list[str]]:
     if executor is not None:
         exp = exp.model_copy(update={"base": with_executor(exp.base, executor)})
     exp_id = new_experiment_id()
+    refuse_unrunnable([spec for _, trial, spec in expand(exp, exp_id) if trial == 0], host)
     _refuse_kv_fill(settings, [spec for _, _, spec in expand(exp, exp_id)])
     # kv_fill: every arm sized from the smallest arm's pool (core/launch/kv_pool.py); the
     # arms whose pool no earlier run reported get a pool run queued ahead of the experiment.
