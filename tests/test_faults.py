@@ -1012,13 +1012,14 @@ def test_disk_too_full_to_start(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> No
 
 @pytest.fixture
 def tiny_disk(tmp_path: Path) -> Iterator[Path]:
-    """A real 24 MB tmpfs (root only): a disk that really fills up."""
+    """A real 96 MB tmpfs (root only): a disk that really fills up (room for the demo the
+    portal installs on first start, 32 MB, then the run fills the rest)."""
     mnt = tmp_path / "tiny-disk"
     mnt.mkdir()
     if (
         os.geteuid() != 0
         or subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mnt)], capture_output=True
+            ["mount", "-t", "tmpfs", "-o", "size=96m", "tmpfs", str(mnt)], capture_output=True
         ).returncode
         != 0
     ):
