@@ -843,6 +843,14 @@ def test_portal_restarted_after_its_run_died(
     os.kill(portal.pid, signal.SIGKILL)
     os.kill(st_["pid"], signal.SIGKILL)  # and the run process with it (e.g. an OOM kill)
     portal.wait(10)
+
+    def run_process_dead() -> bool:  # SIGKILL lands asynchronously; a busy host is slow
+        try:
+            return psutil.Process(st_["pid"]).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    wait_for(run_process_dead, 30, "the killed run process to be gone")
     assert run_processes(rid)  # the scheduler child is still there
     jobs.worker()  # the restarted portal: recover_runs at start
     assert jobs.final(rid) == "interrupted"
