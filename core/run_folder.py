@@ -89,6 +89,17 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
+def epoch_s(stamp: object) -> float | None:
+    """Seconds since the epoch of a stored ISO stamp (``utc_now``'s); None when absent or
+    not a stamp, so a record from an older or foreign writer reads as "unknown"."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp).timestamp()
+    except ValueError:
+        return None
+
+
 def new_run_id() -> str:
     """Sortable by creation time, unique without coordination."""
     return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -35,6 +34,7 @@ from core.analysis.points import PointKey, first_points
 from core.analysis.runs import RunView
 from core.analysis.stats import RunOfArm
 from core.metrics import as_number
+from core.run_folder import epoch_s
 
 __all__ = [
     "DRIFT_ALPHA",
@@ -223,15 +223,6 @@ def point_drift(view: RunView) -> dict[PointKey, Trend]:
     return out
 
 
-def _when(text: Any) -> float | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return None
-
-
 def _observations(
     runs: Sequence[RunOfArm], metric: str
 ) -> dict[PointKey, list[tuple[str, float, float]]]:
@@ -245,7 +236,7 @@ def _observations(
         for key, s in first_points(r.view):
             v = as_number((s.get("metrics") or {}).get(metric))
             if v is not None:
-                t = _when(s.get("started_at")) or _when(r.view.status.started_at)
+                t = epoch_s(s.get("started_at")) or epoch_s(r.view.status.started_at)
                 rows.append((key, r.arm, t, order, v))
     timed = all(t is not None for _, _, t, _, _ in rows)
     first = min((t for _, _, t, _, _ in rows if t is not None), default=0.0)

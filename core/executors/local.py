@@ -20,7 +20,6 @@ import threading
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, ClassVar
 
 import psutil
@@ -30,7 +29,7 @@ from core.errors import StoreError
 from core.executors.base import end_unfinished, run_argv, run_env
 from core.run.gpu import nvml_available
 from core.run.launcher import run_processes
-from core.run_folder import RunFolder, RunStatus, utc_now
+from core.run_folder import RunFolder, RunStatus, epoch_s, utc_now
 from core.settings import REPO_ROOT, Settings
 
 __all__ = ["GpuSet", "LocalExecutor", "gpu_set", "kill_server_group", "plan_launches"]
@@ -84,15 +83,6 @@ def plan_launches(
 # --- processes --------------------------------------------------------------------------
 
 
-def _parse_time(text: Any) -> float | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return None
-
-
 def _live(proc: psutil.Process) -> bool:
     try:
         return bool(proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE)
@@ -120,7 +110,7 @@ def _run_process(pid: int | None, run_id: str, started_at: str | None) -> psutil
         return None
     if "core" not in argv or "run" not in argv:
         return None
-    started = _parse_time(started_at)
+    started = epoch_s(started_at)
     if started is not None and created > started + _CLOCK_SLACK_S:
         return None
     if run_id in argv or ("--run-id" not in argv and started is not None):
@@ -142,7 +132,7 @@ def kill_server_group(status: RunStatus, grace_s: float = SERVER_GRACE_S) -> str
     """
     pid = status.server_pid or 0
     run_id = status.run_id
-    started = _parse_time(status.started_at)
+    started = epoch_s(status.started_at)
 
     def young(p: psutil.Process) -> bool:
         try:
