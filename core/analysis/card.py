@@ -54,6 +54,7 @@ from core.analysis.stats import (
     RunOfArm,
     arm_stats,
     paired_log_ratio,
+    runs_phrase,
     verdict,
 )
 from core.analysis.trials import closing_runs, experiment_runs, noise_floor
@@ -341,14 +342,7 @@ class PointCaveat:
         (``care``: with that last part, what the caveat means: core.metrics.CAVEAT_MEANING)."""
         several = sum(k for _, k, _ in self.runs) > 1 and self.kind != DIFFERENT_PROMPTS
         worst = "worst: " if several else ""
-        where = ", ".join(
-            f"the run of {arm}"
-            if n == 1
-            else f"all {n} runs of {arm}"
-            if k == n
-            else f"{k} of {n} runs of {arm}"
-            for arm, k, n in self.runs
-        )
+        where = runs_phrase(self.runs)
         meaning = (
             _DIFFERENT_MEANING
             if self.kind == DIFFERENT_PROMPTS

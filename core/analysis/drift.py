@@ -32,7 +32,7 @@ from scipy import stats as sps
 
 from core.analysis.points import PointKey, first_points
 from core.analysis.runs import RunView
-from core.analysis.stats import RunOfArm
+from core.analysis.stats import RunOfArm, runs_phrase
 from core.metrics import as_number
 from core.run_folder import epoch_s
 
@@ -335,14 +335,7 @@ class Drift:
             )
             meaning = "the host drifted by about that much over the experiment"
         else:
-            flagged = ", ".join(
-                f"the run of {arm}"
-                if n == 1
-                else f"all {n} runs of {arm}"
-                if k == n
-                else f"{k} of {n} runs of {arm}"
-                for arm, k, n in self.runs
-            )
+            flagged = runs_phrase(self.runs)
             text = (
                 f"{where}output throughput trended within the steady window (worst: "
                 f"{self.change * 100:+.0f}% first to last slice) in {flagged}"

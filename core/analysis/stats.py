@@ -14,7 +14,7 @@ ratio of 2 and of 1/2 are equally far from "no change" (docs/METRICS.md).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
@@ -415,3 +415,16 @@ def frontier(table: pd.DataFrame, gpus_per_run: int) -> pd.DataFrame:
         on.append(not dominated)
     means["on_frontier"] = on
     return means[["arm", "point", "concurrency", "user_tok_s", "tok_s_per_gpu", "on_frontier"]]
+
+
+def runs_phrase(runs: Sequence[tuple[str, int, int]]) -> str:
+    """Which runs a finding covers, per arm: (arm, runs flagged, runs that measured it) ->
+    ``the run of A, all 3 runs of B, 2 of 3 runs of C`` (caveats and drift findings)."""
+    return ", ".join(
+        f"the run of {arm}"
+        if n == 1
+        else f"all {n} runs of {arm}"
+        if k == n
+        else f"{k} of {n} runs of {arm}"
+        for arm, k, n in runs
+    )
