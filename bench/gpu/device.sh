@@ -22,14 +22,36 @@ export SERVELAB_DATA_DIR=$G/data SERVELAB_SGLANG_PYTHON=python3 SERVELAB_MODEL_R
 # Several-GPU kinds: NVLink multicast stays off in NCCL, PyTorch and NVSHMEM (KINDS.md).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 model=$G/models/${MODEL_NAME:-smollm2-135m-random}
-mkdir -p $G/data
+mkdir -p $G/data $G/py
+
+# One named engine installation per SGLang release unpacked here (README "Engines"): the main
+# site folder is "sglang-<its version>"; a second release (prepare.sh alt VERSION) unpacks to
+# site-VERSION and goes ahead of the main one on PYTHONPATH, sharing everything else.
+installs() {
+  local spec="" v dir
+  for dir in $G/site $G/site-*; do
+    [[ -d $dir ]] || continue
+    v=$(basename "$(ls -d "$dir"/sglang-*.dist-info 2>/dev/null | head -1)" .dist-info)
+    v=${v#sglang-}
+    [[ -n $v ]] || continue
+    local path=$G/site:$G/extra
+    [[ $dir == "$G/site" ]] || path=$dir:$path
+    printf '#!/bin/sh\nPYTHONPATH=%s exec python3 "$@"\n' "$path" > "$G/py/sglang-$v"
+    chmod +x "$G/py/sglang-$v"
+    spec+="${spec:+;}sglang-$v=$G/py/sglang-$v"
+  done
+  export SERVELAB_ENGINE_INSTALLS=$spec
+}
+installs
 
 unpack() {  # PART_DIR: every *.tar.xz (or its .partNN pieces) into $G/site or $G/extra
   local t=$SECONDS
   for f in "$1"/*.tar.xz "$1"/*.tar.xz.part00; do
     [[ -e $f ]] || continue
     local base; base=$(basename "${f%.part00}" .tar.xz)
-    local dest=$G/extra; [[ $base == sglang ]] && dest=$G/site
+    local dest=$G/extra
+    [[ $base == sglang ]] && dest=$G/site
+    [[ $base == sglang-* ]] && dest=$G/site-${base#sglang-}
     mkdir -p "$dest"
     if [[ $f == *.part00 ]]; then cat "${f%00}"*; else cat "$f"; fi | xz -dc -T0 | tar -C "$dest" -xf -
   done
@@ -41,7 +63,8 @@ unpack() {  # PART_DIR: every *.tar.xz (or its .partNN pieces) into $G/site or $
   if [[ -d $1/model-src && ! -d $model ]]; then
     python3 bench/gpu_make_model.py "$1/model-src" "$model"
   fi
-  echo "unpacked $1 in $((SECONDS - t)) s"
+  installs
+  echo "unpacked $1 in $((SECONDS - t)) s; engine installs: $SERVELAB_ENGINE_INSTALLS"
 }
 
 check() {
@@ -55,6 +78,11 @@ for name in ("sglang", "sglang-kernel", "flashinfer-python", "transformers", "to
     except m.PackageNotFoundError:
         print(name, "MISSING")
 PY
+  local w
+  for w in $G/py/*; do  # each installation's own sglang, kernel and transformers
+    [[ -x $w ]] && "$w" -c "import importlib.metadata as m, sglang.launch_server; print('$(basename "$w")', \
+      *(n + ' ' + m.version(n) for n in ('sglang', 'sglang-kernel', 'flashinfer-python', 'transformers')))"
+  done
 }
 
 start() {  # PLAN_JSON: the experiment (then, with PAIR=1, the seed's one-restart pair)

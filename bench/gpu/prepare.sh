@@ -5,6 +5,8 @@
 # xz parts of at most 60 MiB that travel to the device one call each (a call carries 64 MiB).
 #
 #   bash bench/gpu/prepare.sh   # -> .gpu/part1 (SGLang, xz), .gpu/part2 (duckdb wheel + model files)
+#   bash bench/gpu/prepare.sh alt 0.5.14   # -> .gpu/part3: a second release's differing wheels
+#                                          #    (wheels-sglang-0.5.14.txt), for a version A/B
 #
 # MODEL_SRC (default SmolLM2-135M-Instruct) gives the config and tokenizer; MODEL_OVERRIDES,
 # a JSON file of config.json keys (e.g. bench/gpu/model_kv_mem.json), changes the model's
@@ -54,14 +56,28 @@ pack() {  # SRC_DIR OUT_DIR NAME
   echo "$out: $(du -sm "$out" | cut -f1) MiB"
 }
 
+trim_kernel() {  # SITE
+  rm -rf "$1/sgl_kernel/flash_ops.abi3.so" "$1/sgl_kernel/sm100" \
+         "$1/sgl_kernel/infllm_ops"* "$1/sgl_kernel/flashmla_ops.abi3.so" \
+         "$1/xgrammar/lib/libxgrammar.a"
+}
+
 mkdir -p "$root/wheels"
+if [[ ${1:-} == alt ]]; then
+  # Only the packages whose pins differ from 0.5.17's: on the device this folder goes
+  # ahead of the main site folder on PYTHONPATH (device.sh writes one python per release).
+  version=${2:?usage: prepare.sh alt VERSION}
+  fetch_and_install "bench/gpu/wheels-sglang-$version.txt" "$root/site-$version"
+  trim_kernel "$root/site-$version"
+  echo "site-$version: $(du -sm "$root/site-$version" | cut -f1) MiB unpacked"
+  pack "$root/site-$version" "$root/part3" "sglang-$version"
+  exit 0
+fi
 fetch_and_install bench/gpu/wheels-sglang.txt "$root/site"
 # FlashAttention 3 (1.12 GB) is imported only by sgl_kernel/flash_attn.py, i.e. only by the
 # fa3 attention backend; runs here use --attention-backend triton. Blackwell (sm100),
 # infllm and FlashMLA kernels are never loaded on a Hopper GPU with a Llama model.
-rm -rf "$root/site/sgl_kernel/flash_ops.abi3.so" "$root/site/sgl_kernel/sm100" \
-       "$root/site/sgl_kernel/infllm_ops"* "$root/site/sgl_kernel/flashmla_ops.abi3.so" \
-       "$root/site/xgrammar/lib/libxgrammar.a"
+trim_kernel "$root/site"
 echo "site: $(du -sm "$root/site" | cut -f1) MiB unpacked"
 python3 -m pip download -q "${target_opts[@]}" -d "$root/wheels" $(pins bench/gpu/wheels-servelab.txt)
 
