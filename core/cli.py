@@ -81,6 +81,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     s = r.add_argument_group("server")
     s.add_argument("--engine", choices=["transformers", "sglang", "endpoint"])
+    s.add_argument(
+        "--engine-install",
+        metavar="NAME",
+        help="a named installation of the engine (`python -m core installs` lists them)",
+    )
     s.add_argument("--model")
     s.add_argument("--tokenizer")
     s.add_argument("--endpoint-url")
@@ -245,6 +250,9 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("reindex", help="rebuild the catalog from the run folders")
     sub.add_parser("engines", help="which engines are installed here, and their versions")
+    sub.add_parser(
+        "installs", help="every engine installation (default and named): python, version"
+    )
     add_transfer_parsers(sub)  # import, export (core/interop/transfer.py)
     # explain RUN_A RUN_B: defined here, run by core/launch/explain.py, imported only when used:
     # it pulls in pandas and scipy (~1.5 s), which every run process would pay otherwise.
@@ -302,6 +310,7 @@ def spec_from_args(args: argparse.Namespace, here: Settings | None = None) -> Ru
     server = dict(data.get("server") or {})
     for name in (
         "engine",
+        "engine_install",
         "model",
         "tokenizer",
         "endpoint_url",
@@ -453,13 +462,21 @@ def engine_problems(servers: list[ServerConfig], settings: Settings) -> dict[str
     from core.launch.forms import spec_problems
 
     problems: dict[str, str] = {}
-    infos: dict[str, Any] = {}
+    infos: dict[tuple[str, str | None], Any] = {}
     for server in servers:
-        if server.engine not in infos:
-            infos[server.engine] = get_adapter(server.engine, settings).detect()
-        for field, why in spec_problems(
-            RunSpec(server=server), infos[server.engine], settings
-        ).items():
+        which = (server.engine, server.engine_install)  # each installation detected once
+        if which not in infos:
+            try:
+                infos[which] = get_adapter(server.engine, settings, server.engine_install).detect()
+            except ConfigError as exc:  # an installation not configured here
+                problems.setdefault(exc.field, exc.message)
+                continue
+        info = infos[which]
+        for field, why in spec_problems(RunSpec(server=server), info, settings).items():
+            if server.engine_install is not None and field == "server.engine":
+                field = "server.engine_install"  # that installation is what cannot run
+            elif server.engine_install is not None:
+                why = f"{server.engine_install} ({info.version or 'version unknown'}): {why}"
             problems.setdefault(field, why)
     return problems
 
@@ -543,7 +560,9 @@ def _run_queued(spec: RunSpec, settings: Settings, args: argparse.Namespace) -> 
     from core.run_folder import RunFolder
     from core.views.report import format_run
 
-    where = host_for(settings, executor_for(spec, settings), [spec.server.engine])
+    where = host_for(
+        settings, executor_for(spec, settings), [spec.server.engine], [spec.server.engine_install]
+    )
     (run_id,) = queue_launch(settings, [spec], host=where).run_ids
     folder = RunFolder(settings.runs_dir / run_id)
     show = _progress_printer(args.quiet)
@@ -686,7 +705,13 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
     from core.launch.host import host_for
 
     # the engine (here) and a GPU when the plan asks for one (here, or the Ray cluster's)
-    where = host_for(settings, executor_for(exp.base, settings), [exp.base.server.engine])
+    arms = [spec.server for _, trial, spec in expand(exp, "check") if trial == 0]
+    where = host_for(
+        settings,
+        executor_for(exp.base, settings),
+        [s.engine for s in arms],
+        [s.engine_install for s in arms],
+    )
     exp_id = queue_experiment(settings, exp, host=where)
     print(f"experiment {exp_id} queued")
     if args.no_wait:
@@ -756,6 +781,29 @@ def _cmd_engines(_args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_installs(_args: argparse.Namespace) -> int:
+    """Every engine installation: the default ones and the named ones, each detected."""
+    from core.engines import get_adapter
+    from core.settings import load_settings
+
+    settings = load_settings()
+    rows: list[tuple[str, str, str | None, str]] = [
+        ("(default)", "sglang", None, settings.sglang_python),
+        ("(default)", "transformers", None, settings.transformers_python),
+    ]
+    rows += [(i.name, i.engine, i.name, i.python) for i in settings.engine_installs]
+    print(f"{'name':24} {'engine':13} {'version':12} {'detected':9} python")
+    for label, engine, name, python in rows:
+        info = get_adapter(
+            "sglang" if engine == "sglang" else "transformers", settings, name
+        ).detect()
+        detected = "yes" if info.installed else "no"
+        print(f"{label:24} {engine:13} {info.version or '-':12} {detected:9} {python}")
+        if not info.installed:
+            print(f"{'':24} why: {info.reason}")
+    return 0
+
+
 def _flag_of(field: str) -> str:
     """The flag that sets a spec field: server.extra_args → --extra-arg,
     plan.points.0.num_prompts → --num-prompts."""
@@ -809,6 +857,7 @@ def main(argv: list[str] | None = None) -> int:
         "reindex": _cmd_reindex,
         "experiment": _cmd_experiment,
         "engines": _cmd_engines,
+        "installs": _cmd_installs,
         "explain": _cmd_explain,
         "workload": _cmd_workload,
         **TRANSFER_HANDLERS,

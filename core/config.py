@@ -28,6 +28,7 @@ from core.errors import ConfigError
 
 __all__ = [
     "DEFAULT_MODEL",
+    "INSTALL_NAME",
     "KV_FILL_KINDS",
     "BenchmarkPlan",
     "EngineName",
@@ -55,6 +56,9 @@ EngineName = Literal["transformers", "sglang", "endpoint"]
 # converted once into data/models/ (see core.engines.model_setup).
 DEFAULT_MODEL = "smollm2-135m-instruct"
 
+# A named engine installation (core/settings.py reads them; README "Engines"): letters,
+# digits and . _ - , e.g. sglang-0.5.14. The name is stored with every run, so it is short.
+INSTALL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _SAFE_TEXT = re.compile(r"^[A-Za-z0-9_./:@+=,\-]*$")
 # A model/tokenizer location: a path or a hub id. Letters (any script), digits, space and
 # . _ - / @ : + = , ~ only; never starting with "-" (it would read as an engine flag).
@@ -70,6 +74,11 @@ class ServerConfig(_Frozen):
     """One server configuration. Knobs that do not apply to an engine must stay unset."""
 
     engine: EngineName = "transformers"
+    engine_install: str | None = Field(
+        None,
+        max_length=64,
+        description="a named installation of the engine (README 'Engines'); None: the default",
+    )
     model: str = Field(
         DEFAULT_MODEL,
         min_length=1,
@@ -102,6 +111,16 @@ class ServerConfig(_Frozen):
     def _device(cls, v: str) -> str:
         if not re.fullmatch(r"auto|cpu|cuda(:\d{1,2})?|mps", v):
             raise ValueError("use auto, cpu, cuda or cuda:N")
+        return v
+
+    @field_validator("engine_install")
+    @classmethod
+    def _install(cls, v: str | None) -> str | None:
+        if v is not None and not INSTALL_NAME.fullmatch(v):
+            raise ValueError(
+                "use an installation's name: letters, digits and . _ - (e.g. sglang-0.5.14); "
+                "`python -m core installs` lists them"
+            )
         return v
 
     @field_validator("dtype")
@@ -168,6 +187,11 @@ class ServerConfig(_Frozen):
             for name, value in transformers_only.items():
                 if value is not None:
                     raise ValueError(f"{name} applies to the transformers engine only")
+        if self.engine == "endpoint" and self.engine_install is not None:
+            raise ValueError(
+                "engine_install applies to launched engines (sglang, transformers); an "
+                "endpoint is already running: leave it unset"
+            )
         if self.engine == "endpoint" and not self.endpoint_url:
             raise ValueError(
                 "endpoint_url is required for the endpoint engine, e.g. http://127.0.0.1:30000"

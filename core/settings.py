@@ -10,6 +10,7 @@ whole environment on to a child process (``{**os.environ, ...}``) is not reading
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
@@ -17,13 +18,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.config import INSTALL_NAME
 from core.errors import ConfigError
 
 __all__ = [
+    "INSTALLS_FILE",
+    "INSTALLS_VAR",
+    "EngineInstall",
     "Settings",
     "browser_path",
     "cuda_visible_devices",
     "environ_values",
+    "installs_text",
     "load_settings",
     "model_roots_from_env",
 ]
@@ -48,6 +54,30 @@ def model_roots_from_env(env: Mapping[str, str] | None = None) -> tuple[Path, ..
         except RuntimeError:  # ~user without a home here: not a root
             continue
     return tuple(roots)
+
+
+# Named engine installations (README "Engines"): a JSON file in the data folder and this
+# variable; the variable's entry wins over the file's of the same name.
+INSTALLS_FILE = "engine-installs.json"
+INSTALLS_VAR = "SERVELAB_ENGINE_INSTALLS"
+INSTALL_ENGINES = ("sglang", "transformers")
+_INSTALL_FIX = (
+    f'e.g. {{"sglang-0.5.14": {{"engine": "sglang", "python": '
+    f'"/opt/sglang-0.5.14/bin/python"}}}} in {INSTALLS_FILE}, or '
+    f"{INSTALLS_VAR}='sglang-0.5.14=/opt/sglang-0.5.14/bin/python;"
+    "name2=transformers:/opt/tf/bin/python'"
+)
+
+
+@dataclass(frozen=True)
+class EngineInstall:
+    """One named installation of an engine: the Python (or a wrapper script that execs
+    one) that runs it. Runs choose one by name (``server.engine_install``)."""
+
+    name: str
+    engine: str  # "sglang" or "transformers"
+    python: str
+    source: str  # where it is defined: the file's path or the variable's name
 
 
 @dataclass(frozen=True)
@@ -86,6 +116,34 @@ class Settings:
     # the secret that signs it (unset: one generated into data_dir/session-secret, 0600).
     session_hours: float = 12.0
     session_secret: str | None = None
+    # Named engine installations besides the default ones above (INSTALLS_FILE, INSTALLS_VAR).
+    engine_installs: tuple[EngineInstall, ...] = ()
+
+    def engine_install(self, name: str) -> EngineInstall | None:
+        return next((i for i in self.engine_installs if i.name == name), None)
+
+    def engine_python(self, engine: str, install: str | None = None) -> str:
+        """The Python that runs ``engine``: the named installation's, or (None) the
+        default one. ConfigError on ``server.engine_install`` for a name not configured
+        here or an installation of another engine."""
+        if install is None:
+            return self.sglang_python if engine == "sglang" else self.transformers_python
+        found = self.engine_install(install)
+        if found is None:
+            known = ", ".join(i.name for i in self.engine_installs) or "none"
+            raise ConfigError(
+                "server.engine_install",
+                f"no engine installation named {install!r} here (configured: {known}); "
+                f"define it in {self.data_dir / INSTALLS_FILE} or {INSTALLS_VAR} (README, "
+                "'Engines'), or leave it unset for the default installation",
+            )
+        if found.engine != engine:
+            raise ConfigError(
+                "server.engine_install",
+                f"{install} is an installation of {found.engine}, and server.engine is "
+                f"{engine}: choose a {engine} installation or set server.engine={found.engine}",
+            )
+        return found.python
 
     @property
     def allowed_model_roots(self) -> tuple[Path, ...]:
@@ -140,12 +198,84 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(n.strip().lower() for n in text.split(",") if n.strip())
 
 
+def _install(name: str, value: object, source: str) -> EngineInstall:
+    """One entry: ``"python"`` (the engine read from the name's start) or
+    ``{"engine": ..., "python": ...}``; ConfigError naming where it is and the fix."""
+    where = f"{source}: entry {name!r}"
+    if not INSTALL_NAME.fullmatch(name):
+        raise ConfigError(
+            INSTALLS_VAR if source == INSTALLS_VAR else source,
+            f"{where}: a name is letters, digits and . _ - (up to 64, e.g. sglang-0.5.14); "
+            + _INSTALL_FIX,
+        )
+    if isinstance(value, str):
+        head, sep, rest = value.partition(":")
+        if sep and head in INSTALL_ENGINES:
+            value = {"engine": head, "python": rest}
+        else:  # the engine from the name: sglang-0.5.14
+            value = {
+                "engine": next((e for e in INSTALL_ENGINES if name.startswith(e)), ""),
+                "python": value,
+            }
+    if not isinstance(value, dict) or set(value) - {"engine", "python"}:
+        raise ConfigError(
+            source, f"{where}: give the python path, or engine and python; " + _INSTALL_FIX
+        )
+    engine, python = value.get("engine"), value.get("python")
+    if engine not in INSTALL_ENGINES:
+        raise ConfigError(
+            source,
+            f"{where}: engine must be one of {', '.join(INSTALL_ENGINES)} (got {engine!r}; a "
+            "name starting with the engine's needs none); " + _INSTALL_FIX,
+        )
+    if not isinstance(python, str) or not python.strip():
+        raise ConfigError(
+            source,
+            f"{where}: python must be the path of the installation's Python (or a "
+            "wrapper script that execs it); " + _INSTALL_FIX,
+        )
+    return EngineInstall(name, str(engine), python.strip(), source)
+
+
+def _engine_installs(data_dir: Path, text: str) -> tuple[EngineInstall, ...]:
+    """The installations of ``data_dir``'s INSTALLS_FILE, then INSTALLS_VAR's
+    (``name=python;name=engine:python``), the variable's winning on a shared name."""
+    found: dict[str, EngineInstall] = {}
+    path = data_dir / INSTALLS_FILE
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise ConfigError(
+                str(path), f"cannot be read as JSON ({exc}); " + _INSTALL_FIX
+            ) from exc
+        if not isinstance(data, dict):
+            raise ConfigError(str(path), "must be a JSON object of name: entry; " + _INSTALL_FIX)
+        for name, value in data.items():
+            found[name] = _install(str(name), value, str(path))
+    for item in (t.strip() for t in text.split(";")):
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        if not sep or not value.strip():
+            raise ConfigError(INSTALLS_VAR, f"entry {item!r} is not name=python; " + _INSTALL_FIX)
+        found[name.strip()] = _install(name.strip(), value.strip(), INSTALLS_VAR)
+    return tuple(found.values())
+
+
+def installs_text(installs: Iterable[EngineInstall]) -> str:
+    """INSTALLS_VAR's value for ``installs`` (what a run process is given: it then sees
+    the same installations whatever its data folder holds)."""
+    return ";".join(f"{i.name}={i.engine}:{i.python}" for i in installs)
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """The settings of this process's environment (``env``: another one, e.g. in tests).
     Raises ``ConfigError`` naming the variable when a value cannot be used."""
     env = os.environ if env is None else env
+    data_dir = Path(env.get("SERVELAB_DATA_DIR", str(REPO_ROOT / "data"))).resolve()
     return Settings(
-        data_dir=Path(env.get("SERVELAB_DATA_DIR", str(REPO_ROOT / "data"))).resolve(),
+        data_dir=data_dir,
         sglang_python=env.get("SERVELAB_SGLANG_PYTHON", sys.executable),
         transformers_python=env.get("SERVELAB_TRANSFORMERS_PYTHON", sys.executable),
         worker_enabled=env.get("SERVELAB_WORKER", "on").lower() not in ("off", "0", "false"),
@@ -165,6 +295,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         viewers=_names(env.get("SERVELAB_VIEWERS", "")),
         session_hours=_session_hours(env.get("SERVELAB_SESSION_HOURS")),
         session_secret=_session_secret(env.get("SERVELAB_SESSION_SECRET")),
+        engine_installs=_engine_installs(data_dir, env.get(INSTALLS_VAR, "")),
     )
 
 

@@ -35,6 +35,8 @@ def explain_block(settings: Settings, views: Sequence[RunView], baseline: int) -
         )
         for field, why in plan.not_explainable.items():
             st.caption(f"Not explainable: `{field}` {why}.")
+        for line in plan.explained:
+            st.caption(f"Explained by the installation knob: {line}.")
         key = f"explain-{base.run_id}-{other.run_id}"
         c1, c2 = st.columns(2)
         trials = int(c1.number_input("Trials", 1, 50, 3, key=f"{key}-trials"))

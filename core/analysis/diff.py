@@ -23,6 +23,7 @@ from core.analysis.runs import RunView, run_labels
 from core.config import same_value
 
 __all__ = [
+    "ENVIRONMENT_FIELDS",
     "FIELD_GROUPS",
     "INERT_FIELDS",
     "config_diff",
@@ -30,15 +31,23 @@ __all__ = [
     "declared_intended",
     "derived_differences",
     "differing_fields",
+    "environment_differences",
     "flatten_config",
     "group_rank",
     "is_intended",
     "spec_differences",
     "unknown_fields",
+    "version_change",
 ]
 
 # Display and sort order of the field groups in a config diff.
 FIELD_GROUPS = ("server", "plan", "facts", "launch")
+# Effective-configuration facts of the host and its engine: a difference no knob explains
+# is a confounder, except the engine version between runs of different engine
+# installations (server.engine_install: choosing one is the knob, its version the fact).
+ENVIRONMENT_FIELDS = ("facts.engine_version", "facts.gpu")
+INSTALL_FIELD = "server.engine_install"
+VERSION_FIELD = "facts.engine_version"
 # Fields that differ without changing what is measured (a fixed port vs a free one).
 INERT_FIELDS = frozenset({"server.port"})
 
@@ -270,3 +279,57 @@ def unknown_fields(views: Sequence[RunView]) -> dict[str, list[str]]:
             if not _stated(v, flat, f):
                 out.setdefault(lab, []).append(f)
     return out
+
+
+def _values(views: Sequence[RunView], field: str) -> list[Any]:
+    """The distinct values of ``field`` among the runs that state it, in run order."""
+    out: list[Any] = []
+    for v in views:
+        value = flatten_config(v).get(field)
+        stated = value is not None or not v.imported
+        if stated and not any(same_value(value, o) for o in out):
+            out.append(value)
+    return out
+
+
+def _install_name(value: Any) -> str:
+    return "default" if value is None else str(value)
+
+
+def version_change(views: Sequence[RunView]) -> str | None:
+    """When the runs differ by engine installation: the version difference that choice
+    explains, e.g. "engine version 0.5.14→0.5.17 (installation sglang-0.5.14→sglang-0.5.17)"
+    (the same version in both: "engine version 0.5.17 in both (installation ...)"); None
+    when every run used the same installation."""
+    installs = _values(views, INSTALL_FIELD)
+    if len(installs) < 2:
+        return None
+    stated = [v for v in views if v.facts]
+    versions = [x for x in _values(stated, VERSION_FIELD) if x is not None]
+    if not versions:
+        version = "unknown"
+    elif len(versions) == 1:
+        version = f"{versions[0]} in all" if len(installs) > 2 else f"{versions[0]} in both"
+    else:
+        version = "→".join(str(x) for x in versions)
+    return (
+        f"engine version {version} (installation "
+        + "→".join(_install_name(i) for i in installs)
+        + ")"
+    )
+
+
+def environment_differences(views: Sequence[RunView]) -> list[str]:
+    """The ``ENVIRONMENT_FIELDS`` that differ among the runs and that no knob explains: the
+    GPU always; the engine version unless the runs differ by engine installation
+    (``version_change`` says what that choice changed). A run cancelled before its
+    server started states no facts: it differs in nothing."""
+    stated = [v for v in views if v.facts]
+    if len(stated) < 2:
+        return []
+    by_install = len(_values(views, INSTALL_FIELD)) > 1
+    return [
+        f
+        for f in derived_differences(stated)
+        if f in ENVIRONMENT_FIELDS and not (by_install and f == VERSION_FIELD)
+    ]

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from core.analysis.diff import confounders, derived_differences
+from core.analysis.diff import confounders, environment_differences, version_change
 from core.analysis.points import METRIC_DIRECTIONS, point_key
 from core.analysis.runs import RunView
 from core.metrics import as_number, latency_values
@@ -67,8 +67,6 @@ ARM_STATS_COLUMNS = (
     "rel_high",
     "label",
 )
-# Effective-configuration facts that no knob can explain: a difference is a confounder.
-ENVIRONMENT_FIELDS = ("facts.engine_version", "facts.gpu")
 EXPERIMENT_METRICS = (
     "output_throughput",
     "median_ttft_ms",
@@ -318,15 +316,13 @@ def verdict(
             kv_parts.append(f"{arm} {change}" if len(kv) > 2 else change)
     kv_text = "KV pool " + ", ".join(kv_parts) if kv_parts else "KV pool unknown"
     views = [r.view for r in runs]
+    by_arm = {r.view.run_id: r.arm for r in runs}
     conf = confounders(views) if len(views) > 1 else []
-    # The host and engine must be the same for every arm: a knob never explains those.
-    # A run cancelled before its server started states no facts: it differs in nothing.
-    stated = [v for v in views if v.facts]
-    conf += [
-        f
-        for f in (derived_differences(stated) if len(stated) > 1 else [])
-        if f in ENVIRONMENT_FIELDS
-    ]
+    # The host and engine must be the same for every arm: a knob never explains those,
+    # except the engine version when the arms differ by installation (then it is said).
+    conf += environment_differences(views)
+    # the baseline arm's installation first: "0.5.14→0.5.17" reads baseline → other
+    version = version_change(sorted(views, key=lambda v: by_arm.get(v.run_id) != baseline_arm))
     short = sum(
         1
         for r in runs
@@ -339,6 +335,7 @@ def verdict(
         + ", ".join(parts)
         + f"; {kv_text}; confounders: "
         + (", ".join(conf) if conf else "none")
+        + (f"; {version}" if version else "")
         + tail
         + "."
     )

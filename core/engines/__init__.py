@@ -32,18 +32,21 @@ def detect_cache_dir(settings: Settings) -> Path:
     return settings.data_dir / "cache"
 
 
-def get_adapter(name: EngineName, settings: Settings) -> EngineAdapter:
+def get_adapter(name: EngineName, settings: Settings, install: str | None = None) -> EngineAdapter:
+    """The adapter of engine ``name`` run by its installation ``install`` (a name from
+    ``settings.engine_installs``; None: the default one). ConfigError on
+    ``server.engine_install`` for an installation not configured here."""
     # Imported here so that using one engine never imports another's dependencies.
     if name == "transformers":
         from core.engines.transformers_serve import TransformersServeAdapter
 
         return TransformersServeAdapter(
-            settings.transformers_python, settings.models_dir, detect_cache_dir(settings)
+            settings.engine_python(name, install), settings.models_dir, detect_cache_dir(settings)
         )
     if name == "sglang":
         from core.engines.sglang import SGLangAdapter
 
-        return SGLangAdapter(settings.sglang_python, detect_cache_dir(settings))
+        return SGLangAdapter(settings.engine_python(name, install), detect_cache_dir(settings))
     from core.engines.endpoint import EndpointAdapter
 
     return EndpointAdapter()
@@ -67,7 +70,10 @@ def launch_problems(config: ServerConfig, info: EngineInfo, settings: Settings) 
     The knobs and the extra flags are checked apart, so a bad flag is reported together
     with a bad knob instead of after it is fixed. Model locations are core.safety's job:
     a stand-in is passed so that checking never converts or loads a model."""
-    adapter = get_adapter(config.engine, settings)
+    try:
+        adapter = get_adapter(config.engine, settings, config.engine_install)
+    except ConfigError as exc:
+        return {exc.field: exc.message}
     problems: dict[str, str] = {}
     stand_in = "/checking/model"
     try:

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Protocol
 
 from core.errors import ConfigError, StoreError
 from core.run_folder import RunFolder, RunStatus, read_json, utc_now, write_json_atomic
-from core.settings import Settings
+from core.settings import INSTALLS_VAR, Settings, installs_text
 
 __all__ = [
     "EXECUTORS",
@@ -101,6 +101,9 @@ def run_env(settings: Settings) -> dict[str, str]:
         "SERVELAB_MODEL_ROOTS": os.pathsep.join(map(str, settings.model_roots)),
         "SERVELAB_SGLANG_PYTHON": settings.sglang_python,
         "SERVELAB_TRANSFORMERS_PYTHON": settings.transformers_python,
+        # every named installation, so a run process (a Ray node's too, whose data folder
+        # is a scratch one) resolves server.engine_install as its starter did
+        INSTALLS_VAR: installs_text(settings.engine_installs),
     }
 
 

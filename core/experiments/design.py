@@ -246,6 +246,7 @@ KNOB_ALIASES = {
     "attention_backend": "attn",
     "cuda_graph_max_bs": "graph_bs",
     "cb_max_memory_percent": "cb_mem",
+    "engine_install": "install",
 }
 
 

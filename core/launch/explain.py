@@ -23,13 +23,13 @@ from pydantic import ValidationError
 
 from core.analysis.diff import (
     INERT_FIELDS,
-    derived_differences,
     differing_fields,
+    environment_differences,
     flatten_config,
     unknown_fields,
+    version_change,
 )
 from core.analysis.runs import RunView, load_run
-from core.analysis.stats import ENVIRONMENT_FIELDS
 from core.config import BenchmarkPlan, Point, RunSpec, ServerConfig, config_error, same_value
 from core.errors import ConfigError
 from core.executors import executor_for, runs_here
@@ -71,7 +71,8 @@ _NAME_MAX = min(
     getattr(m, "max_length", 10**6) for m in ExperimentSpec.model_fields["name"].metadata
 )
 _WHERE = {
-    "facts.engine_version": "the engine installed where it runs",
+    "facts.engine_version": "the engine installed where it runs (name installations to "
+    "vary it: server.engine_install, README 'Engines')",
     "facts.gpu": "the GPU it is placed on",
 }
 
@@ -84,6 +85,9 @@ class ExplainPlan:
     run_b: str
     knobs: dict[str, tuple[Any, Any]]  # field → (A's value, B's value)
     not_explainable: dict[str, str]  # field → why ServeLab cannot vary it
+    # what a knob explains beyond itself: the engine version an installation brings
+    # ("engine version 0.5.14→0.5.17 (installation sglang-0.5.14→sglang-0.5.17)")
+    explained: tuple[str, ...] = ()
 
     @property
     def explainable(self) -> bool:
@@ -118,15 +122,17 @@ def explain_plan(a: RunView, b: RunView) -> ExplainPlan:
         elif f in settable:
             knobs[f] = (_value(a, f), _value(b, f))
     flat_a, flat_b = flatten_config(a), flatten_config(b)
-    for f in derived_differences(views):
-        if f in ENVIRONMENT_FIELDS:
-            # With the two values: the reader sees what the experiment will not reproduce.
-            not_explainable[f] = (
-                f"{flat_a.get(f)} → {flat_b.get(f)}; ServeLab cannot set "
-                f"it, so every arm runs on "
-                f"{_WHERE.get(f, 'this host')}"
-            )
-    return ExplainPlan(a.run_id, b.run_id, knobs, not_explainable)
+    # The engine version is a fact of the installation: when the runs differ by
+    # server.engine_install, that knob varies it (environment_differences leaves it out).
+    for f in environment_differences(views):
+        # With the two values: the reader sees what the experiment will not reproduce.
+        not_explainable[f] = (
+            f"{flat_a.get(f)} → {flat_b.get(f)}; ServeLab cannot set "
+            f"it, so every arm runs on "
+            f"{_WHERE.get(f, 'this host')}"
+        )
+    version = version_change(views)
+    return ExplainPlan(a.run_id, b.run_id, knobs, not_explainable, (version,) if version else ())
 
 
 def _base_spec(view: RunView) -> RunSpec:
@@ -256,8 +262,9 @@ def check_explanation(
     exp, plan = explanation_experiment(a, b, trials, design)
     server = exp.base.server
     executor = executor_for(exp.base, settings)
-    host = host or host_for(settings, executor, [server.engine])
-    problems = runnable_problems([s for _, t, s in expand(exp, "check") if t == 0], host)
+    arms = [s for _, t, s in expand(exp, "check") if t == 0]
+    host = host or _host(settings, executor, arms)
+    problems = runnable_problems(arms, host)
     history = Catalog(settings.catalog_path, settings.runs_dir).recent_durations_s(
         server.engine, server.model
     )
@@ -272,6 +279,16 @@ def check_explanation(
         problems=problems,
         where=host.where,
         answered_by=answering_experiment(settings, a, plan),
+    )
+
+
+def _host(settings: Settings, executor: str, arms: Sequence[RunSpec]) -> HostInfo:
+    """Where the arms would run, with their engines and named installations detected."""
+    return host_for(
+        settings,
+        executor,
+        [s.server.engine for s in arms],
+        [s.server.engine_install for s in arms],
     )
 
 
@@ -298,7 +315,8 @@ def submit_explanation(
     (ConfigError, nothing queued) when ``host`` (default: where the runs would go) cannot
     run them."""
     exp, plan = explanation_experiment(*_views(settings, run_a, run_b), trials, design)
-    host = host or host_for(settings, executor_for(exp.base, settings), [exp.base.server.engine])
+    arms = [s for _, t, s in expand(exp, "check") if t == 0]
+    host = host or _host(settings, executor_for(exp.base, settings), arms)
     return queue_experiment(settings, exp, host=host), plan
 
 
@@ -341,6 +359,8 @@ def handle(args: argparse.Namespace) -> int:
     )
     for field, why in plan.not_explainable.items():
         print(f"not explainable: {field}: {why}")
+    for line in plan.explained:
+        print(f"explained by the installation: {line}")
     print(
         f"the portal's worker runs it; `python -m core experiment --show {exp_id}` "
         "prints the attribution"

@@ -425,7 +425,7 @@ def launch_from_form(
         errors.setdefault(_form_key(path, message), message)
     # the server part alone, when the plan is what is wrong: its engine checks still run
     server_cfg = base.server if base is not None else _server_errors(server)[0]
-    info = host.engines.get(engine)
+    info = host.info_for(server_cfg) if server_cfg is not None else host.engines.get(engine)
     if local and server_cfg is not None and info is not None and info.installed:
         for path, message in launch_problems(server_cfg, info, settings).items():
             errors.setdefault(_form_key(path), message)

@@ -125,12 +125,18 @@ def grid_from_form(
     except (ConfigError, ValidationError) as exc:
         err = exc if isinstance(exc, ConfigError) else config_error(exc, prefix="grid")
         return None, {_row_of(err.field, err.message, used): err.message}
-    info = host.engines.get(specs[0].server.engine)
-    if info is not None:
-        for arm, _, spec in expand(exp, "exp-check")[: len(exp.arms)]:
-            for field, why in spec_problems(spec, info, settings, must_exist=local).items():
-                key = _row_of(f"grid.knobs.{field}", why, used)
+    for arm, _, spec in expand(exp, "exp-check")[: len(exp.arms)]:
+        # each arm against its own installation (server.engine_install may be the knob)
+        info = host.info_for(spec.server)
+        if info is None:
+            if spec.server.engine_install is not None:
+                why = host.install_unavailable(spec.server) or ""
+                key = _row_of("grid.knobs.server.engine_install", why, used)
                 errors.setdefault(key, f"arm {arm}: {why}")
+            continue
+        for field, why in spec_problems(spec, info, settings, must_exist=local).items():
+            key = _row_of(f"grid.knobs.{field}", why, used)
+            errors.setdefault(key, f"arm {arm}: {why}")
     return (None, errors) if errors else (exp, {})
 
 

@@ -7,15 +7,23 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from core.config import EngineName, RunSpec
-from core.engines import ENGINES, EngineInfo, get_adapter
+from core.config import EngineName, RunSpec, ServerConfig
+from core.engines import ENGINES, EngineInfo, get_adapter, launch_problems
 from core.executors import ray_address, ray_cluster_report
 from core.run.gpu import gpu_memory
 from core.settings import Settings
 
-__all__ = ["HostInfo", "detect_host", "gpu_need", "host_for", "launch_host", "runnable_problems"]
+__all__ = [
+    "HostInfo",
+    "detect_host",
+    "gpu_need",
+    "host_for",
+    "knob_problems",
+    "launch_host",
+    "runnable_problems",
+]
 
 _HOW_TO_GPU = (
     "run it on the Ray executor with a GPU node (Launch page, Executor: ray), or on a host "
@@ -42,6 +50,19 @@ class HostInfo:
     # GPUs on the largest node (Ray: what the cluster reported); None: not known, no
     # GPU-count refusal (the Ray dispatcher still fails a run no node can place)
     gpus_per_node: int | None = None
+    # The named installations detected (name → what it is: EngineInfo.name is its engine);
+    # a name missing here is not configured where the run goes.
+    installs: dict[str, EngineInfo] = field(default_factory=dict)
+    # False where engines are checked on the node (Ray): no knob is checked against an
+    # option list here.
+    checks_knobs: bool = True
+
+    def info_for(self, server: ServerConfig) -> EngineInfo | None:
+        """What was detected of the installation ``server`` asks for (its engine's default
+        one, or ``server.engine_install``); None when it is not known here."""
+        if server.engine_install is None:
+            return self.engines.get(server.engine)
+        return self.installs.get(server.engine_install)
 
     @property
     def has_gpu(self) -> bool:
@@ -62,11 +83,36 @@ class HostInfo:
             return why or f"{engine} is not installed"
         return None
 
+    def install_unavailable(self, server: ServerConfig) -> str | None:
+        """Why ``server.engine_install`` cannot run ``server.engine`` here; None when it can."""
+        name = server.engine_install
+        info = self.installs.get(name or "")
+        if info is None:
+            known = ", ".join(self.installs) or "none"
+            return (
+                f"no engine installation named {name!r} on {self.where} (configured: "
+                f"{known}); define it in the data folder's engine-installs.json or "
+                "SERVELAB_ENGINE_INSTALLS (README, 'Engines'), or leave it unset for the "
+                "default installation"
+            )
+        if info.name != server.engine:
+            return (
+                f"{name} is an installation of {info.name}, and server.engine is "
+                f"{server.engine}: choose a {server.engine} installation or set "
+                f"server.engine={info.name}"
+            )
+        if not info.installed:
+            return f"installation {name} cannot run {info.name} on {self.where}: {info.reason}"
+        return None
+
     def cannot_run(self, spec: RunSpec) -> dict[str, str]:
         """{field: why, and how to get it} for what stops ``spec`` running here; {} when
         nothing does."""
         out: dict[str, str] = {}
-        if (why := self.unavailable(spec.server.engine)) is not None:
+        if spec.server.engine_install is not None:
+            if (why := self.install_unavailable(spec.server)) is not None:
+                out["server.engine_install"] = why
+        elif (why := self.unavailable(spec.server.engine)) is not None:
             out["server.engine"] = why
         need = gpu_need(spec)
         if need is None:
@@ -95,8 +141,9 @@ class HostInfo:
 @functools.lru_cache(maxsize=2)
 def _detect(settings: Settings) -> HostInfo:
     engines: dict[str, EngineInfo] = {n: get_adapter(n, settings).detect() for n in ENGINES}
+    installs = {i.name: _detect_install(settings, i.name) for i in settings.engine_installs}
     gpus = tuple(f"{g['gpu']}: {g['name']}" for g in gpu_memory())
-    return HostInfo(gpus=gpus, engines=engines, gpus_per_node=len(gpus))
+    return HostInfo(gpus=gpus, engines=engines, gpus_per_node=len(gpus), installs=installs)
 
 
 def detect_host(settings: Settings, refresh: bool = False) -> HostInfo:
@@ -118,11 +165,25 @@ def launch_host(settings: Settings, host: HostInfo, executor: str) -> HostInfo:
     engines: dict[str, EngineInfo] = {
         n: EngineInfo(n, True, reason="checked on the Ray node") for n in ENGINES
     }
+    # the installations this host names: each run's preflight detects its own on the node
+    installs = {
+        i.name: EngineInfo(i.engine, True, reason="checked on the Ray node")
+        for i in settings.engine_installs
+    }
     report = ray_cluster_report(settings)
     if report is None:
-        return HostInfo(gpus=(where,), engines=engines, where=where)
+        return HostInfo(
+            gpus=(where,), engines=engines, where=where, installs=installs, checks_knobs=False
+        )
     gpus = tuple(f"node {i}: {n} GPU(s)" for i, n in enumerate(report) if n > 0)
-    return HostInfo(gpus=gpus, engines=engines, where=where, gpus_per_node=max(report, default=0))
+    return HostInfo(
+        gpus=gpus,
+        engines=engines,
+        where=where,
+        gpus_per_node=max(report, default=0),
+        installs=installs,
+        checks_knobs=False,
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -130,24 +191,62 @@ def _detect_one(settings: Settings, engine: EngineName) -> EngineInfo:
     return get_adapter(engine, settings).detect()
 
 
-def host_for(settings: Settings, executor: str, engines: Iterable[EngineName]) -> HostInfo:
-    """``launch_host`` detecting only ``engines`` here (a CLI or Explain check need not
-    import every engine's CLI); detection is remembered per process."""
+@functools.lru_cache(maxsize=16)
+def _detect_install(settings: Settings, name: str) -> EngineInfo:
+    """One named installation, detected once per process (its version and option list are
+    also cached on disk per interpreter and version: core/engines/detect_cache.py)."""
+    install = settings.engine_install(name)
+    assert install is not None  # callers name configured installations only
+    engine: EngineName = "sglang" if install.engine == "sglang" else "transformers"
+    return get_adapter(engine, settings, name).detect()
+
+
+def host_for(
+    settings: Settings,
+    executor: str,
+    engines: Iterable[EngineName],
+    installs: Iterable[str | None] = (),
+) -> HostInfo:
+    """``launch_host`` detecting only ``engines`` and the named ``installs`` here (a CLI or
+    Explain check need not import every engine's CLI); detection is remembered per
+    process. A name not configured is left out: ``cannot_run`` says so."""
     if executor == "ray":
         return launch_host(settings, HostInfo((), {}), executor)
     gpus = tuple(f"{g['gpu']}: {g['name']}" for g in gpu_memory())
     found: dict[str, EngineInfo] = {e: _detect_one(settings, e) for e in dict.fromkeys(engines)}
-    return HostInfo(
-        gpus=gpus,
-        engines=found,
-        gpus_per_node=len(gpus),
-    )
+    named = {
+        n: _detect_install(settings, n)
+        for n in dict.fromkeys(installs)
+        if n is not None and settings.engine_install(n) is not None
+    }
+    return HostInfo(gpus=gpus, engines=found, gpus_per_node=len(gpus), installs=named)
 
 
 def runnable_problems(specs: Sequence[RunSpec], host: HostInfo) -> dict[str, str]:
     """Every field any of ``specs`` cannot run with on ``host`` (first reason per field)."""
     out: dict[str, str] = {}
     for spec in specs:
-        for field, why in host.cannot_run(spec).items():
-            out.setdefault(field, why)
+        for fld, why in host.cannot_run(spec).items():
+            out.setdefault(fld, why)
+    return out
+
+
+def knob_problems(specs: Sequence[RunSpec], host: HostInfo, settings: Settings) -> dict[str, str]:
+    """Every field any of ``specs`` sets that its installation's own option list lacks
+    (``launch_problems``: the argv each installation's run would build), on a host that
+    checks knobs and for installations whose option list was read; {} otherwise (the
+    run's preflight checks it)."""
+    out: dict[str, str] = {}
+    if not host.checks_knobs:
+        return out
+    seen: set[str] = set()
+    for spec in specs:
+        key = spec.server.model_dump_json()
+        info = host.info_for(spec.server)
+        if key in seen or info is None or not info.installed or not info.options:
+            continue
+        seen.add(key)
+        for fld, why in launch_problems(spec.server, info, settings).items():
+            which = spec.server.engine_install or f"the default {spec.server.engine}"
+            out.setdefault(fld, f"{which} ({info.version or 'version unknown'}): {why}")
     return out

@@ -20,7 +20,7 @@ from core.executors import executor_for, runs_here, with_executor
 from core.executors.queue import submit
 from core.experiments.design import ExperimentSpec, expand, new_experiment_id, save_experiment
 from core.launch.grid import grid_estimate
-from core.launch.host import HostInfo, runnable_problems
+from core.launch.host import HostInfo, knob_problems, runnable_problems
 from core.launch.kv_pool import plan_pools
 from core.settings import Settings
 from core.store import Catalog
@@ -59,7 +59,7 @@ def queue_launch(
         exp_id, run_ids = _queue_experiment(settings, launch, executor, host)
         return Queued(tuple(run_ids), exp_id)
     specs = [s if executor is None else with_executor(s, executor) for s in launch]
-    refuse_unrunnable(specs, host)
+    refuse_unrunnable(specs, host, settings)
     refuse_over_context(settings, specs)
     _refuse_kv_fill(settings, specs)
     return Queued(tuple(submit(settings, specs)))
@@ -74,13 +74,21 @@ def refuse_over_context(settings: Settings, specs: Sequence[RunSpec]) -> None:
             raise ConfigError(field, message)
 
 
-def refuse_unrunnable(specs: Sequence[RunSpec], host: HostInfo | None) -> None:
-    """ConfigError for the first thing ``host`` lacks (``HostInfo.cannot_run``: the engine,
-    a GPU), naming what is missing and how to get it: refused when queued, not in every
-    run's preflight. None: the caller checked (or the run's preflight will)."""
+def refuse_unrunnable(
+    specs: Sequence[RunSpec], host: HostInfo | None, settings: Settings | None = None
+) -> None:
+    """ConfigError for the first thing ``host`` lacks (``HostInfo.cannot_run``: the engine
+    or the named installation, a GPU), naming what is missing and how to get it; with
+    ``settings``, also a knob or flag an installation's own option list lacks
+    (``knob_problems``): refused when queued, not in every run's preflight. None: the
+    caller checked (or the run's preflight will)."""
     if host is None:
         return
-    for field, why in runnable_problems(specs, host).items():
+    problems = runnable_problems(specs, host)
+    if settings is not None:
+        for field, why in knob_problems(specs, host, settings).items():
+            problems.setdefault(field, why)
+    for field, why in problems.items():
         raise ConfigError(field, why)
 
 
@@ -108,7 +116,9 @@ def _queue_experiment(
     if executor is not None:
         exp = exp.model_copy(update={"base": with_executor(exp.base, executor)})
     exp_id = new_experiment_id()
-    refuse_unrunnable([spec for _, trial, spec in expand(exp, exp_id) if trial == 0], host)
+    refuse_unrunnable(
+        [spec for _, trial, spec in expand(exp, exp_id) if trial == 0], host, settings
+    )
     _refuse_kv_fill(settings, [spec for _, _, spec in expand(exp, exp_id)])
     # kv_fill: every arm sized from the smallest arm's pool (core/launch/kv_pool.py); the
     # arms whose pool no earlier run reported get a pool run queued ahead of the experiment.

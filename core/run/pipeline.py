@@ -148,10 +148,11 @@ class _Run:
 
 def _preflight(run: _Run) -> tuple[LaunchPlan, Any, dict[str, Any]]:
     server_cfg = run.spec.server
-    adapter = get_adapter(server_cfg.engine, run.settings)
+    adapter = get_adapter(server_cfg.engine, run.settings, server_cfg.engine_install)
     info = adapter.detect()
     if not info.installed:
-        raise EngineUnavailable(f"{server_cfg.engine} is not available here: {info.reason}")
+        which = f" (installation {server_cfg.engine_install})" if server_cfg.engine_install else ""
+        raise EngineUnavailable(f"{server_cfg.engine}{which} is not available here: {info.reason}")
     for fld, problem in server_path_problems(
         server_cfg, run.settings.allowed_model_roots, must_exist=True
     ).items():
@@ -190,6 +191,8 @@ def _preflight(run: _Run) -> tuple[LaunchPlan, Any, dict[str, Any]]:
         "health_path": plan.health_path,
         "engine": server_cfg.engine,
         "engine_version": info.version,
+        # which installation ran it (None: the default one) and the version it detected
+        "engine_install": server_cfg.engine_install,
         "notes": [*info.notes, *plan.notes],
         "env": redact_env(plan.env),
         "exact_length_body": plan.exact_length_body if run.spec.plan.ignore_eos else {},
@@ -511,6 +514,9 @@ def execute_run(
             log_text = folder.log_path.read_text(errors="replace") if plan.argv else ""
             facts = adapter.collect_facts(plan.base_url, log_text)
             facts.setdefault("engine_version", launch["engine_version"])
+            if facts.get("engine_version") is None:  # the engine did not say: detection did
+                facts["engine_version"] = launch["engine_version"]
+            facts["engine_install"] = launch["engine_install"]
             facts["ready_after_s"] = ready_s
             facts["gpus"] = gpu_memory()
             # An engine may echo its own secrets (/server_info's api_key): never store them.

@@ -134,8 +134,9 @@ def format_run(folder: RunFolder) -> str:
         out.append(f"  note:    {note}")
     if facts:
         out.append(
-            f"  engine {facts.get('engine_version') or '?'}; ready after "
-            f"{_f(facts.get('ready_after_s'))} s; KV pool tokens "
+            f"  engine {facts.get('engine_version') or '?'}"
+            + (f" (installation {facts['engine_install']})" if facts.get("engine_install") else "")
+            + f"; ready after {_f(facts.get('ready_after_s'))} s; KV pool tokens "
             f"{_f(facts.get('kv_cache_tokens'))}"
         )
     if probe:

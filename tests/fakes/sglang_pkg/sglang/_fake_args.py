@@ -14,6 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sglang import __version__
+
+# The fake 0.5.14 (tests/fakes/sglang_0514_pkg) has the one-phase CUDA graph flags.
+OLD_FLAGS = __version__ == "0.5.14"
 # A simulated H200 (numbers in GiB, which SGLang prints as "GB").
 GPU_TOTAL_GB = 139.81
 GPU_AVAIL_AT_START_GB = 139.10
@@ -101,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--enable-cache-report", action="store_true")
     a("--stream-interval", type=int, default=1)
     a("--stream-response-default-include-usage", action="store_true")
-    a("--incremental-streaming-output", action="store_true")
+    if not OLD_FLAGS:  # a flag 0.5.14 lacks (tests: a flag one installation lacks)
+        a("--incremental-streaming-output", action="store_true")
     a("--reasoning-parser", type=str, default=None)
     a("--tool-call-parser", type=str, default=None)
     # fields/parallel.py
@@ -146,34 +151,47 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         choices=["xgrammar", "outlines", "llguidance", "none"],
     )
-    a(
-        "--cuda-graph-max-bs-decode",
-        type=int,
-        default=None,
-        help="The largest decode batch size captured by CUDA graphs.",
-    )
-    a(
-        "--cuda-graph-max-bs-prefill",
-        type=int,
-        default=None,
-        help="The largest prefill token bucket captured by CUDA graphs.",
-    )
-    a(
-        "--cuda-graph-bs-decode",
-        type=int,
-        nargs="+",
-        default=None,
-        help="The decode batch sizes to capture.",
-    )
-    a(
-        "--cuda-graph-bs-prefill",
-        type=int,
-        nargs="+",
-        default=None,
-        help="The prefill token buckets to capture.",
-    )
-    a("--cuda-graph-backend-decode", type=str, default=None, choices=CUDA_GRAPH_BACKENDS)
-    a("--cuda-graph-backend-prefill", type=str, default=None, choices=CUDA_GRAPH_BACKENDS)
+    if OLD_FLAGS:
+        # 0.5.14's one-phase flags (no per-phase ones): the argv ServeLab builds differs.
+        a("--cuda-graph-max-bs", type=int, default=None)
+        a("--cuda-graph-bs", type=int, nargs="+", default=None)
+        p.set_defaults(
+            cuda_graph_max_bs_decode=None,
+            cuda_graph_max_bs_prefill=None,
+            cuda_graph_bs_decode=None,
+            cuda_graph_bs_prefill=None,
+            cuda_graph_backend_decode=None,
+            cuda_graph_backend_prefill=None,
+        )
+    else:
+        a(
+            "--cuda-graph-max-bs-decode",
+            type=int,
+            default=None,
+            help="The largest decode batch size captured by CUDA graphs.",
+        )
+        a(
+            "--cuda-graph-max-bs-prefill",
+            type=int,
+            default=None,
+            help="The largest prefill token bucket captured by CUDA graphs.",
+        )
+        a(
+            "--cuda-graph-bs-decode",
+            type=int,
+            nargs="+",
+            default=None,
+            help="The decode batch sizes to capture.",
+        )
+        a(
+            "--cuda-graph-bs-prefill",
+            type=int,
+            nargs="+",
+            default=None,
+            help="The prefill token buckets to capture.",
+        )
+        a("--cuda-graph-backend-decode", type=str, default=None, choices=CUDA_GRAPH_BACKENDS)
+        a("--cuda-graph-backend-prefill", type=str, default=None, choices=CUDA_GRAPH_BACKENDS)
     a("--disable-decode-cuda-graph", action="store_true")
     a("--disable-prefill-cuda-graph", action="store_true")
     a(
@@ -343,7 +361,11 @@ def resolve(args: argparse.Namespace, argv: list[str]) -> Config:
         "full",
     )
     d_list = dj.get("bs") or args.cuda_graph_bs_decode
-    d_max = dj.get("max_bs") or args.cuda_graph_max_bs_decode
+    d_max = (
+        dj.get("max_bs")
+        or args.cuda_graph_max_bs_decode
+        or getattr(args, "cuda_graph_max_bs", None)
+    )
     if d_max is None:
         d_max = max(d_list) if d_list else DEFAULT_DECODE_MAX_BS
         if args.max_running_requests is not None and args.max_running_requests < d_max:
