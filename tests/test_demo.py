@@ -25,30 +25,33 @@ SGLANG_EXP = "exp-20261201-041412-6b50"  # the 2x2 grid, 3 trials
 SEED_PAIR = ("20261201-000311-8d8413", "20261201-000511-eb5799")  # before, after
 KV_AUTO_EXP = "exp-20261202-001049-5252"  # the same A/B, trials: auto
 KV_EXP = "exp-20261201-204553-b919"  # mem 0.85 vs 0.92 under KV pressure (BENCHMARKS 5.3)
+VERSION_EXP = "exp-20261202-033636-ec50"  # SGLang 0.5.14 vs 0.5.17, graphs on (5.5)
 KV_POOLS = {0.85: 478_752, 0.92: 518_662}  # KV tokens SGLang allocated per arm
 
 
 def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
     copied = install_demo(settings)
     # 6 transformers-serve runs + the SGLang 2x2 x 3 trials + the seed pair + the KV A/B
-    # + the same KV A/B with trials: auto (4 trials)
-    assert len([c for c in copied if not c.startswith("exp-")]) == 6 + 12 + 2 + 6 + 8
+    # + the same KV A/B with trials: auto (4 trials) + the version A/B (2 releases x 3 trials)
+    assert len([c for c in copied if not c.startswith("exp-")]) == 6 + 12 + 2 + 6 + 8 + 6
     assert install_demo(settings) == []  # once only, never overwrites
     cat = Catalog(settings.catalog_path, settings.runs_dir)
     cat.sync()
     rows = cat.list_runs()
     states = sorted(r["state"] for r in rows)
     assert (states.count("succeeded"), states.count("failed"), states.count("cancelled")) == (
-        32,
+        38,
         1,
         1,
     )
     assert {r["cuda_graphs"] for r in rows} == {True, False}
     assert {r["engine"] for r in rows} == {"transformers", "sglang"}
     texts = {r.experiment_id: format_experiment(settings, r) for r in list_experiments(settings)}
-    assert len(texts) == 4
+    assert len(texts) == 5
     # the real H200 results: graphs on is far faster at every concurrency
-    tf = next(t for e, t in texts.items() if e not in (SGLANG_EXP, KV_EXP, KV_AUTO_EXP))
+    tf = next(
+        t for e, t in texts.items() if e not in (SGLANG_EXP, KV_EXP, KV_AUTO_EXP, VERSION_EXP)
+    )
     assert "runs: succeeded=6" in tf and "confounders: none." in tf
     assert "(95% CI +" in tf
     sg = texts[SGLANG_EXP]
@@ -131,6 +134,33 @@ def test_sglang_demo_runs_carry_what_the_live_server_said(settings: Settings) ->
     assert confounders(views) == ["server.cuda_graphs", "server.mem_fraction_static"]
 
 
+def test_version_demo_is_an_ab_of_two_installations_with_the_version_explained(
+    settings: Settings,
+) -> None:
+    """The H200 upgrade question (BENCHMARKS 5.5): each arm ran its own SGLang release, the
+    verdict names the version change as the knob, and the c=16 regression has an interval."""
+    install_demo(settings)
+    versions = {}
+    for folder in sorted(settings.runs_dir.iterdir()):
+        spec = RunFolder(folder).read("spec.json")
+        if f"exp:{VERSION_EXP}" not in spec["tags"]:
+            continue
+        facts = RunFolder(folder).read("facts.json")
+        install = spec["server"]["engine_install"]
+        assert facts["engine_version"] == install.removeprefix("sglang-")
+        assert facts["server_info_raw"]["version"] == facts["engine_version"]
+        assert facts["cuda_graph_enabled"] is True
+        launch = (folder / "server.log").read_text().splitlines()[0]
+        assert f"<device>/py/{install} -m sglang.launch_server" in launch
+        versions[install] = versions.get(install, 0) + 1
+    assert versions == {"sglang-0.5.14": 3, "sglang-0.5.17": 3}
+    record = next(r for r in list_experiments(settings) if r.experiment_id == VERSION_EXP)
+    text = format_experiment(settings, record)
+    assert "runs: succeeded=6" in text and "confounders: none" in text
+    assert "engine version 0.5.14→0.5.17 (installation sglang-0.5.14→sglang-0.5.17)" in text
+    assert "output throughput at c=16: -30.7% (95% CI -46.0…-11.2%)" in text
+
+
 def test_experiment_page_shows_the_demo_verdict(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -165,6 +195,9 @@ def test_experiment_page_shows_the_demo_verdict(
             assert "output throughput at c=640 -0.7% (97.5% CI -9.0…+8.5%)" in text
             assert "tested: the KV cache was a limit" in text
             assert "undecided after 4 trials" in text
+        elif record.experiment_id == VERSION_EXP:
+            assert "engine version 0.5.14→0.5.17" in text
+            assert "output throughput at c=16: -30.7% (95% CI -46.0…-11.2%)" in text
         else:
             assert "output throughput at concurrency 1 (95% CI +" in text
             assert any("Runs (6/6 finished)" in label for label in labels), labels
