@@ -396,6 +396,9 @@ def test_a_knob_the_workload_never_exercised_reads_not_tested_in_the_split() -> 
         in told
     )
     assert "cuda_graphs off→on +226.7% (95% CI +219.6%…+233.9%)," in told
+    # an interaction with a knob the workload never exercised cannot have been tested either
+    assert "interaction cuda_graphs off→on × mem_fraction_static 0.85→0.92 " in told
+    assert "within noise" not in told.split("interaction ", 1)[1]
     # the export's effects table says the same
     found = experiment_effects(settings, record, untested=["mem_fraction_static"])
     assert found is not None
@@ -405,3 +408,5 @@ def test_a_knob_the_workload_never_exercised_reads_not_tested_in_the_split() -> 
     assert "within noise" not in set(mem["label"]) and "not tested by this workload" in set(
         mem["label"]
     )
+    both = effects[effects["term"].str.contains(" × ")]
+    assert not both.empty and "within noise" not in set(both["label"])

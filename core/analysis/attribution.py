@@ -169,6 +169,12 @@ def _level_name(knob: str, design: Design, i: int) -> str:
     )
 
 
+def _involves(term: str, knobs: Collection[str]) -> bool:
+    """Whether a term ("cuda_graphs off→on" or "a 1→2 × b 3→4") involves one of ``knobs``:
+    an interaction with a knob the workload could not show is not tested either."""
+    return any(part.split(" ", 1)[0] in knobs for part in term.split(" × "))
+
+
 @dataclass(frozen=True)
 class _Term:
     name: str
@@ -572,7 +578,7 @@ def verdict_sentence(
     for p in pieces:
         noise = p.within_noise
         tail = f", {WITHIN_NOISE}" if noise else ""
-        if p.kind == "main" and p.name.split(" ", 1)[0] in untested:
+        if _involves(p.name, untested):
             tail, noise = f", {NOT_TESTED}", True
         if (
             noise_floor
@@ -662,7 +668,6 @@ def experiment_effects(
     ]
     effects = effects_table(attr)
     if untested and not effects.empty:
-        knob = effects["term"].str.split(" ", n=1).str[0]
-        idle = (effects["kind"] == "main") & knob.isin(list(untested))
+        idle = effects["term"].map(lambda term: _involves(str(term), untested))
         effects.loc[idle & (effects["label"] == WITHIN_NOISE), "label"] = NOT_TESTED
     return sentences + [f"note: {n}" for n in attr.notes], effects
