@@ -44,3 +44,40 @@ def test_the_kv_pressure_demo_tested_the_memory_fraction() -> None:
     assert mem["knob"] == "mem_fraction_static" and mem["exercised"] is True
     assert mem["used_peak"] / mem["capacity"] > 0.99
     assert mem["why"].startswith("tested") and "queued" in mem["why"]
+
+
+def _relabel(views: list[RunView], **server: object) -> list[RunView]:
+    """The same measured runs as if launched with other server settings (the checks read
+    the settings from spec.json and the measurements from the folder)."""
+    from dataclasses import replace
+
+    return [replace(v, spec={**v.spec, "server": {**v.spec["server"], **server}}) for v in views]
+
+
+def test_a_limit_knob_is_tested_only_once_the_workload_passes_the_smaller_arms_limit() -> None:
+    """cuda_graph_max_bs and chunked_prefill_size act only past a limit: the 2x2's graphs-on
+    runs peaked at 64 running requests with 64-token prompts."""
+    graphs = next(
+        vs
+        for vs in _arms("exp-20261201-041412-6b50").values()
+        if vs[0].spec["server"]["cuda_graphs"] and vs[0].spec["server"]["mem_fraction_static"] < 0.9
+    )
+    past = knob_checks({"a": _relabel(graphs, cuda_graph_max_bs=32), "b": graphs})
+    check = next(c for c in past if c["knob"] == "cuda_graph_max_bs")
+    assert check["exercised"] is True and check["suggest"] is None
+    assert check["why"] == "tested: the largest running batch (64) exceeded the smaller max_bs (32)"
+    within = knob_checks(
+        {"a": _relabel(graphs, cuda_graph_max_bs=128), "b": _relabel(graphs, cuda_graph_max_bs=256)}
+    )
+    check = next(c for c in within if c["knob"] == "cuda_graph_max_bs")
+    assert check["exercised"] is False and check["suggest"] == "a concurrency above 128"
+    assert check["why"].startswith("not tested by this workload: the largest running batch (64)")
+    chunked = knob_checks(
+        {
+            "a": _relabel(graphs, chunked_prefill_size=4096),
+            "b": _relabel(graphs, chunked_prefill_size=8192),
+        }
+    )
+    check = next(c for c in chunked if c["knob"] == "chunked_prefill_size")
+    assert check["exercised"] is False and check["suggest"] == "prompts over 4096 tokens"
+    assert "the longest prompt (64 tokens) fits one chunk (4096)" in check["why"]

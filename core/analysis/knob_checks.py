@@ -166,15 +166,13 @@ def _check_graph_max_bs(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]
     if not sizes or not peaks:
         return base | _unknown("the running batch or the captured sizes are unknown")
     small, peak = min(sizes), max(peaks)
-    exercised = peak > small
-    why = (
-        f"tested: the largest running batch ({peak:.0f}) exceeded the smaller max_bs ({small:.0f})"
-        if exercised
-        else f"{NOT_TESTED}: the largest running batch ({peak:.0f}) fits the smaller max_bs"
-        f" ({small:.0f})"
+    return base | _past_limit(
+        peak,
+        small,
+        f"the largest running batch ({peak:.0f}) exceeded the smaller max_bs ({small:.0f})",
+        f"the largest running batch ({peak:.0f}) fits the smaller max_bs ({small:.0f})",
+        f"a concurrency above {small:.0f}",
     )
-    suggest = None if exercised else f"a concurrency above {small:.0f}"
-    return base | _found(peak, small, exercised, why, suggest)
 
 
 def _check_chunked_prefill(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
@@ -199,14 +197,23 @@ def _check_chunked_prefill(arms: Mapping[str, Sequence[RunView]]) -> dict[str, A
     if not chunks or not prompts:
         return base | _unknown("the prompt lengths or the chunk size are unknown")
     small, longest = min(chunks), max(prompts)
-    exercised = longest > small
-    why = (
-        f"tested: prompts of {longest:.0f} tokens exceed the smaller chunk ({small:.0f})"
-        if exercised
-        else f"{NOT_TESTED}: the longest prompt ({longest:.0f} tokens) fits one chunk ({small:.0f})"
+    return base | _past_limit(
+        longest,
+        small,
+        f"prompts of {longest:.0f} tokens exceed the smaller chunk ({small:.0f})",
+        f"the longest prompt ({longest:.0f} tokens) fits one chunk ({small:.0f})",
+        f"prompts over {small:.0f} tokens",
     )
-    suggest = None if exercised else f"prompts over {small:.0f} tokens"
-    return base | _found(longest, small, exercised, why, suggest)
+
+
+def _past_limit(
+    used: float, limit: float, tested: str, not_tested: str, suggest: str
+) -> dict[str, Any]:
+    """A knob that only acts once the workload passes a limit (the smaller arm's): tested
+    when the peak went past it, else not tested, with what would test it."""
+    if used > limit:
+        return _found(used, limit, True, f"tested: {tested}", None)
+    return _found(used, limit, False, f"{NOT_TESTED}: {not_tested}", suggest)
 
 
 def _found(
