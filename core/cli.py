@@ -248,6 +248,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     pv.add_argument("--json", action="store_true", help="JSON lines instead of a table")
 
+    hi = sub.add_parser(
+        "history",
+        help="a configuration's runs over time and versions, its band and regression alert",
+    )
+    hi.add_argument(
+        "target",
+        metavar="RUN_OR_SERIES",
+        help="a run id (its series, that run checked) or a series key (ser-..., newest checked)",
+    )
+    hi.add_argument("--json", action="store_true", help="the series, bands and checks as JSON")
+
     sub.add_parser("reindex", help="rebuild the catalog from the run folders")
     sub.add_parser("engines", help="which engines are installed here, and their versions")
     sub.add_parser(
@@ -761,6 +772,30 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     return handle(args)
 
 
+def _cmd_history(args: argparse.Namespace) -> int:
+    from core.analysis.history import is_series_key, load_history
+    from core.run_folder import is_run_id
+    from core.settings import load_settings
+    from core.views.history import history_json, history_lines
+
+    target = str(args.target).strip()
+    if not (is_series_key(target) or is_run_id(target)):
+        raise ConfigError("RUN_OR_SERIES", f"{target[:40]!r} is neither a run id nor a series key")
+    history = load_history(load_settings().runs_dir, target)
+    if history is None:
+        raise ConfigError(
+            "RUN_OR_SERIES",
+            f"no succeeded run of {target}: a series holds the runs that finished with "
+            "results; `python -m core runs` lists them",
+        )
+    print(
+        json.dumps(history_json(history), indent=2)
+        if args.json
+        else "\n".join(history_lines(history))
+    )
+    return 0
+
+
 def _cmd_reindex(_args: argparse.Namespace) -> int:
     n = _catalog().reindex()
     print(f"indexed {n} run folder(s)")
@@ -859,6 +894,7 @@ def main(argv: list[str] | None = None) -> int:
         "engines": _cmd_engines,
         "installs": _cmd_installs,
         "explain": _cmd_explain,
+        "history": _cmd_history,
         "workload": _cmd_workload,
         **TRANSFER_HANDLERS,
     }[args.command]

@@ -33,6 +33,7 @@ __all__ = [
     "differing_fields",
     "environment_differences",
     "flatten_config",
+    "gpu_names",
     "group_rank",
     "is_intended",
     "spec_differences",
@@ -80,7 +81,9 @@ def _flatten(prefix: str, data: Any, out: dict[str, Any]) -> None:
         out[prefix] = _scalar(data)
 
 
-def _gpu_names(gpus: Any) -> str | None:
+def gpu_names(gpus: Any) -> str | None:
+    """The GPUs a server ran on in words (``facts.gpus``): ``2x NVIDIA H200``; ``none`` on
+    a CPU host, None when not stated."""
     if gpus is None:
         return None
     if not isinstance(gpus, list):
@@ -132,7 +135,7 @@ def flatten_config(view: RunView) -> dict[str, Any]:
         if key == "cuda_graph_batch_sizes" and isinstance(value, list):
             value = ",".join(str(b) for b in value)
         out[f"facts.{key}"] = value
-    out["facts.gpu"] = _gpu_names(facts.get("gpus"))
+    out["facts.gpu"] = gpu_names(facts.get("gpus"))
     argv = view.launch.get("argv")
     out["launch.argv"] = " ".join(_mask_port(argv)) if isinstance(argv, list) else None
     return out

@@ -47,6 +47,7 @@ __all__ = [
     "holm",
     "mann_kendall_p",
     "point_drift",
+    "point_slices",
     "slice_trend",
     "steady_slices",
     "trial_drift",
@@ -198,17 +199,19 @@ def _chunk_tokens(path: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 @lru_cache(maxsize=4096)
-def _records_trend(path: str, mtime_ns: int, start: float, end: float) -> Trend | None:
-    """The slices' trend of one records.parquet, cached: a page redraws its story every few
+def _records_slices(path: str, mtime_ns: int, start: float, end: float) -> tuple[float, ...]:
+    """The steady slices of one records.parquet, cached: a page redraws its story every few
     seconds while runs go on, and records are written once (``mtime_ns`` keys a rewrite)."""
     chunks, tokens = _chunk_tokens(path)
-    return slice_trend(steady_slices(chunks, tokens, start, end))
+    return tuple(steady_slices(chunks, tokens, start, end))
 
 
-def point_drift(view: RunView) -> dict[PointKey, Trend]:
-    """Per point of one run: the trend of output tok/s over its steady window's slices
-    (points without records, a steady window or enough chunks are left out)."""
-    out: dict[PointKey, Trend] = {}
+def point_slices(view: RunView) -> dict[PointKey, list[float]]:
+    """Per point of one run: output tok/s in each slice of its steady window
+    (``steady_slices``); points without records, a steady window or enough chunks are
+    left out. What the drift within a point and a run's own interval
+    (``core.analysis.history``) are made of."""
+    out: dict[PointKey, list[float]] = {}
     if view.path is None:
         return out
     for key, s in first_points(view):
@@ -217,7 +220,18 @@ def point_drift(view: RunView) -> dict[PointKey, Trend]:
         path = view.path / "points" / f"{int(s.get('index', -1)):03d}" / "records.parquet"
         if start is None or end is None or not path.exists():
             continue
-        trend = _records_trend(str(path), path.stat().st_mtime_ns, start, end)
+        slices = _records_slices(str(path), path.stat().st_mtime_ns, start, end)
+        if slices:
+            out[key] = list(slices)
+    return out
+
+
+def point_drift(view: RunView) -> dict[PointKey, Trend]:
+    """Per point of one run: the trend of output tok/s over its steady window's slices
+    (points without records, a steady window or enough chunks are left out)."""
+    out: dict[PointKey, Trend] = {}
+    for key, slices in point_slices(view).items():
+        trend = slice_trend(slices)
         if trend is not None:
             out[key] = trend
     return out

@@ -43,6 +43,7 @@ __all__ = [
     "paired_log_ratio",
     "slo_table",
     "t975",
+    "t_quantile",
     "trial_log_ratios",
     "verdict",
 ]
@@ -105,6 +106,11 @@ def t975(df: float) -> float:
 @lru_cache(maxsize=1024)
 def _t_quantile(q: float, df: float) -> float:
     return float(sps.t.ppf(q, df))
+
+
+def t_quantile(q: float, df: float) -> float:
+    """Student-t ``q`` quantile with ``df`` degrees of freedom (cached)."""
+    return _t_quantile(q, df)
 
 
 def paired_log_ratio(

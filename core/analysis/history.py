@@ -1,0 +1,486 @@
+"""History: the runs of one configuration over time and engine versions, and the
+regression band (docs/METRICS.md, "History and the regression band").
+
+* a **series** is every succeeded run whose configuration is the same once what does not
+  change the measurement is set aside: the engine installation and version, the port, the
+  dates, the tags and note (experiment, arm, trial), the placement, the start-up timeout and
+  the sanity probe. Its key (``series_key``) is a hash of the rest (``server.*`` and
+  ``plan.*`` with their defaults filled in, and the GPUs the server ran on);
+* a **point** of a series is one run's value of a headline metric
+  (``core.metrics.VERDICT_METRICS``) at one load, with that run's own interval (``run_ci``);
+* the **band** a run is checked against is the 99 % prediction interval that the earlier runs
+  of the series make (``prediction_band``), at the headline point
+  (``core.metrics.headline_index``); a value outside it on the worse side is a regression.
+
+Pure functions over run folders: no Streamlit, no catalog (a series is found by reading
+the folders' spec.json and facts.json, cached per folder).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import numpy as np
+
+from core.analysis.diff import INERT_FIELDS, gpu_names
+from core.analysis.drift import MIN_SLICES, SLICES, point_slices
+from core.analysis.points import METRIC_DIRECTIONS, NO_CHANGE_THRESHOLD, PointKey, first_points
+from core.analysis.runs import RunView, has_records, latency_samples, load_run
+from core.analysis.stats import mean_ci, t_quantile
+from core.config import BenchmarkPlan, Point, ServerConfig, Workload
+from core.metrics import VERDICT_METRICS, as_number, headline_index, rate_value
+from core.run_folder import RunFolder, is_run_id
+
+__all__ = [
+    "AA_ALERT_RATE",
+    "BAND_LEVEL",
+    "HISTORY_METRICS",
+    "MIN_EARLIER_RUNS",
+    "SERIES_IGNORED",
+    "SERIES_PREFIX",
+    "Band",
+    "Check",
+    "History",
+    "SeriesRun",
+    "SeriesValue",
+    "alert_text",
+    "check_value",
+    "is_series_key",
+    "load_history",
+    "prediction_band",
+    "run_ci",
+    "series_key",
+    "series_of_run",
+    "series_runs",
+]
+
+SERIES_PREFIX: Final = "ser-"
+# What a run may differ in and still be one more run of the same configuration: it does not
+# change what is measured (server.engine_install is the installation a version came from;
+# the version is a fact, never part of the key). Tags, note, intended_diff, placement and
+# the dates are outside server/plan and never hashed.
+SERIES_IGNORED: Final = frozenset(
+    {*INERT_FIELDS, "server.engine_install", "server.startup_timeout_s", "plan.probe"}
+)
+HISTORY_METRICS: Final = VERDICT_METRICS
+# The band: a two-sided 99 % prediction interval of the next run from the earlier ones; only
+# its worse side alerts (0.5 % of A/A runs per metric). Three metrics are checked, so an A/A
+# run alerts at most 3 x 0.5 % = 1.5 % of the time; the stated rate, proven by the seeded
+# simulation in tests/test_history.py, is AA_ALERT_RATE.
+BAND_LEVEL: Final = 0.99
+AA_ALERT_RATE: Final = 0.02
+MIN_EARLIER_RUNS: Final = 3
+# A run's own interval from its requests: at least this many values in each of the
+# consecutive groups whose medians it averages (fewer groups than MIN_SLICES: no interval).
+MIN_GROUP_VALUES = 4
+
+Outcome = Literal["regression", "improvement", "inside", "no band"]
+
+
+def is_series_key(text: str) -> bool:
+    """A series key as ``series_key`` writes them: ``ser-`` and 12 hex digits."""
+    tail = text.removeprefix(SERIES_PREFIX) if isinstance(text, str) else ""
+    return (
+        text.startswith(SERIES_PREFIX)
+        and len(tail) == 12
+        and all(c in "0123456789abcdef" for c in tail)
+    )
+
+
+def _defaults(model: Any) -> dict[str, Any]:
+    return dict(model.model_dump(mode="json"))
+
+
+def _point(p: Any) -> Any:
+    if not isinstance(p, dict):
+        return p
+    workload = p.get("workload")
+    out = {**_defaults(Point()), **p}
+    out["workload"] = {**_defaults(Workload()), **(workload if isinstance(workload, dict) else {})}
+    out["request_rate"] = rate_value(out.get("request_rate"))
+    return out
+
+
+def _normalized(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """``server`` and ``plan`` as a complete JSON-ready dict: every default filled in (a
+    spec.json written before a field existed reads as that field's default), the
+    ``SERIES_IGNORED`` fields left out. Built by merging, not validating: a stored spec
+    (the demo's ``<checkout>`` model path, an import) need not pass today's checks."""
+    server = spec.get("server") if isinstance(spec.get("server"), dict) else {}
+    plan = spec.get("plan") if isinstance(spec.get("plan"), dict) else {}
+    out = {
+        "server": {**_defaults(ServerConfig()), **(server or {})},
+        "plan": {**_defaults(BenchmarkPlan()), **(plan or {})},
+    }
+    out["plan"]["points"] = [_point(p) for p in (plan or {}).get("points") or []]
+    for field in SERIES_IGNORED:
+        group, name = field.split(".", 1)
+        out[group].pop(name, None)
+    return out
+
+
+def series_key(spec: Mapping[str, Any], facts: Mapping[str, Any]) -> str:
+    """THE series rule: ``ser-`` + 12 hex digits of the SHA-256 of the run's normalized
+    configuration (``_normalized``) and the GPUs its server ran on (``facts.gpu``: the
+    same knobs on another GPU measure something else). Stable: JSON with sorted keys."""
+    payload = {**_normalized(spec), "gpu": gpu_names(facts.get("gpus"))}
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+    return SERIES_PREFIX + hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+@lru_cache(maxsize=100_000)
+def _folder_key(path: str, spec_ns: int, facts_ns: int) -> str | None:
+    folder = RunFolder(Path(path))
+    spec = folder.read("spec.json")
+    if not isinstance(spec, dict):
+        return None
+    facts = folder.read("facts.json")
+    return series_key(spec, facts if isinstance(facts, dict) else {})
+
+
+def _mtime_ns(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+def _key_of(path: Path) -> str | None:
+    return _folder_key(str(path), _mtime_ns(path / "spec.json"), _mtime_ns(path / "facts.json"))
+
+
+def series_of_run(runs_dir: Path, run_id: str) -> str | None:
+    """The series key of one run (None: no such run, or it has no spec.json)."""
+    if not is_run_id(run_id) or not (runs_dir / run_id / "spec.json").is_file():
+        return None
+    return _key_of(runs_dir / run_id)
+
+
+def _started(view: RunView) -> str:
+    return str(view.status.started_at or view.spec.get("created_at") or "")
+
+
+def series_runs(runs_dir: Path, key: str) -> list[RunView]:
+    """Every succeeded run of the series with results, oldest first (by start time)."""
+    try:
+        paths = [p for p in runs_dir.iterdir() if (p / "spec.json").is_file()]
+    except OSError:
+        return []
+    views = []
+    for path in paths:
+        if _key_of(path) != key:
+            continue
+        view = load_run(RunFolder(path))
+        if view.status.state == "succeeded" and view.points:
+            views.append(view)
+    return sorted(views, key=lambda v: (_started(v), v.run_id))
+
+
+@dataclass(frozen=True)
+class SeriesRun:
+    """One run of a series: when it ran and which engine version measured it."""
+
+    run_id: str
+    started_at: str
+    version: str
+
+
+@dataclass(frozen=True)
+class SeriesValue:
+    """One run's value of one metric at one load, with that run's own interval (None
+    where its requests give none: ``run_ci``)."""
+
+    run_id: str
+    point: PointKey
+    point_label: str
+    metric: str
+    value: float
+    ci_low: float | None
+    ci_high: float | None
+
+
+@dataclass(frozen=True)
+class Band:
+    """The ``BAND_LEVEL`` prediction interval of the next run from ``n`` earlier ones."""
+
+    n: int
+    mean: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Check:
+    """One metric of the checked run against the band of the earlier runs: ``change`` is
+    the distance beyond the band's nearer edge, relative to that edge (0 inside)."""
+
+    metric: str
+    point_label: str
+    run_id: str
+    value: float
+    n_earlier: int
+    band: Band | None
+    change: float
+    outcome: Outcome
+
+
+@dataclass(frozen=True)
+class History:
+    """A series: its runs (oldest first), every value, the headline point, and the checks
+    of ``focus`` (the run checked: the newest unless asked) against the runs before it."""
+
+    key: str
+    runs: tuple[SeriesRun, ...]
+    values: tuple[SeriesValue, ...]
+    headline: PointKey | None
+    headline_label: str
+    focus: str | None
+    checks: tuple[Check, ...]
+    bands: Mapping[tuple[PointKey, str], Band]
+    config: str
+
+    @property
+    def regression(self) -> bool:
+        return any(c.outcome == "regression" for c in self.checks)
+
+    @property
+    def points(self) -> list[tuple[PointKey, str]]:
+        """The loads of the series in plan order, with their labels."""
+        return list(dict.fromkeys((v.point, v.point_label) for v in self.values))
+
+
+def prediction_band(values: Sequence[float], level: float = BAND_LEVEL) -> Band | None:
+    """THE band: where the next run of a series falls with probability ``level`` if nothing
+    changed. On the log scale (a ratio of 2 and of 1/2 are equally far, as in
+    ``core.analysis.stats.paired_log_ratio``): mean m and spread s of the n earlier logs,
+    m ± t_{n-1, 1-(1-level)/2} · s · sqrt(1 + 1/n), mapped back with exp. None with fewer
+    than ``MIN_EARLIER_RUNS`` values or a value at or below 0 (no log)."""
+    vals = [float(v) for v in values if v is not None and math.isfinite(v)]
+    if len(vals) < MIN_EARLIER_RUNS or min(vals) <= 0:
+        return None
+    logs = np.log(vals)
+    n = len(logs)
+    m, s = float(np.mean(logs)), float(np.std(logs, ddof=1))
+    half = t_quantile(1 - (1 - level) / 2, float(n - 1)) * s * math.sqrt(1 + 1 / n)
+    return Band(n, math.exp(m), math.exp(m - half), math.exp(m + half))
+
+
+def check_value(
+    metric: str, value: float, earlier: Sequence[float], point_label: str = "", run_id: str = ""
+) -> Check:
+    """One value against the band of ``earlier`` (``prediction_band``): a regression when
+    it lies beyond the band on the metric's worse side (``METRIC_DIRECTIONS``) and at least
+    ``NO_CHANGE_THRESHOLD`` from the earlier runs' mean (a band of identical runs has no
+    width: a 0.1 % step is no finding)."""
+    band = prediction_band(earlier)
+    if band is None:
+        return Check(metric, point_label, run_id, value, len(earlier), None, 0.0, "no band")
+    higher_better = METRIC_DIRECTIONS.get(metric, "higher") == "higher"
+    if value < band.low:
+        change, worse = value / band.low - 1, higher_better
+    elif value > band.high:
+        change, worse = value / band.high - 1, not higher_better
+    else:
+        return Check(metric, point_label, run_id, value, band.n, band, 0.0, "inside")
+    if abs(value / band.mean - 1) < NO_CHANGE_THRESHOLD:
+        return Check(metric, point_label, run_id, value, band.n, band, 0.0, "inside")
+    outcome: Outcome = "regression" if worse else "improvement"
+    return Check(metric, point_label, run_id, value, band.n, band, change, outcome)
+
+
+def _centred(value: float, slices: list[float]) -> tuple[float | None, float | None]:
+    """``mean_ci`` of the slices, as a relative half-width around ``value``."""
+    mean, low, high = mean_ci(slices)
+    if mean is None or low is None or high is None or mean <= 0:
+        return None, None
+    half = (high - low) / 2 / mean
+    return max(value * (1 - half), 0.0), value * (1 + half)
+
+
+def run_ci(
+    view: RunView, point: PointKey, summary: Mapping[str, Any], metric: str, value: float
+) -> tuple[float | None, float | None]:
+    """A run's own 95 % interval of one value, from its requests: batch means, with the
+    experiments' estimator (``stats.mean_ci``, Student-t) over the batches. Output
+    throughput: the steady window's slices (``drift.point_slices``); a latency statistic:
+    its per-request values in send order, cut into up to ``SLICES`` consecutive groups of
+    at least ``MIN_GROUP_VALUES``, one median each. The interval's relative width is put
+    around the run's value. None without records, or fewer than ``MIN_SLICES`` batches."""
+    index = summary.get("index")
+    if not isinstance(index, int) or not has_records(view, index) or view.folder is None:
+        return None, None
+    if metric == "output_throughput":
+        slices = point_slices(view).get(point)
+        return _centred(value, slices) if slices else (None, None)
+    if not metric.startswith("median_"):
+        return None, None
+    values = latency_samples(view.folder, index, metric)
+    groups = min(SLICES, len(values) // MIN_GROUP_VALUES)
+    if groups < MIN_SLICES:
+        return None, None
+    medians = [float(np.median(g)) for g in np.array_split(np.asarray(values), groups)]
+    return _centred(value, medians)
+
+
+def _version(view: RunView) -> str:
+    engine = (view.spec.get("server") or {}).get("engine") or "engine"
+    version = view.facts.get("engine_version")
+    install = (view.spec.get("server") or {}).get("engine_install")
+    text = f"{engine} {version}" if version else f"{engine} (version unknown)"
+    return f"{text} · {install}" if install else text
+
+
+def _point_label(summary: Mapping[str, Any]) -> str:
+    p = summary.get("point") or {}
+    conc = p.get("concurrency")
+    rate = rate_value(p.get("request_rate"))
+    text = f"c={'unbounded' if conc is None else conc}"
+    return text if rate is None or math.isinf(rate) else f"{text} rate={rate:g}"
+
+
+def _config(view: RunView) -> str:
+    server = view.spec.get("server") or {}
+    model = str(server.get("model") or "?").rstrip("/").rsplit("/", 1)[-1]
+    gpu = gpu_names(view.facts.get("gpus"))
+    parts = [str(server.get("engine")), model, str(server.get("device"))]
+    return " · ".join([*parts, *([gpu] if gpu and gpu != "none" else [])])
+
+
+def load_history(runs_dir: Path, key_or_run: str, focus: str | None = None) -> History | None:
+    """The history of a series key, or of the series a run id belongs to (then that run is
+    the one checked, unless ``focus`` says otherwise). None: neither names a series with a
+    succeeded run. The checks: the headline metrics at the headline point of ``focus``
+    against the runs before it."""
+    if is_series_key(key_or_run):
+        key = key_or_run
+    else:
+        found = series_of_run(runs_dir, key_or_run)
+        if found is None:
+            return None
+        key, focus = found, focus or key_or_run
+    views = series_runs(runs_dir, key)
+    if not views:
+        return None
+    order = [v.run_id for v in views]
+    if focus not in order:
+        focus = order[-1]
+    values: list[SeriesValue] = []
+    for view in views:
+        for point, s in first_points(view):
+            for metric in HISTORY_METRICS:
+                v = as_number((s.get("metrics") or {}).get(metric))
+                if v is not None:
+                    low, high = run_ci(view, point, s, metric, v)
+                    values.append(
+                        SeriesValue(view.run_id, point, _point_label(s), metric, v, low, high)
+                    )
+    focus_view = views[order.index(focus)]
+    loads = list(first_points(focus_view))
+    index = headline_index([s.get("point") or {} for _, s in loads])
+    headline = None if index is None else loads[index][0]
+    before = set(order[: order.index(focus)])
+    bands: dict[tuple[PointKey, str], Band] = {}
+    for point in dict.fromkeys(v.point for v in values):
+        for metric in HISTORY_METRICS:
+            earlier = [
+                v.value
+                for v in values
+                if v.run_id in before and v.point == point and v.metric == metric
+            ]
+            if (band := prediction_band(earlier)) is not None:
+                bands[(point, metric)] = band
+    checks = tuple(
+        check_value(
+            metric,
+            v.value,
+            [
+                e.value
+                for e in values
+                if e.run_id in before and e.point == v.point and e.metric == metric
+            ],
+            v.point_label,
+            focus,
+        )
+        for metric in HISTORY_METRICS
+        for v in values
+        if v.run_id == focus and v.point == headline and v.metric == metric
+    )
+    label = next((v.point_label for v in values if v.point == headline), "")
+    return History(
+        key=key,
+        runs=tuple(SeriesRun(v.run_id, _started(v), _version(v)) for v in views),
+        values=tuple(values),
+        headline=headline,
+        headline_label=label,
+        focus=focus,
+        checks=checks,
+        bands=bands,
+        config=_config(views[-1]),
+    )
+
+
+_METRIC_WORDS = {
+    "output_throughput": "output throughput",
+    "median_ttft_ms": "median TTFT",
+    "median_itl_ms": "median ITL",
+}
+
+
+def _metric_words(metric: str) -> str:
+    return _METRIC_WORDS.get(metric, metric.replace("_", " "))
+
+
+def _num(x: float) -> str:
+    return f"{x:,.1f}" if abs(x) >= 10 else f"{x:.3g}"
+
+
+def _band_text(c: Check) -> str:
+    assert c.band is not None
+    return (
+        f"{_num(c.band.low)}–{_num(c.band.high)}, {BAND_LEVEL:.0%} prediction interval; "
+        f"this run {_num(c.value)}"
+    )
+
+
+def alert_text(history: History) -> str:
+    """THE words of a series' alert, the same on the History page and in the CLI: a
+    regression names each metric beyond the band and by how much; otherwise "No
+    regression", or why there is no band yet."""
+    checks = history.checks
+    at = f"at {history.headline_label}" if history.headline_label else ""
+    if not checks or all(c.outcome == "no band" for c in checks):
+        n = checks[0].n_earlier if checks else 0
+        return (
+            f"No band yet: {n} earlier run(s) of this configuration before {history.focus}; "
+            f"the band needs at least {MIN_EARLIER_RUNS}."
+        )
+    n = max(c.n_earlier for c in checks)
+    regressions = [c for c in checks if c.outcome == "regression"]
+    better = [c for c in checks if c.outcome == "improvement"]
+    tail = (
+        "; better than the band: "
+        + ", ".join(f"{_metric_words(c.metric)} ({c.change * 100:+.1f} %)" for c in better)
+        if better
+        else ""
+    )
+    if regressions:
+        parts = [
+            f"{_metric_words(c.metric)} {at} "
+            + ("fell" if c.change < 0 else "rose")
+            + f" {abs(c.change) * 100:.1f} % {'below' if c.change < 0 else 'above'} the band"
+            + f" of the {c.n_earlier} earlier runs ({_band_text(c)})"
+            for c in regressions
+        ]
+        return f"Regression in {history.focus}: " + "; ".join(parts) + tail + "."
+    names = ", ".join(_metric_words(c.metric) for c in checks if c.outcome != "no band")
+    return (
+        f"No regression: {names} of {history.focus} {at} are within or better than the band "
+        f"of the {n} earlier runs ({BAND_LEVEL:.0%} prediction interval){tail}."
+    )

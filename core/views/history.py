@@ -1,0 +1,222 @@
+"""The History view of a series (``core.analysis.history``): the chart of its headline
+metrics over time and engine versions with the band, the CLI's lines and the JSON. Words
+and pictures only: the band and the alert come from the analysis (``alert_text``)."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from core.analysis.history import BAND_LEVEL, HISTORY_METRICS, History, alert_text
+from core.analysis.points import PointKey
+from core.views.figures import ARM_PALETTE, TEMPLATE, metric_label, rgb_of
+
+__all__ = ["history_figure", "history_json", "history_lines", "history_path", "version_colours"]
+
+REGRESSION_COLOUR = "#d62728"
+ROW_HEIGHT_PX = 260
+
+
+def history_path(key: str) -> str:
+    """The shareable address of a series' History page, relative to the portal's root."""
+    return f"history?series={key}"
+
+
+def version_colours(history: History) -> dict[str, str]:
+    """One colour per engine version, in the order the versions first ran."""
+    versions = list(dict.fromkeys(r.version for r in history.runs))
+    return {v: ARM_PALETTE[i % len(ARM_PALETTE)] for i, v in enumerate(versions)}
+
+
+def _when(text: str) -> datetime | None:
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return t.astimezone(UTC).replace(tzinfo=None) if t.tzinfo else t
+
+
+def history_figure(history: History, point: PointKey | None = None) -> go.Figure:
+    """One panel per headline metric: each run's value at ``point`` (the headline point by
+    default) against the time it started, with its own interval as error bars, coloured by
+    engine version; the band of the runs before the checked run shaded, its mean dashed;
+    the checked run ringed (red when it is a regression)."""
+    point = point if point is not None else history.headline
+    metrics = [m for m in HISTORY_METRICS if any(v.metric == m for v in history.values)]
+    fig = make_subplots(
+        rows=max(len(metrics), 1),
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.08,
+        subplot_titles=[metric_label(m) for m in metrics],
+    )
+    version_of = {r.run_id: r.version for r in history.runs}
+    started = {r.run_id: _when(r.started_at) for r in history.runs}
+    colours = version_colours(history)
+    regressions = {c.metric for c in history.checks if c.outcome == "regression"}
+    for row, metric in enumerate(metrics, start=1):
+        values = [v for v in history.values if v.metric == metric and v.point == point]
+        band = history.bands.get((point, metric)) if point is not None else None
+        if band is not None:
+            fill = rgb_of(REGRESSION_COLOUR if metric in regressions else "#7f7f7f")
+            fig.add_hrect(
+                y0=band.low,
+                y1=band.high,
+                fillcolor=f"rgba({fill},0.12)",
+                line_width=0,
+                row=row,
+                col=1,
+            )
+            fig.add_hline(
+                y=band.mean, line={"dash": "dash", "color": "#7f7f7f", "width": 1}, row=row, col=1
+            )
+        for version, colour in colours.items():
+            mine = [v for v in values if version_of.get(v.run_id) == version]
+            if not mine:
+                continue
+            fig.add_trace(
+                go.Scatter(
+                    x=[started.get(v.run_id) for v in mine],
+                    y=[v.value for v in mine],
+                    mode="markers",
+                    marker={"color": colour, "size": 9},
+                    error_y={
+                        "type": "data",
+                        "symmetric": False,
+                        "array": [
+                            (v.ci_high - v.value) if v.ci_high is not None else 0 for v in mine
+                        ],
+                        "arrayminus": [
+                            (v.value - v.ci_low) if v.ci_low is not None else 0 for v in mine
+                        ],
+                        "color": colour,
+                        "thickness": 1.2,
+                    },
+                    name=version,
+                    legendgroup=version,
+                    showlegend=row == 1,
+                    text=[v.run_id for v in mine],
+                    hovertemplate="%{text}<br>" + version + "<br>%{y:.4g}<extra></extra>",
+                ),
+                row=row,
+                col=1,
+            )
+        focus = next((v for v in values if v.run_id == history.focus), None)
+        if focus is not None:
+            ring = REGRESSION_COLOUR if metric in regressions else "#222222"
+            fig.add_trace(
+                go.Scatter(
+                    x=[started.get(focus.run_id)],
+                    y=[focus.value],
+                    mode="markers",
+                    marker={
+                        "symbol": "circle-open",
+                        "size": 18,
+                        "color": ring,
+                        "line": {"width": 2},
+                    },
+                    name="checked run",
+                    legendgroup="checked",
+                    showlegend=row == 1,
+                    hoverinfo="skip",
+                ),
+                row=row,
+                col=1,
+            )
+        fig.update_yaxes(title_text=metric_label(metric), row=row, col=1)
+    label = next((v.point_label for v in history.values if v.point == point), "")
+    band_words = (
+        f"shaded: {BAND_LEVEL:.0%} prediction band of the runs before the checked one"
+        if history.bands
+        else "no band yet"
+    )
+    fig.update_layout(
+        title={"text": f"History at {label} · {band_words}", "x": 0.01, "xanchor": "left"},
+        template=TEMPLATE,
+        height=ROW_HEIGHT_PX * max(len(metrics), 1) + 120,
+        margin={"l": 70, "r": 20, "t": 80, "b": 60},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.08, "xanchor": "left", "x": 0.0},
+    )
+    fig.update_xaxes(title_text="run started (UTC)", row=max(len(metrics), 1), col=1)
+    return fig
+
+
+def _num(x: float | None) -> str:
+    if x is None or not math.isfinite(x):
+        return "-"
+    return f"{x:,.1f}" if abs(x) >= 10 else f"{x:.3g}"
+
+
+def history_lines(history: History) -> list[str]:
+    """The CLI's text: the alert (the page's words), the series, and per run its version
+    and the headline metrics at the headline point with their intervals, then the band."""
+    lines = [
+        alert_text(history),
+        "",
+        f"series {history.key}: {history.config} · {len(history.runs)} run(s) · "
+        f"headline point {history.headline_label}",
+        f"link: /{history_path(history.key)}",
+        "",
+    ]
+    metrics = [m for m in HISTORY_METRICS if any(v.metric == m for v in history.values)]
+    header = f"{'run':24} {'started (UTC)':20} {'version':22}" + "".join(
+        f" {m:>30}" for m in metrics
+    )
+    lines.append(header)
+    for r in history.runs:
+        cells = []
+        for m in metrics:
+            v = next(
+                (
+                    v
+                    for v in history.values
+                    if v.run_id == r.run_id and v.metric == m and v.point == history.headline
+                ),
+                None,
+            )
+            cell = "-" if v is None else f"{_num(v.value)} [{_num(v.ci_low)}, {_num(v.ci_high)}]"
+            cells.append(f" {cell:>30}")
+        mark = " <" if r.run_id == history.focus else ""
+        lines.append(
+            f"{r.run_id:24} {r.started_at[:19]:20} {r.version[:22]:22}{''.join(cells)}{mark}"
+        )
+    band_cells = []
+    for m in metrics:
+        band = history.bands.get((history.headline, m)) if history.headline else None
+        text = "-" if band is None else f"{_num(band.low)} … {_num(band.high)}"
+        band_cells.append(f" {text:>30}")
+    lines.append(f"{'band (' + format(BAND_LEVEL, '.0%') + ' prediction)':68}{''.join(band_cells)}")
+    lines.append("[a, b]: the run's own 95% interval; <: the run checked against the band")
+    return lines
+
+
+def _point_json(point: PointKey) -> list[Any]:
+    """A load as JSON: an unbounded request rate as ``"inf"`` (JSON has no infinity)."""
+    return ["inf" if isinstance(x, float) and math.isinf(x) else x for x in point]
+
+
+def history_json(history: History) -> dict[str, Any]:
+    """The same as JSON: the alert words, the runs, every value, the bands and checks."""
+    return {
+        "series": history.key,
+        "link": "/" + history_path(history.key),
+        "config": history.config,
+        "alert": alert_text(history),
+        "regression": history.regression,
+        "headline_point": history.headline_label,
+        "checked_run": history.focus,
+        "band_level": BAND_LEVEL,
+        "runs": [vars(r) for r in history.runs],
+        "values": [{**vars(v), "point": _point_json(v.point)} for v in history.values],
+        "bands": [
+            {"point": _point_json(p), "metric": m, **vars(b)} for (p, m), b in history.bands.items()
+        ],
+        "checks": [
+            {**{k: v for k, v in vars(c).items() if k != "band"}, "band": c.band and vars(c.band)}
+            for c in history.checks
+        ],
+    }
