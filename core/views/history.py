@@ -70,9 +70,14 @@ def history_figure(history: History, point: PointKey | None = None) -> go.Figure
                 line_width=0,
                 row=row,
                 col=1,
+                exclude_empty_subplots=False,  # drawn before the panel's markers
             )
             fig.add_hline(
-                y=band.mean, line={"dash": "dash", "color": "#7f7f7f", "width": 1}, row=row, col=1
+                y=band.mean,
+                line={"dash": "dash", "color": "#7f7f7f", "width": 1},
+                row=row,
+                col=1,
+                exclude_empty_subplots=False,
             )
         for version, colour in colours.items():
             mine = [v for v in values if version_of.get(v.run_id) == version]
