@@ -20,6 +20,7 @@ pages = [
     st.Page(
         "pages/experiment.py", title="Experiments", icon=":material/science:", url_path="experiment"
     ),
+    st.Page("pages/history.py", title="History", icon=":material/timeline:", url_path="history"),
     st.Page("pages/import_export.py", title="Import / Export", url_path="import_export"),
 ]
 # st.navigation comes before the gate: a script that stops before calling it leaves

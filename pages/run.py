@@ -7,6 +7,7 @@ import json
 import pandas as pd
 import streamlit as st
 
+from core.analysis.history import series_of_run, series_size
 from core.analysis.ledger import run_ledger
 from core.analysis.points import point_rows
 from core.analysis.runs import has_records, latency_samples, load_run, no_records_note
@@ -95,6 +96,15 @@ def live_status() -> None:
 
 live_status()
 view = load_run(folder)
+if (series := series_of_run(settings.runs_dir, run_id)) and (
+    n_runs := series_size(settings.runs_dir, series)
+):
+    st.page_link(
+        "pages/history.py",
+        label=f"History of this configuration ({n_runs} run{'s' if n_runs != 1 else ''})",
+        query_params={"run": run_id},
+        icon=":material/timeline:",
+    )
 launch = view.launch or {}
 if is_demo_run(run_id):
     st.info(

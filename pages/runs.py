@@ -47,6 +47,7 @@ COLUMNS = {
     "duration_s": "wall s",
     "tags": "tags",
     "reason": "reason",
+    "history": "history",
 }
 
 
@@ -109,6 +110,11 @@ def run_table() -> None:
             "experiment": st.column_config.LinkColumn(
                 "experiment", display_text=r"experiment\?experiment=(.*)"
             ),
+            "history": st.column_config.LinkColumn(
+                "history",
+                display_text="history",
+                help="this configuration's runs over time and versions, with the band",
+            ),
             "out tok/s": st.column_config.NumberColumn(
                 format="%.1f", help="at the point named in 'headline at' (the plan's heaviest load)"
             ),
@@ -126,6 +132,12 @@ def run_table() -> None:
             label=f"Open run {chosen[0]}",
             query_params={"run": chosen[0]},
             icon=":material/description:",
+        )
+        b1.page_link(
+            "pages/history.py",
+            label="History of this configuration",
+            query_params={"run": chosen[0]},
+            icon=":material/timeline:",
         )
     if len(chosen) >= 2:
         b2.page_link(

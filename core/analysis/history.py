@@ -59,6 +59,7 @@ __all__ = [
     "series_key",
     "series_of_run",
     "series_runs",
+    "series_size",
 ]
 
 SERIES_PREFIX: Final = "ser-"
@@ -167,20 +168,30 @@ def _started(view: RunView) -> str:
     return str(view.status.started_at or view.spec.get("created_at") or "")
 
 
-def series_runs(runs_dir: Path, key: str) -> list[RunView]:
-    """Every succeeded run of the series with results, oldest first (by start time)."""
+def _member_paths(runs_dir: Path, key: str) -> list[Path]:
+    """The folders of the series' runs that succeeded with at least one point."""
     try:
         paths = [p for p in runs_dir.iterdir() if (p / "spec.json").is_file()]
     except OSError:
         return []
-    views = []
-    for path in paths:
-        if _key_of(path) != key:
-            continue
-        view = load_run(RunFolder(path))
-        if view.status.state == "succeeded" and view.points:
-            views.append(view)
-    return sorted(views, key=lambda v: (_started(v), v.run_id))
+    return [
+        p
+        for p in paths
+        if _key_of(p) == key
+        and RunFolder(p).status_or_empty().state == "succeeded"
+        and (p / "points").is_dir()
+    ]
+
+
+def series_size(runs_dir: Path, key: str) -> int:
+    """How many runs the series holds (what a link to its History says)."""
+    return len(_member_paths(runs_dir, key))
+
+
+def series_runs(runs_dir: Path, key: str) -> list[RunView]:
+    """Every succeeded run of the series with results, oldest first (by start time)."""
+    views = [load_run(RunFolder(p)) for p in _member_paths(runs_dir, key)]
+    return sorted((v for v in views if v.points), key=lambda v: (_started(v), v.run_id))
 
 
 @dataclass(frozen=True)

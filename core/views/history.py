@@ -8,6 +8,7 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
+import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -15,7 +16,14 @@ from core.analysis.history import BAND_LEVEL, HISTORY_METRICS, History, alert_te
 from core.analysis.points import PointKey
 from core.views.figures import ARM_PALETTE, TEMPLATE, metric_label, rgb_of
 
-__all__ = ["history_figure", "history_json", "history_lines", "history_path", "version_colours"]
+__all__ = [
+    "history_figure",
+    "history_json",
+    "history_lines",
+    "history_path",
+    "history_table",
+    "version_colours",
+]
 
 REGRESSION_COLOUR = "#d62728"
 ROW_HEIGHT_PX = 260
@@ -225,3 +233,34 @@ def history_json(history: History) -> dict[str, Any]:
             for c in history.checks
         ],
     }
+
+
+def history_table(history: History, point: PointKey | None = None) -> pd.DataFrame:
+    """The History page's table at ``point`` (the headline point by default): per run a
+    link to it, when it started, its version, and each headline metric with its own
+    interval; the checked run marked."""
+    point = point if point is not None else history.headline
+    metrics = [m for m in HISTORY_METRICS if any(v.metric == m for v in history.values)]
+    rows = []
+    for r in history.runs:
+        row: dict[str, Any] = {
+            "run": f"run?run={r.run_id}",
+            "started (UTC)": r.started_at[:19].replace("T", " "),
+            "version": r.version,
+            "checked": "◀ checked" if r.run_id == history.focus else "",
+        }
+        for m in metrics:
+            v = next(
+                (
+                    v
+                    for v in history.values
+                    if v.run_id == r.run_id and v.metric == m and v.point == point
+                ),
+                None,
+            )
+            row[metric_label(m)] = None if v is None else v.value
+            row[f"{metric_label(m)} 95% CI"] = (
+                None if v is None or v.ci_low is None else f"{_num(v.ci_low)} … {_num(v.ci_high)}"
+            )
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,7 +1,8 @@
 """The Runs page's table: the catalog's rows plus what a reader needs to tell runs apart
 at a glance: the experiment and arm a run belongs to (with a link), the knobs under test as
-columns, which point the headline metrics were measured at, the shipped H200 demo named as
-such, and which runs are live (only those can be cancelled).
+columns, which point the headline metrics were measured at, a link to the history of its
+configuration, the shipped H200 demo named as such, and which runs are live (only those can
+be cancelled).
 
 Pure functions over the catalog rows and the run folders' spec.json (read once per run
 and cached: a spec never changes after a run is queued).
@@ -87,6 +88,8 @@ def runs_frame(rows: Sequence[dict[str, Any]], runs_dir: Path) -> pd.DataFrame:
                 else None
             )
         row["headline at"] = _headline_label(spec)
+        # a run with results is a point of its configuration's history (pages/history.py)
+        row["history"] = f"history?run={r['run_id']}" if r.get("state") == "succeeded" else None
         if demo:
             row["model"] = "H200 demo: " + Path(str(r.get("model") or "")).name
         if r.get("state") == "cancelled":

@@ -1,0 +1,69 @@
+"""History: one configuration's runs over time and engine versions, the band the earlier
+runs make and the regression alert (shareable as ?series=KEY; ?run=ID opens that run's
+series with that run checked)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from core.analysis.history import BAND_LEVEL, alert_text, is_series_key, load_history
+from core.run_folder import is_run_id
+from core.views.history import history_figure, history_path, history_table
+from pages._services import bootstrap
+
+settings, _worker = bootstrap()
+target = st.query_params.get("series", "") or st.query_params.get("run", "")
+history = (
+    load_history(settings.runs_dir, target)
+    if target and (is_series_key(target) or is_run_id(target))
+    else None
+)
+st.title("History")
+if history is None:
+    st.warning(
+        "No series selected, or no succeeded run of it. Open one from a Run page or the "
+        "Runs page's history column (links look like `/history?series=ser-…` or "
+        "`/history?run=RUN_ID`)."
+    )
+    st.stop()
+
+# the alert first: the same words as `python -m core history` (core.analysis.history)
+alert = alert_text(history)
+if history.regression:
+    st.error(alert, icon=":material/trending_down:")
+elif alert.startswith("No band yet"):
+    st.info(alert, icon=":material/hourglass_empty:")
+else:
+    st.success(alert, icon=":material/check_circle:")
+versions = list(dict.fromkeys(r.version for r in history.runs))
+st.caption(
+    f"{history.config} · {len(history.runs)} run(s) of this configuration · "
+    f"{len(versions)} version(s): {', '.join(versions)} · checked: {history.focus}"
+)
+st.markdown("**Link to this series**")
+st.code(f"/{history_path(history.key)}", language=None)
+
+labels = [label for _, label in history.points]
+keys = [key for key, _ in history.points]
+chosen = st.selectbox(
+    "Point",
+    labels,
+    index=labels.index(history.headline_label) if history.headline_label in labels else 0,
+    key="history_point",
+    help="the alert checks the headline point (the heaviest load); the others are shown",
+)
+point = keys[labels.index(chosen)]
+st.plotly_chart(history_figure(history, point))
+st.dataframe(
+    history_table(history, point),
+    hide_index=True,
+    column_config={
+        "run": st.column_config.LinkColumn("run", display_text=r"run\?run=(.*)"),
+    },
+)
+st.caption(
+    f"Band: the {BAND_LEVEL:.0%} prediction interval of the next run from the runs before the "
+    "checked one, on the log scale (mean ± t·s·√(1+1/n)); a value beyond it on the worse side "
+    "is a regression. It needs 3 earlier runs; an A/A series alerts at most 2 % of the time "
+    "(docs/METRICS.md, History). Error bars: each run's own 95% interval from its requests."
+)
