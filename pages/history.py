@@ -54,11 +54,17 @@ chosen = st.selectbox(
 )
 point = keys[labels.index(chosen)]
 st.plotly_chart(history_figure(history, point))
+table = history_table(history, point)
 st.dataframe(
-    history_table(history, point),
+    table,
     hide_index=True,
     column_config={
         "run": st.column_config.LinkColumn("run", display_text=r"run\?run=(.*)"),
+        **{
+            c: st.column_config.NumberColumn(format="%.1f")
+            for c in table.columns
+            if str(table[c].dtype).startswith("float")
+        },
     },
 )
 st.caption(

@@ -482,13 +482,16 @@ def alert_text(history: History) -> str:
         else ""
     )
     if regressions:
-        parts = [
-            f"{_metric_words(c.metric)} {at} "
-            + ("fell" if c.change < 0 else "rose")
-            + f" {abs(c.change) * 100:.1f} % {'below' if c.change < 0 else 'above'} the band"
-            + f" of the {c.n_earlier} earlier runs ({_band_text(c)})"
-            for c in regressions
-        ]
+        parts = []
+        for c in regressions:
+            assert c.band is not None
+            side = "below" if c.change < 0 else "above"
+            parts.append(
+                f"{_metric_words(c.metric)} {at} {'fell' if c.change < 0 else 'rose'} "
+                f"{abs(c.value / c.band.mean - 1) * 100:.1f} % {side} the mean of the "
+                f"{c.n_earlier} earlier runs, {abs(c.change) * 100:.1f} % {side} their band "
+                f"({_band_text(c)})"
+            )
         return f"Regression in {history.focus}: " + "; ".join(parts) + tail + "."
     names = ", ".join(_metric_words(c.metric) for c in checks if c.outcome != "no band")
     return (

@@ -69,23 +69,52 @@ def history_figure(history: History, point: PointKey | None = None) -> go.Figure
     for row, metric in enumerate(metrics, start=1):
         values = [v for v in history.values if v.metric == metric and v.point == point]
         band = history.bands.get((point, metric)) if point is not None else None
-        if band is not None:
+        times = [t for t in started.values() if t is not None]
+        if band is not None and times:
+            # traces, not a shape: the axis range then takes the band in
             fill = rgb_of(REGRESSION_COLOUR if metric in regressions else "#7f7f7f")
-            fig.add_hrect(
-                y0=band.low,
-                y1=band.high,
-                fillcolor=f"rgba({fill},0.12)",
-                line_width=0,
+            span = [min(times), max(times)]
+            fig.add_trace(
+                go.Scatter(
+                    x=span,
+                    y=[band.low] * 2,
+                    mode="lines",
+                    line={"width": 0},
+                    showlegend=False,
+                    hoverinfo="skip",
+                ),
                 row=row,
                 col=1,
-                exclude_empty_subplots=False,  # drawn before the panel's markers
             )
-            fig.add_hline(
-                y=band.mean,
-                line={"dash": "dash", "color": "#7f7f7f", "width": 1},
+            fig.add_trace(
+                go.Scatter(
+                    x=span,
+                    y=[band.high] * 2,
+                    mode="lines",
+                    line={"width": 0},
+                    fill="tonexty",
+                    fillcolor=f"rgba({fill},0.15)",
+                    name=f"band ({BAND_LEVEL:.0%}, {band.n} earlier runs)",
+                    legendgroup="band",
+                    showlegend=row == 1,
+                    hovertemplate=f"band {band.low:.4g} … {band.high:.4g}<extra></extra>",
+                ),
                 row=row,
                 col=1,
-                exclude_empty_subplots=False,
+            )
+            fig.add_trace(
+                go.Scatter(
+                    x=span,
+                    y=[band.mean] * 2,
+                    mode="lines",
+                    line={"dash": "dash", "color": "#7f7f7f", "width": 1},
+                    name="mean of the earlier runs",
+                    legendgroup="mean",
+                    showlegend=row == 1,
+                    hoverinfo="skip",
+                ),
+                row=row,
+                col=1,
             )
         for version, colour in colours.items():
             mine = [v for v in values if version_of.get(v.run_id) == version]
