@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -95,16 +96,31 @@ def is_series_key(text: str) -> bool:
     )
 
 
-def _defaults(model: Any) -> dict[str, Any]:
-    return dict(model.model_dump(mode="json"))
+_MODELS: Final = {
+    "server": ServerConfig,
+    "plan": BenchmarkPlan,
+    "point": Point,
+    "workload": Workload,
+}
+
+
+@lru_cache(maxsize=8)
+def _default_json(name: str) -> str:
+    return json.dumps(_MODELS[name]().model_dump(mode="json"))
+
+
+def _defaults(name: str) -> dict[str, Any]:
+    """A model's defaults as JSON values (a fresh dict: callers merge into it)."""
+    loaded: dict[str, Any] = json.loads(_default_json(name))
+    return loaded
 
 
 def _point(p: Any) -> Any:
     if not isinstance(p, dict):
         return p
     workload = p.get("workload")
-    out = {**_defaults(Point()), **p}
-    out["workload"] = {**_defaults(Workload()), **(workload if isinstance(workload, dict) else {})}
+    out = {**_defaults("point"), **p}
+    out["workload"] = {**_defaults("workload"), **(workload if isinstance(workload, dict) else {})}
     out["request_rate"] = rate_value(out.get("request_rate"))
     return out
 
@@ -117,8 +133,8 @@ def _normalized(spec: Mapping[str, Any]) -> dict[str, Any]:
     server = spec.get("server") if isinstance(spec.get("server"), dict) else {}
     plan = spec.get("plan") if isinstance(spec.get("plan"), dict) else {}
     out = {
-        "server": {**_defaults(ServerConfig()), **(server or {})},
-        "plan": {**_defaults(BenchmarkPlan()), **(plan or {})},
+        "server": {**_defaults("server"), **(server or {})},
+        "plan": {**_defaults("plan"), **(plan or {})},
     }
     out["plan"]["points"] = [_point(p) for p in (plan or {}).get("points") or []]
     for field in SERIES_IGNORED:
@@ -127,70 +143,93 @@ def _normalized(spec: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _digest(data: Any, hex_digits: int) -> str:
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:hex_digits]
+
+
 def series_key(spec: Mapping[str, Any], facts: Mapping[str, Any]) -> str:
-    """THE series rule: ``ser-`` + 12 hex digits of the SHA-256 of the run's normalized
-    configuration (``_normalized``) and the GPUs its server ran on (``facts.gpu``: the
-    same knobs on another GPU measure something else). Stable: JSON with sorted keys."""
-    payload = {**_normalized(spec), "gpu": gpu_names(facts.get("gpus"))}
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
-    return SERIES_PREFIX + hashlib.sha256(text.encode()).hexdigest()[:12]
+    """THE series rule: ``ser-``, 8 hex digits of the SHA-256 of the run's normalized
+    configuration (``_normalized``) and 4 of the GPUs its server ran on (``facts.gpus``:
+    the same knobs on another GPU measure something else). Stable: JSON with sorted keys.
+    Two parts, so that finding a series reads the facts of its configuration's runs only."""
+    return SERIES_PREFIX + _digest(_normalized(spec), 8) + _gpu_digest(facts)
+
+
+def _gpu_digest(facts: Mapping[str, Any]) -> str:
+    return _digest(gpu_names(facts.get("gpus")), 4)
 
 
 @lru_cache(maxsize=100_000)
-def _folder_key(path: str, spec_ns: int, facts_ns: int) -> str | None:
+def _folder_config(path: str, status_ns: int) -> tuple[str | None, bool]:
+    """(configuration digest, is a member: succeeded with points) of one folder, cached
+    by its status.json's mtime: a spec never changes, so a folder is read once per
+    process unless its run moved on."""
     folder = RunFolder(Path(path))
     spec = folder.read("spec.json")
     if not isinstance(spec, dict):
-        return None
-    facts = folder.read("facts.json")
-    return series_key(spec, facts if isinstance(facts, dict) else {})
+        return None, False
+    member = folder.status_or_empty().state == "succeeded" and (folder.path / "points").is_dir()
+    return _digest(_normalized(spec), 8), member
 
 
-def _mtime_ns(path: Path) -> int:
+@lru_cache(maxsize=100_000)
+def _folder_gpu(path: str, status_ns: int) -> str:
+    """The GPU part of a folder's key (its facts are written before the status that
+    follows them: the status mtime keys them too)."""
+    facts = RunFolder(Path(path)).read("facts.json")
+    return _gpu_digest(facts if isinstance(facts, dict) else {})
+
+
+def _status_ns(root: str, name: str) -> int | None:
     try:
-        return path.stat().st_mtime_ns
+        # os.stat on a string: a Path per folder doubles the cost of a 10,000-run scan
+        return os.stat(f"{root}/{name}/status.json").st_mtime_ns  # noqa: PTH116
     except OSError:
-        return 0
-
-
-def _key_of(path: Path) -> str | None:
-    return _folder_key(str(path), _mtime_ns(path / "spec.json"), _mtime_ns(path / "facts.json"))
+        return None  # not a run folder, or still being created
 
 
 def series_of_run(runs_dir: Path, run_id: str) -> str | None:
     """The series key of one run (None: no such run, or it has no spec.json)."""
-    if not is_run_id(run_id) or not (runs_dir / run_id / "spec.json").is_file():
+    if not is_run_id(run_id) or (ns := _status_ns(str(runs_dir), run_id)) is None:
         return None
-    return _key_of(runs_dir / run_id)
+    path = str(runs_dir / run_id)
+    config = _folder_config(path, ns)[0]
+    return None if config is None else SERIES_PREFIX + config + _folder_gpu(path, ns)
+
+
+def _member_ids(runs_dir: Path, key: str) -> list[str]:
+    """The series' runs that succeeded with at least one point: one scandir and one stat
+    per folder (as ``Catalog._scan``), the rest from the caches."""
+    root = str(runs_dir)
+    config, gpu = key[len(SERIES_PREFIX) : len(SERIES_PREFIX) + 8], key[len(SERIES_PREFIX) + 8 :]
+    try:
+        with os.scandir(root) as entries:
+            names = [e.name for e in entries if not e.name.startswith(".")]
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        if (ns := _status_ns(root, name)) is None:
+            continue
+        path = f"{root}/{name}"
+        if _folder_config(path, ns) == (config, True) and _folder_gpu(path, ns) == gpu:
+            out.append(name)
+    return out
+
+
+def series_size(runs_dir: Path, key: str) -> int:
+    """How many runs the series holds (what a link to its History says)."""
+    return len(_member_ids(runs_dir, key))
 
 
 def _started(view: RunView) -> str:
     return str(view.status.started_at or view.spec.get("created_at") or "")
 
 
-def _member_paths(runs_dir: Path, key: str) -> list[Path]:
-    """The folders of the series' runs that succeeded with at least one point."""
-    try:
-        paths = [p for p in runs_dir.iterdir() if (p / "spec.json").is_file()]
-    except OSError:
-        return []
-    return [
-        p
-        for p in paths
-        if _key_of(p) == key
-        and RunFolder(p).status_or_empty().state == "succeeded"
-        and (p / "points").is_dir()
-    ]
-
-
-def series_size(runs_dir: Path, key: str) -> int:
-    """How many runs the series holds (what a link to its History says)."""
-    return len(_member_paths(runs_dir, key))
-
-
 def series_runs(runs_dir: Path, key: str) -> list[RunView]:
     """Every succeeded run of the series with results, oldest first (by start time)."""
-    views = [load_run(RunFolder(p)) for p in _member_paths(runs_dir, key)]
+    views = [load_run(RunFolder(runs_dir / name)) for name in _member_ids(runs_dir, key)]
     return sorted((v for v in views if v.points), key=lambda v: (_started(v), v.run_id))
 
 
