@@ -21,6 +21,7 @@ from tests.runs_by_hand import P1, P4, make_run, run_facts
 REPO = Path(__file__).resolve().parent.parent
 DEMO_RUN = "20261202-002720-c5b868"  # the last of 7 demo runs of kv-pressure mem=0.92
 UPGRADED = "20990301-050000-upgr05"
+VERSION_AB_RUN = "20261202-033636-e068e1"  # the last run of exp-20261202-033636-ec50
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +103,14 @@ def test_the_runs_page_has_a_history_column(app: AppTest) -> None:
     assert row["history"] == f"history?run={DEMO_RUN}"
     cancelled = table[table["status"] == "cancelled"].iloc[0]
     assert pd.isna(cancelled["history"])  # a run without results is in no history
+
+
+def test_the_demo_version_ab_is_a_two_version_history(data: Path) -> None:
+    """The H200 demo's SGLang 0.5.14 vs 0.5.17 experiment: its arms differ only in the
+    engine installation, so its 6 runs are one series with two versions."""
+    history = load_history(data / "runs", VERSION_AB_RUN)
+    assert history is not None and len(history.runs) == 6
+    assert {r.version for r in history.runs} == {"sglang 0.5.14", "sglang 0.5.17"}
 
 
 @pytest.mark.parametrize("params", [{}, {"series": "ser-000000000000"}, {"run": "../etc"}])

@@ -37,7 +37,7 @@ from core.analysis.runs import RunView, has_records, latency_samples, load_run
 from core.analysis.stats import mean_ci, t_quantile
 from core.config import BenchmarkPlan, Point, ServerConfig, Workload
 from core.metrics import VERDICT_METRICS, as_number, headline_index, rate_value
-from core.run_folder import RunFolder, is_run_id
+from core.run_folder import RunFolder, epoch_s, is_run_id
 
 __all__ = [
     "AA_ALERT_RATE",
@@ -227,10 +227,15 @@ def _started(view: RunView) -> str:
     return str(view.status.started_at or view.spec.get("created_at") or "")
 
 
+def _order(view: RunView) -> tuple[float, str]:
+    """When a run started (seconds since the epoch; unknown first), then its id."""
+    return epoch_s(_started(view)) or 0.0, view.run_id
+
+
 def series_runs(runs_dir: Path, key: str) -> list[RunView]:
     """Every succeeded run of the series with results, oldest first (by start time)."""
     views = [load_run(RunFolder(runs_dir / name)) for name in _member_ids(runs_dir, key)]
-    return sorted((v for v in views if v.points), key=lambda v: (_started(v), v.run_id))
+    return sorted((v for v in views if v.points), key=_order)
 
 
 @dataclass(frozen=True)
@@ -384,7 +389,8 @@ def _version(view: RunView) -> str:
     version = view.facts.get("engine_version")
     install = (view.spec.get("server") or {}).get("engine_install")
     text = f"{engine} {version}" if version else f"{engine} (version unknown)"
-    return f"{text} · {install}" if install else text
+    # an installation named after its version says nothing more
+    return f"{text} ({install})" if install and str(version) not in str(install) else text
 
 
 def _point_label(summary: Mapping[str, Any]) -> str:

@@ -14,6 +14,7 @@ from plotly.subplots import make_subplots
 
 from core.analysis.history import BAND_LEVEL, HISTORY_METRICS, History, alert_text
 from core.analysis.points import PointKey
+from core.run_folder import epoch_s
 from core.views.figures import ARM_PALETTE, TEMPLATE, metric_label, rgb_of
 
 __all__ = [
@@ -41,11 +42,9 @@ def version_colours(history: History) -> dict[str, str]:
 
 
 def _when(text: str) -> datetime | None:
-    try:
-        t = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return t.astimezone(UTC).replace(tzinfo=None) if t.tzinfo else t
+    """A stored stamp as a naive UTC time (plotly draws an aware one in the browser's zone)."""
+    t = epoch_s(text)
+    return None if t is None else datetime.fromtimestamp(t, UTC).replace(tzinfo=None)
 
 
 def history_figure(history: History, point: PointKey | None = None) -> go.Figure:
@@ -205,7 +204,7 @@ def history_lines(history: History) -> list[str]:
         "",
     ]
     metrics = [m for m in HISTORY_METRICS if any(v.metric == m for v in history.values)]
-    header = f"{'run':24} {'started (UTC)':20} {'version':22}" + "".join(
+    header = f"{'run':24} {'started (UTC)':20} {'version':30}" + "".join(
         f" {m:>30}" for m in metrics
     )
     lines.append(header)
@@ -224,14 +223,14 @@ def history_lines(history: History) -> list[str]:
             cells.append(f" {cell:>30}")
         mark = " <" if r.run_id == history.focus else ""
         lines.append(
-            f"{r.run_id:24} {r.started_at[:19]:20} {r.version[:22]:22}{''.join(cells)}{mark}"
+            f"{r.run_id:24} {r.started_at[:19]:20} {r.version[:30]:30}{''.join(cells)}{mark}"
         )
     band_cells = []
     for m in metrics:
         band = history.bands.get((history.headline, m)) if history.headline else None
         text = "-" if band is None else f"{_num(band.low)} … {_num(band.high)}"
         band_cells.append(f" {text:>30}")
-    lines.append(f"{'band (' + format(BAND_LEVEL, '.0%') + ' prediction)':68}{''.join(band_cells)}")
+    lines.append(f"{'band (' + format(BAND_LEVEL, '.0%') + ' prediction)':76}{''.join(band_cells)}")
     lines.append("[a, b]: the run's own 95% interval; <: the run checked against the band")
     return lines
 
