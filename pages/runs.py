@@ -97,7 +97,7 @@ def run_table() -> None:
     }
     if nodes:
         columns["node"] = "node"
-    order = ["run_id", "state", "phase", "experiment", "arm", *knobs]
+    order = ["run_id", "state", "history", "phase", "experiment", "arm", *knobs]
     columns = {k: columns[k] for k in [*order, *(c for c in columns if c not in order)]}
     df = frame[list(columns)].rename(columns=columns)
     event = st.dataframe(
