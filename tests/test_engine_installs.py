@@ -182,6 +182,12 @@ def test_each_installation_is_detected_once_and_builds_its_own_argv(
 
 
 def test_a_transformers_installation_runs_serve_with_its_own_python(tmp_path: Path) -> None:
+    """Two transformers venvs are a version A/B too: the installation's python runs
+    `serve` (its detection is the default one's code, keyed by that interpreter; its
+    option list is given here: reading a real `serve --help` costs minutes on a busy host)."""
+    from core.engines import EngineInfo, detect_cache
+    from core.engines.transformers_serve import CLI_MODULE, NOTE_MODEL_POSITIONAL
+
     wrapper = _wrapper(tmp_path, "tf", Path(sys.prefix))
     settings = Settings(
         data_dir=tmp_path / "data",
@@ -192,10 +198,16 @@ def test_a_transformers_installation_runs_serve_with_its_own_python(tmp_path: Pa
         ).engine_installs,
     )
     adapter = get_adapter("transformers", settings, "tf-b")
-    info = adapter.detect()
-    assert info.installed, info.reason
-    plan = adapter.plan_launch(ServerConfig(engine_install="tf-b"), 30000, info)
-    assert plan.argv is not None and plan.argv[0] == str(wrapper)
+    assert detect_cache.interpreter(str(wrapper)) != detect_cache.interpreter(sys.executable)
+    info = EngineInfo(
+        "transformers",
+        True,
+        "5.17.0",
+        options=frozenset({"--host", "--port", "--continuous-batching", "--device", "--dtype"}),
+        notes=(NOTE_MODEL_POSITIONAL,),
+    )
+    plan = adapter.plan_launch(ServerConfig(engine_install="tf-b", device="cpu"), 30000, info)
+    assert plan.argv is not None and plan.argv[:3] == [str(wrapper), "-m", CLI_MODULE]
 
 
 # --- refused before anything is queued ---------------------------------------------------------
