@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from core.analysis.card import shared_experiment
-from core.analysis.diff import config_diff, confounders, unknown_fields
+from core.analysis.diff import config_diff, confounders, unknown_fields, version_change
 from core.analysis.memory import memory_headroom
 from core.analysis.points import metric_deltas
 from core.analysis.roles import baseline_index, headline_point, knob_fields
@@ -100,6 +100,9 @@ if extra:
     )
 elif knobs:
     st.success(f"Only the knob under test differs: {', '.join(knobs)}.")
+# the version is the installation's, not a confounder; the baseline's first
+if version := version_change([views[baseline], *(v for i, v in enumerate(views) if i != baseline)]):
+    st.info(f"The runs differ by engine installation: {version}.", icon=":material/deployed_code:")
 by_id = dict(zip(run_ids, names, strict=True))
 for rid, missing in unknown_fields(views).items():  # imported runs state less
     st.info(

@@ -32,6 +32,7 @@ st.caption(
     + (", ".join(host.gpus) if host.has_gpu else "no GPU (CPU only)")
     + " · engines: "
     + ", ".join(f"{n} {i.version or ''}".strip() for n, i in host.engines.items() if i.installed)
+    + (" · installations: " + ", ".join(host.installs) if host.installs else "")
     + " · "
     + executor_summary(settings)
 )
@@ -171,6 +172,14 @@ with st.form("launch"):
         # every engine, in core.engines.ENGINES order: detect_host checked each one
         st.selectbox("Engine", list(host.engines), key="engine", format_func=_engine_label)
         err("engine")
+        if host.installs:  # named installations (README "Engines"); "" = the default one
+            st.selectbox(
+                "Engine installation (of the engine above)",
+                ["", *host.installs],
+                key="engine_install",
+                format_func=host.install_label,
+            )
+            err("engine_install")
         st.text_input("Model (folder, hub id, or the bundled default)", D["model"], key="model")
         err("model")
         st.text_input("Tokenizer folder (optional)", "", key="tokenizer")

@@ -182,6 +182,12 @@ def test_each_installation_is_detected_once_and_builds_its_own_argv(
 
 
 def test_a_transformers_installation_runs_serve_with_its_own_python(tmp_path: Path) -> None:
+    """Two transformers venvs are a version A/B too: the installation's python runs
+    `serve` (its detection is the default one's code, keyed by that interpreter; its
+    option list is given here: reading a real `serve --help` costs minutes on a busy host)."""
+    from core.engines import EngineInfo, detect_cache
+    from core.engines.transformers_serve import CLI_MODULE, NOTE_MODEL_POSITIONAL
+
     wrapper = _wrapper(tmp_path, "tf", Path(sys.prefix))
     settings = Settings(
         data_dir=tmp_path / "data",
@@ -192,10 +198,16 @@ def test_a_transformers_installation_runs_serve_with_its_own_python(tmp_path: Pa
         ).engine_installs,
     )
     adapter = get_adapter("transformers", settings, "tf-b")
-    info = adapter.detect()
-    assert info.installed, info.reason
-    plan = adapter.plan_launch(ServerConfig(engine_install="tf-b"), 30000, info)
-    assert plan.argv is not None and plan.argv[0] == str(wrapper)
+    assert detect_cache.interpreter(str(wrapper)) != detect_cache.interpreter(sys.executable)
+    info = EngineInfo(
+        "transformers",
+        True,
+        "5.17.0",
+        options=frozenset({"--host", "--port", "--continuous-batching", "--device", "--dtype"}),
+        notes=(NOTE_MODEL_POSITIONAL,),
+    )
+    plan = adapter.plan_launch(ServerConfig(engine_install="tf-b", device="cpu"), 30000, info)
+    assert plan.argv is not None and plan.argv[:3] == [str(wrapper), "-m", CLI_MODULE]
 
 
 # --- refused before anything is queued ---------------------------------------------------------
@@ -309,3 +321,55 @@ def test_an_ab_of_two_installations_runs_and_explains_the_version(
     assert explained.knobs == {"server.engine_install": (OLD, NEW)}
     assert "facts.engine_version" not in explained.not_explainable
     assert explained.explained == (f"engine version 0.5.14→0.5.23 (installation {OLD}→{NEW})",)
+
+
+# --- the Launch form ----------------------------------------------------------------------------
+
+
+def test_the_launch_form_picks_an_installation_and_says_why_one_cannot_run(
+    tmp_path: Path,
+) -> None:
+    from core.engines import EngineInfo
+    from core.launch.forms import FORM_DEFAULTS, launch_from_form
+    from core.launch.host import HostInfo
+
+    (tmp_path / "m").mkdir()
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        sglang_python=sys.executable,
+        transformers_python=sys.executable,
+        model_roots=(tmp_path,),
+    )
+    host = HostInfo(
+        gpus=(),
+        engines={"sglang": EngineInfo("sglang", False, reason="No module named sglang")},
+        installs={
+            OLD: EngineInfo("sglang", True, "0.5.14"),
+            "tf-b": EngineInfo("transformers", True, "5.17.0"),
+            "sglang-broken": EngineInfo("sglang", False, reason="No module named sglang"),
+        },
+    )
+    base = {
+        **FORM_DEFAULTS,
+        "preset": "Single run",
+        "engine": "sglang",
+        "model": str(tmp_path / "m"),
+        "device": "cpu",
+    }
+    # the default SGLang is missing here, the named one is not: the run is launchable
+    specs, errors = launch_from_form(
+        {**base, "engine_install": OLD}, host, settings=settings, local=False
+    )
+    assert errors == {} and specs[0].server.engine_install == OLD
+    _, errors = launch_from_form(base, host, settings=settings, local=False)
+    assert "engine" in errors
+    for name, says in (
+        ("tf-b", "tf-b is an installation of transformers"),
+        ("sglang-broken", "No module named sglang"),
+        ("sglang-9", "no engine installation named 'sglang-9'"),
+    ):
+        _, errors = launch_from_form(
+            {**base, "engine_install": name}, host, settings=settings, local=False
+        )
+        assert says in errors["engine_install"], errors
+    assert host.install_label(OLD) == f"{OLD} (sglang 0.5.14)"

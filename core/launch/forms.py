@@ -58,6 +58,8 @@ FORM_DEFAULTS: dict[str, Any] = {
     "endpoint_url": "",
     "device": "auto",
     "dtype": "auto",
+    # a named engine installation (README "Engines"); "" = the engine's default one
+    "engine_install": "",
     "cuda_graphs": "engine default",
     "cuda_graph_max_bs": "",
     "mem_fraction_static": "",
@@ -344,7 +346,9 @@ def launch_from_form(
     settings = settings or load_settings()
     errors: dict[str, str] = {}
     engine = str(form.get("engine", "transformers"))
-    if (why := host.unavailable(engine)) is not None:
+    install = _text(form, "engine_install") or None
+    # a named installation is checked on its own (cannot_run); the default one here
+    if install is None and (why := host.unavailable(engine)) is not None:
         errors["engine"] = why
     preset: Preset | None = next((p for p in PRESETS if p.name == form.get("preset")), None)
     if preset is None:
@@ -373,6 +377,7 @@ def launch_from_form(
     cuda = {"on": True, "off": False}.get(str(form.get("cuda_graphs")))
     server = {
         "engine": engine,
+        "engine_install": install,
         "model": _text(form, "model"),
         "tokenizer": _text(form, "tokenizer") or None,
         "endpoint_url": _text(form, "endpoint_url") or None,

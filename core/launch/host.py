@@ -83,6 +83,23 @@ class HostInfo:
             return why or f"{engine} is not installed"
         return None
 
+    def install_label(self, name: str) -> str:
+        """How the Launch form names an installation: "" is the default one."""
+        if not name:
+            return (
+                "default ("
+                + ", ".join(
+                    f"{e} {i.version}" for e, i in self.engines.items() if i.installed and i.version
+                )
+                + ")"
+            )
+        info = self.installs.get(name)
+        if info is None:
+            return f"{name} (not configured)"
+        if not info.installed:
+            return f"{name} ({info.name}, unavailable: {info.reason})"
+        return f"{name} ({info.name} {info.version or 'version unknown'})"
+
     def install_unavailable(self, server: ServerConfig) -> str | None:
         """Why ``server.engine_install`` cannot run ``server.engine`` here; None when it can."""
         name = server.engine_install
