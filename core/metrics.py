@@ -56,6 +56,7 @@ __all__ = [
     "record_lengths",
     "steady_state",
     "summarize_ms",
+    "wave_warning",
 ]
 
 DEFINITION = "sglang bench_serving (sglang-oai-chat)"
@@ -282,21 +283,45 @@ def steady_state(
     return out
 
 
+def wave_warning(num_requests: int, concurrency: int | None) -> str | None:
+    """THE waves rule: why a point of ``num_requests`` at ``concurrency`` cannot measure
+    that load in steady state (None when it can). The run's warning (``point_warnings``),
+    the caveat of a stored point (``point_caveats``) and the Launch form's check before
+    anything is queued (core/launch/forms.py) all say it from here. The first words, up
+    to ": ", are the finding; the rest is what to do."""
+    if not concurrency or not num_requests:
+        return None
+    waves = num_requests / concurrency
+    if waves >= MIN_WAVES:
+        return None
+    advice = "size it by plan.min_waves or plan.min_steady_s"
+    if num_requests < concurrency:
+        return (
+            f"concurrency {concurrency} never reached, only {num_requests} requests: the "
+            f"point measures at most concurrency {num_requests}, in one partial wave; "
+            f"send at least {math.ceil(MIN_WAVES * concurrency)} prompts or {advice}"
+        )
+    if waves <= 1:
+        return (
+            f"one wave only, {num_requests} requests at concurrency {concurrency}: "
+            f"1.0 waves, all ramp-up and drain, no steady state; {advice}"
+        )
+    return (
+        f"only {waves:.1f} waves of requests ({num_requests} at concurrency "
+        f"{concurrency}): most of the point was ramp-up and drain; {advice}"
+    )
+
+
 def point_warnings(
     metrics: dict[str, Any], concurrency: int | None, min_steady_s: float | None = None
 ) -> list[str]:
     """Why a point's throughput may not be steady state, in words (empty when it is):
     for the CLI, the Run page and the verdict."""
     out = []
-    n = metrics.get("num_requests") or 0
     window = metrics.get("steady_window_s")
     share = metrics.get("steady_share")
-    if concurrency and n and n / concurrency < MIN_WAVES:
-        out.append(
-            f"only {n / concurrency:.1f} waves of requests ({n} at concurrency "
-            f"{concurrency}): most of the point was ramp-up and drain; size it by "
-            "plan.min_waves or plan.min_steady_s"
-        )
+    if waves := wave_warning(metrics.get("num_requests") or 0, concurrency):
+        out.append(waves)
     if metrics.get("steady_target_in_flight") and window is None:
         out.append(
             f"all {metrics['steady_target_in_flight']} slots were never busy at once: "
@@ -422,7 +447,15 @@ def point_caveats(summary: Mapping[str, Any], status: RunStatus | None = None) -
                 float(late) if isinstance(late, int | float) else 0.0,
             )
         )
-    for w in summary.get("warnings") or ():
+    stored = summary.get("warnings")
+    if stored is None:  # a folder older than its warnings: the waves rule, from its plan
+        point = summary.get("point") or {}
+        concurrency = point.get("concurrency") if isinstance(point, Mapping) else None
+        waves = wave_warning(
+            int(m.get("num_requests") or 0), concurrency if isinstance(concurrency, int) else None
+        )
+        stored = [waves] if waves else []
+    for w in stored:
         # the finding, without the advice on how to size the point
         out.append(Caveat(CAVEAT_KINDS[3], str(w).split(": ")[0].split("; ")[0]))
     return out

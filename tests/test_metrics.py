@@ -12,6 +12,7 @@ from core.metrics import (
     headline_index,
     point_caveats,
     point_error_rate,
+    point_warnings,
     rate_value,
     summarize_ms,
 )
@@ -225,3 +226,21 @@ def test_headline_index_is_the_heaviest_load_not_the_last_point() -> None:
     assert headline_index([p(8), p(1), p(8)]) == 2  # a tie: the plan's last such point
     assert headline_index([p(64), p(None)]) == 1  # unbounded concurrency is the heaviest
     assert headline_index([]) is None
+
+
+def test_a_stored_single_wave_point_gets_the_caveat_even_from_an_old_folder() -> None:
+    """The CPU demo's points (4 prompts at c=4 ... 64 at c=64) were stored before their
+    warnings: the waves rule reads them from the point's plan."""
+    old = {"index": 2, "point": {"concurrency": 4}, "metrics": {"num_requests": 4}}
+    assert [(c.kind, c.detail) for c in point_caveats(old)] == [
+        ("not steady state", "one wave only, 4 requests at concurrency 4")
+    ]
+    few = {"index": 0, "point": {"concurrency": 8}, "metrics": {"num_requests": 2}}
+    assert [c.detail for c in point_caveats(few)] == [
+        "concurrency 8 never reached, only 2 requests"
+    ]
+    enough = {"index": 0, "point": {"concurrency": 1}, "metrics": {"num_requests": 4}}
+    assert point_caveats(enough) == []
+    # a folder that stored its warnings is read as stored (no second copy)
+    new = {**old, "warnings": point_warnings({"num_requests": 4}, 4)}
+    assert len(point_caveats(new)) == 1

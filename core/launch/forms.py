@@ -30,6 +30,7 @@ from core.experiments.design import MAX_TRIALS, ExperimentSpec, experiment_from_
 from core.launch.host import HostInfo
 from core.launch.presets import PRESETS, Preset, expand_preset
 from core.load.workloads import prefix_reuse_share, preview_point
+from core.metrics import wave_warning
 from core.safety import server_path_problems
 from core.settings import WORKLOADS_DIR, Settings, load_settings
 
@@ -42,6 +43,7 @@ __all__ = [
     "form_adaptive",
     "form_trials",
     "launch_from_form",
+    "launch_warnings",
     "length_histogram",
     "preview_from_form",
     "spec_problems",
@@ -519,3 +521,20 @@ def experiment_from_form(
     return experiment_from_preset(
         preset.name, base, [(label, dict(ch)) for label, ch in preset.arms], kind=kind, **trials
     ), {}
+
+
+def launch_warnings(specs: Sequence[RunSpec]) -> dict[str, str]:
+    """What a checked launch cannot measure as it claims, by form field: shown beside the
+    field before anything is queued, never blocking. The waves rule is the run's own
+    (``core.metrics.wave_warning``: the caveat its points get afterwards). A kv_fill point
+    is left out: its concurrency is sized from the server's pool once it is up."""
+    if not specs:
+        return {}
+    plan = specs[0].plan
+    lines = []
+    for point in plan.points:
+        if point.kv_fill is not None:
+            continue
+        if why := wave_warning(plan.point_requests(point)[1], point.concurrency):
+            lines.append(f"c={point.concurrency}: {why}")
+    return {"num_prompts": "; ".join(lines)} if lines else {}
