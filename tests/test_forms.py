@@ -10,9 +10,15 @@ import pytest
 from core.config import parse_request_rate
 from core.engines import EngineInfo
 from core.engines.transformers_serve import NOTE_CUDA_ABSENT, NOTE_MODEL_POSITIONAL
-from core.launch.forms import FORM_DEFAULTS, experiment_from_form, launch_from_form
+from core.launch.forms import (
+    FORM_DEFAULTS,
+    experiment_from_form,
+    launch_from_form,
+    launch_warnings,
+)
 from core.launch.host import HostInfo
-from core.launch.presets import PRESETS, estimate_text
+from core.launch.presets import PRESETS, estimate_text, plan_estimate_s, run_estimate
+from core.metrics import point_warnings
 from core.settings import Settings
 
 # What `transformers serve --help` of an installed 5.24 lists (core.engines.transformers_serve
@@ -176,6 +182,40 @@ def test_estimate_counts_runs_and_uses_earlier_durations() -> None:
         "6 runs (2 arms × 3 trials), one after another: about 9 min (median 90 s per run"
     )
     assert "No finished run" in estimate_text(ab, 3, [])
+
+
+def test_a_first_launch_gets_a_rough_estimate_from_its_plan_labelled_assumed() -> None:
+    specs, _ = launch_from_form(form(concurrency="1,4", num_prompts=8, output_len=32), CPU_HOST)
+    # 30 s start-up; warm-up 4 requests / 4 slots × 32 tokens; c=1: 8 waves, c=4: 2 waves;
+    # at 20 tokens/s per request
+    per_run = 30 + (1 + 8 + 2) * 32 / 20
+    assert plan_estimate_s(specs[0]) == pytest.approx(per_run)
+    ab = next(p for p in PRESETS if p.name == "Continuous batching A/B")
+    text = estimate_text(ab, 3, [], spec=specs[0])
+    assert "No finished run" in text and "Rough estimate from the plan: about" in text
+    assert "ASSUMING 30 s to start and 20 output tokens/s per request" in text
+    assert run_estimate(specs[0], []) == (
+        pytest.approx(per_run),
+        "rough: from the plan at assumed rates",
+    )
+    assert run_estimate(specs[0], [50.0, 70.0]) == (60.0, "median of 2 earlier run(s)")
+
+
+def test_the_check_warns_before_queueing_with_the_runs_own_waves_rule() -> None:
+    """1 prompt at concurrency 4 never reaches 4; 4 at 4 is one wave: both are warned about
+    beside the prompts field, and the specs are still built (a warning never blocks)."""
+    specs, errors = launch_from_form(form(concurrency="1,4", num_prompts=1), CPU_HOST)
+    assert errors == {} and specs
+    warned = launch_warnings(specs)["num_prompts"]
+    assert "c=1: one wave only, 1 requests at concurrency 1" in warned
+    assert "c=4: concurrency 4 never reached, only 1 requests" in warned
+    specs, _ = launch_from_form(form(concurrency="4", num_prompts=4), CPU_HOST)
+    (warned,) = launch_warnings(specs).values()
+    # the same words the run's own warning gives that point afterwards
+    (after,) = point_warnings({"num_requests": 4}, 4)
+    assert warned == f"c=4: {after}" and "one wave only" in after
+    specs, _ = launch_from_form(form(concurrency="1,4", num_prompts=8), CPU_HOST)
+    assert launch_warnings(specs) == {}  # the default plan: 8 and 2 waves
 
 
 def test_every_bad_field_is_reported_at_once_and_nothing_is_built() -> None:

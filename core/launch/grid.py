@@ -29,7 +29,7 @@ from core.experiments.design import (
 )
 from core.launch.forms import form_adaptive, launch_from_form, spec_problems
 from core.launch.host import HostInfo
-from core.launch.presets import PRESETS, minutes_text
+from core.launch.presets import PRESETS, minutes_text, rough_text
 from core.settings import Settings, load_settings
 
 __all__ = [
@@ -164,7 +164,10 @@ def grid_estimate(
         else f"{runs} runs ({arms} arms, {design}, × {trials} trials{closing})"
     )
     if not history_s:
-        return f"{count}. No finished run of this engine and model here yet to estimate from."
+        return (
+            f"{count}. No finished run of this engine and model here yet to estimate from. "
+            + rough_text(exp.base, runs, parallel)
+        )
     per_run = statistics.median(history_s)
     total = per_run if parallel else per_run * runs
     return (
