@@ -99,3 +99,12 @@ def test_an_error_in_the_stream_fails_the_probe_and_says_it(server: str) -> None
     result = run_probe(server, "m", ProbeSpec(expect="(?i)paris"))
     assert not result.passed and result.answer == "The"
     assert result.reason.startswith("server error in stream") and "out of memory" in result.reason
+
+
+def test_a_degenerate_stream_is_a_warning_not_a_pass(server: str) -> None:
+    """SmolLM2's 'messagemessage…' (the shipped demo's probe): the run goes on, amber."""
+    _Handler.events = [{"choices": [{"delta": {"content": "message"}}]} for _ in range(8)]
+    result = run_probe(server, "m", ProbeSpec(expect=None))  # any answer: the demo's probe
+    assert result.answer == "message" * 8
+    assert result.passed and result.verdict == "warning"
+    assert "'message' repeated 8 times" in result.reason

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from core.answers import ProbeVerdict, judge_answer
 from core.config import ProbeSpec
 from core.errors import RunCancelled
 from core.load.openai import (
@@ -26,35 +27,20 @@ from core.records import RequestRecord
 
 __all__ = ["ProbeResult", "judge_answer", "run_probe"]
 
-# Text that only a numerically broken model produces.
-_GARBAGE = re.compile(r"(?i)\bnan\b|\ufffd|^[\W_]+$")
-
 
 @dataclass(frozen=True)
 class ProbeResult:
     prompt: str
     expect: str | None
     answer: str
-    passed: bool
+    passed: bool  # False: the run stops as invalid
     reason: str
     latency_s: float
+    # core.answers: "warning" is a degenerate answer that passed (the run goes on, amber)
+    verdict: ProbeVerdict = "failed"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def judge_answer(answer: str, expect: str | None) -> tuple[bool, str]:
-    """(passed, reason in words)."""
-    text = answer.strip()
-    if not text:
-        return False, "empty answer"
-    if expect is None:
-        if _GARBAGE.search(text):
-            return False, f"answer looks numerically broken: {text[:80]!r}"
-        return True, "non-empty answer (no pattern expected)"
-    if re.search(expect, text):
-        return True, f"answer matches /{expect}/"
-    return False, f"answer {text[:80]!r} does not match /{expect}/"
 
 
 _MAX_ANSWER_CHARS = 4000  # a probe answer is a few words; more is not read
@@ -113,8 +99,10 @@ def _ask(
         return failed(f"no answer: {type(exc).__name__}: {exc}"[:300])
     if error is not None:
         return ProbeResult(spec.prompt, spec.expect, answer, False, error, latency_s)
-    passed, reason = judge_answer(answer, spec.expect)
-    return ProbeResult(spec.prompt, spec.expect, answer, passed, reason, latency_s)
+    verdict, reason = judge_answer(answer, spec.expect)
+    return ProbeResult(
+        spec.prompt, spec.expect, answer, verdict != "failed", reason, latency_s, verdict
+    )
 
 
 def run_probe(
