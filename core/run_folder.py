@@ -34,6 +34,7 @@ from core.metrics import headline_index
 __all__ = [
     "ACTIVE_STATES",
     "FINAL_STATES",
+    "STOP_GRACE_S",
     "EndState",
     "RunFolder",
     "RunState",
@@ -46,6 +47,8 @@ __all__ = [
     "new_run_id",
     "read_json",
     "run_result",
+    "stop_step",
+    "stop_step_read",
     "tail",
     "utc_now",
     "write_json_atomic",
@@ -168,6 +171,48 @@ class Step(BaseModel):
     started_at: str | None = None
     duration_s: float | None = None
     detail: str | None = None
+
+
+# How long a stopping server has between SIGTERM and SIGKILL (core.run.launcher).
+STOP_GRACE_S = 10.0
+SIGKILL_EXIT = -9  # Popen's exit code of a process that SIGKILL ended
+
+
+def stop_step(
+    exit_code: int | None, we_killed: bool, took_s: float | None, grace_s: float = STOP_GRACE_S
+) -> tuple[str, str]:
+    """THE words of a run's ``stop`` step, (outcome, detail): whether the server left on
+    SIGTERM, or had to be killed, and by whom. SGLang answers SIGTERM by SIGKILLing its own
+    process tree, so exit -9 within the grace is its own ending, not ours."""
+    if we_killed:
+        return "killed", (
+            f"server did not exit on SIGTERM within {grace_s:g} s, killed (exit {exit_code})"
+        )
+    if exit_code is None:
+        return "failed", "the server's exit code is unknown after SIGTERM and SIGKILL"
+    took = f" after {took_s:.1f} s" if took_s is not None else ""
+    if exit_code == SIGKILL_EXIT:
+        return "ok", (
+            f"server exited on SIGTERM{took}, within the {grace_s:g} s grace, by killing "
+            "its own process tree (exit -9; SGLang stops that way)"
+        )
+    return "ok", f"server exited on SIGTERM{took} (exit {exit_code})"
+
+
+_OLD_STOP_DETAIL = re.compile(r"exit code (-?\d+|None)")
+
+
+def stop_step_read(step: Step) -> tuple[str, str]:
+    """A stored step's (outcome, detail) as ``stop_step`` words it: folders written before
+    it said only "exit code N"; their stop waited ``STOP_GRACE_S``, so exit -9 after at
+    least that long was the stop's SIGKILL, sooner the server's own."""
+    found = _OLD_STOP_DETAIL.fullmatch(step.detail or "")
+    if step.step != "stop" or found is None:
+        return step.outcome, step.detail or ""
+    code = None if found[1] == "None" else int(found[1])
+    took = step.duration_s
+    ours = code == SIGKILL_EXIT and took is not None and took >= STOP_GRACE_S
+    return stop_step(code, ours, took)
 
 
 class RunStatus(BaseModel):

@@ -58,6 +58,8 @@ PAGES_MAY_IMPORT = frozenset(
         "core.views.figures_server",
         "core.analysis.ledger",
         "core.views.figures_ledger",
+        "core.answers",
+        "core.views.progress",
     }
 )
 

@@ -25,7 +25,7 @@ import httpx
 import psutil
 
 from core.errors import ServerExitedError, ServerStartTimeout
-from core.run_folder import tail
+from core.run_folder import STOP_GRACE_S, tail
 from core.safety import redact_argv
 
 __all__ = ["RUN_ID_ENV", "ManagedServer", "free_port", "last_error_line", "run_processes", "tail"]
@@ -101,6 +101,7 @@ class ManagedServer:
         self._pids: set[int] = set()
         self.started_at: float | None = None
         self.ready_after_s: float | None = None
+        self.killed_after_term = False  # stop() had to SIGKILL what SIGTERM left
 
     @property
     def command(self) -> str:
@@ -205,7 +206,7 @@ class ManagedServer:
                     alive.append(p)
         return alive
 
-    def stop(self, grace_s: float = 10.0) -> list[int]:
+    def stop(self, grace_s: float = STOP_GRACE_S) -> list[int]:
         """Terminate the tree; return the pids that survived (empty when clean)."""
         if self.proc is None:
             return []
@@ -222,7 +223,10 @@ class ManagedServer:
             if not self._alive():
                 break
             time.sleep(0.1)
-        for p in self._alive():
+        left = self._alive()
+        # what the stop step says: whether SIGKILL was ours (core.run_folder.stop_step)
+        self.killed_after_term = bool(left)
+        for p in left:
             with contextlib.suppress(psutil.Error):
                 p.kill()
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -50,12 +50,14 @@ from core.run.launcher import RUN_ID_ENV, ManagedServer, free_port, tail
 from core.run.probe import run_probe
 from core.run.samplers import Sampler
 from core.run_folder import (
+    STOP_GRACE_S,
     EndState,
     RunFolder,
     RunStatus,
     find_runs,
     kv_pool_tokens,
     run_result,
+    stop_step,
     utc_now,
 )
 from core.safety import (
@@ -538,6 +540,8 @@ def execute_run(
                 )
                 folder.write("probe.json", probe.as_dict())
                 rec["detail"] = f"{probe.answer[:80]!r}: {probe.reason}"
+                if probe.verdict == "warning":  # degenerate, not broken: measured, flagged
+                    rec["outcome"] = "warning"
                 if not probe.passed:
                     raise _Failed("invalid", f"sanity probe failed: {probe.reason}")
         else:
@@ -691,8 +695,11 @@ def execute_run(
                     )
         if run.server is not None:
             with run.step("stop") as rec:
-                survivors = run.server.stop()
-                rec["detail"] = f"exit code {run.server.poll()}"
+                t_stop = time.monotonic()
+                survivors = run.server.stop(STOP_GRACE_S)
+                rec["outcome"], rec["detail"] = stop_step(
+                    run.server.poll(), run.server.killed_after_term, time.monotonic() - t_stop
+                )
             with run.step("verify") as rec:
                 problem = _verify_gone(run, survivors, gpu_before)
                 rec["detail"] = problem or "no server process left; GPU memory released"

@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from core.answers import probe_verdict
 from core.experiments.records import ExperimentRecord
 from core.metrics import DEFINITION, caveat_lines, point_cancelled, point_caveats
-from core.run_folder import RunFolder, RunStatus, Step
+from core.run_folder import RunFolder, RunStatus, Step, stop_step_read
 from core.settings import Settings
+from core.views.progress import point_words
 
 __all__ = [
     "experiment_json",
@@ -52,11 +54,15 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def step_rows(steps: Sequence[Step]) -> list[dict[str, str]]:
+def step_rows(steps: Sequence[Step], points_total: int | None = None) -> list[dict[str, str]]:
     """A run's steps for reading: when each started (UTC, to the tenth of a second; the day
-    only where it changes) and how long it took, in the unit that fits."""
+    only where it changes) and how long it took, in the unit that fits; points counted
+    from 1 of ``points_total`` (the plan's; else the point steps recorded), the stop in
+    ``stop_step``'s words."""
     rows, day = [], None
+    total = points_total or sum(1 for s in steps if point_words(s.step, None) != s.step)
     for s in steps:
+        outcome, detail = stop_step_read(s)
         started = s.started_at or ""
         when = started[11:21] if len(started) >= 21 else started
         if started[:10] and started[:10] != day:
@@ -65,11 +71,11 @@ def step_rows(steps: Sequence[Step]) -> list[dict[str, str]]:
         took = s.duration_s
         rows.append(
             {
-                "step": s.step,
-                "outcome": s.outcome,
+                "step": point_words(s.step, total),
+                "outcome": outcome,
                 "started (UTC)": when,
                 "took": _took(took),
-                "detail": s.detail or "",
+                "detail": point_words(detail, total),
             }
         )
     return rows
@@ -139,12 +145,13 @@ def format_run(folder: RunFolder) -> str:
             + f"; ready after {_f(facts.get('ready_after_s'))} s; KV pool tokens "
             f"{_f(facts.get('kv_cache_tokens'))}"
         )
-    if probe:
-        out.append(
-            f"  probe:   {probe['prompt']!r} -> {probe['answer'][:60]!r} "
-            f"({'pass' if probe['passed'] else 'FAIL'}: {probe['reason']})"
-        )
-    out.append("  steps:   " + ", ".join(f"{s.step} {s.outcome}" for s in st.steps))
+    if probe:  # today's rule (core.answers): a degenerate answer is a WARNING
+        verdict, why = probe_verdict(probe)
+        word = {"passed": "pass", "warning": "WARNING", "failed": "FAIL"}[verdict]
+        out.append(f"  probe:   {probe['prompt']!r} -> {probe['answer'][:60]!r} ({word}: {why})")
+    out.append(
+        "  steps:   " + ", ".join(f"{r['step']} {r['outcome']}" for r in step_rows(st.steps))
+    )
     rows = []
     for p in d["points"]:
         m = p["metrics"]

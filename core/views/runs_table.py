@@ -21,6 +21,7 @@ from core.config import knob_text
 from core.metrics import headline_index
 from core.run_folder import read_json
 from core.settings import DEMO_DIR
+from core.views.progress import point_words
 
 __all__ = ["LIVE_STATES", "is_demo_run", "knob_columns", "live_runs", "runs_frame"]
 
@@ -97,6 +98,9 @@ def runs_frame(rows: Sequence[dict[str, Any]], runs_dir: Path) -> pd.DataFrame:
         row["live"] = r.get("state") in LIVE_STATES
         if not row["live"]:
             row["phase"] = None  # where a live run is; an ended run's is its last step
+        elif isinstance(row.get("phase"), str):  # "point 2/3", as every page counts
+            plan_points = (spec.get("plan") or {}).get("points") or []
+            row["phase"] = point_words(row["phase"], len(plan_points) or None)
         out.append(row)
     frame = pd.DataFrame(out)
     frame.attrs["knobs"] = [k.partition(".")[2] or k for k in knobs]
