@@ -7,6 +7,7 @@ them and redraws the whole page whenever one finishes, so results appear without
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
@@ -26,6 +27,7 @@ from core.analysis.stats import (
 from core.analysis.trials import experiment_runs
 from core.experiments.design import list_experiments, load_experiment
 from core.interop.export import select
+from core.launch.presets import stored_run_estimate
 from core.metrics import DEFINITION
 from core.run_folder import is_run_id
 from core.views.cells import readable_cells
@@ -36,6 +38,7 @@ from core.views.figures import (
     memory_headroom_figure,
     no_memory_line,
 )
+from core.views.progress import ended_text, experiment_time_text
 from pages import _story
 from pages._attribution import attribution_section
 from pages._details import details
@@ -103,8 +106,21 @@ def progress() -> None:
     if _states(now) != drawn:
         st.rerun()  # a run moved on: the whole page (card, verdict, charts) follows
     done = sum(s not in ACTIVE for s in drawn)
+    ended = ended_text(drawn)  # "4/4 ended: 4 failed", never "finished" for a failure
     if done < len(drawn):
-        st.progress(done / max(len(drawn), 1), text=f"{done}/{len(drawn)} runs finished")
+        st.progress(done / max(len(drawn), 1), text=f"runs {ended}")
+        # elapsed and time left, redrawn with this fragment; the per-run estimate read once
+        if (key := f"estimate-{exp_id}") not in st.session_state:
+            first = next((r.view.folder for r in now if r.view.folder is not None), None)
+            st.session_state[key] = (
+                stored_run_estimate(settings, first) if first else (None, "no run folder")
+            )
+        estimate_s, source = st.session_state[key]
+        st.caption(
+            experiment_time_text(
+                [r.view.status for r in now], estimate_s, source, datetime.now(UTC)
+            )
+        )
     table = pd.DataFrame(
         [
             {
@@ -117,7 +133,7 @@ def progress() -> None:
             for r in now
         ]
     )
-    label = f"Runs ({done}/{len(drawn)} finished)"
+    label = f"Runs ({ended})"
     column_config = {"run": st.column_config.LinkColumn("run", display_text=r"run\?run=(.*)")}
     if done < len(drawn):  # live: the list is the news
         with st.expander(label, expanded=True):

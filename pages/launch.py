@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.analysis.power import host_noise, power_lines
+from core.config import RunSpec
 from core.errors import ConfigError, StoreError
 from core.executors import EXECUTORS, executor_summary, ray_address, runs_here, save_ray_address
 from core.experiments.design import load_experiment
@@ -13,6 +14,7 @@ from core.launch.forms import (
     WORKLOAD_KINDS,
     experiment_from_form,
     launch_from_form,
+    launch_warnings,
     preview_from_form,
     trace_choices,
 )
@@ -71,11 +73,16 @@ def _engine_label(name: str) -> str:
 
 
 errors: dict[str, str] = st.session_state.get("launch_errors", {})
+# what the check found a point cannot measure (core.launch.forms.launch_warnings): shown
+# beside the field, never blocking
+warnings: dict[str, str] = st.session_state.get("launch_warnings", {})
 
 
 def err(key: str) -> None:
     if key in errors:
         st.error(errors[key], icon=":material/error:")
+    elif key in warnings:
+        st.warning(warnings[key], icon=":material/warning:")
 
 
 def estimate() -> str:
@@ -98,6 +105,7 @@ def estimate() -> str:
         Catalog(settings.catalog_path, settings.runs_dir).recent_durations_s(engine, model),
         what=f"{engine} {model}",
         parallel=chosen is not None and not runs_here(chosen),
+        spec=st.session_state.get("launch_spec"),  # the checked plan: a rough figure
     )
 
 
@@ -325,14 +333,17 @@ if submitted or checked:
     executor = st.session_state.get("executor") or settings.executor
     form_host = launch_host(settings, host, executor)  # Ray: the cluster's, not this host's
     local = runs_here(executor)  # a Ray run's engine and model are checked on its node
+    checked_specs: list[RunSpec] = []
     try:
         if len(preset.arms) > 1:
             exp, errors = experiment_from_form(form, form_host, settings=settings, local=local)
+            checked_specs = [exp.base] if exp is not None else []
             if exp is not None and submitted:
                 queued = queue_launch(settings, exp, executor=executor)
                 st.session_state["experiment"] = queued.experiment_id
         else:
             specs, errors = launch_from_form(form, form_host, settings=settings, local=local)
+            checked_specs = specs
             if not errors and submitted:
                 queued = queue_launch(settings, specs, executor=executor)
                 st.session_state["launched"] = list(queued.run_ids)
@@ -341,6 +352,8 @@ if submitted or checked:
     except ConfigError as exc:  # what only queueing can find (core/launch/queue.py)
         errors = {"submit": f"{exc.field}: {exc.message}"}
     st.session_state["launch_errors"] = errors
+    st.session_state["launch_warnings"] = launch_warnings(checked_specs)
+    st.session_state["launch_spec"] = checked_specs[0] if checked_specs else None
     st.session_state["launch_checked"] = checked and not errors
     st.rerun()
 
@@ -376,12 +389,21 @@ elif errors:
         "beside its field above."
     )
 elif st.session_state.pop("launch_checked", False):
-    st.success("Every field is fine; nothing queued yet. " + estimate())
-if exp_id := st.session_state.get("experiment"):
+    if warnings:  # queueable, but a point cannot measure what it names: say so first
+        st.warning(
+            "Every field is valid, but some points cannot measure what they claim (the "
+            "warning beside the field says why); nothing queued yet. " + estimate(),
+            icon=":material/warning:",
+        )
+    else:
+        st.success("Every field is fine; nothing queued yet. " + estimate())
+exp_id = st.session_state.get("experiment")
+if exp_id:
     record = load_experiment(settings, exp_id)
     exp_runs = record.runs if record is not None else []
     st.session_state["launched"] = [r.run_id for r in exp_runs if r.trial == 0]
-    st.success(f"Queued experiment {exp_id}: {len(exp_runs)} run(s).")
+    # one message, one count: the experiment's runs (the estimate's words), then its links
+    st.success(f"Queued experiment {exp_id}: {estimate()}")
     st.page_link(
         "pages/experiment.py",
         label=f"Experiment {exp_id}",
@@ -389,7 +411,8 @@ if exp_id := st.session_state.get("experiment"):
         icon=":material/science:",
     )
 if ids := st.session_state.get("launched"):
-    st.success(f"Queued {len(ids)} run(s).")
+    if not exp_id:
+        st.success("Queued " + estimate())
     for run_id in ids:
         st.page_link(
             "pages/run.py",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pandas as pd
 import streamlit as st
@@ -11,10 +12,13 @@ from core.analysis.history import series_of_run, series_size
 from core.analysis.ledger import run_ledger
 from core.analysis.points import point_rows
 from core.analysis.runs import has_records, latency_samples, load_run, no_records_note
+from core.answers import probe_verdict
 from core.executors.queue import cancel
+from core.launch.presets import stored_run_estimate
 from core.metrics import DEFINITION, caveat_lines, point_cancelled, point_caveats, point_error_rate
 from core.run_folder import RunFolder, find_runs
 from core.views.figures import arm_colours, cdf_figure, gpu_memory_figure, no_gpu_samples_line
+from core.views.progress import point_words, run_time_text
 from core.views.report import node_line, step_rows
 from core.views.runs_table import LIVE_STATES, is_demo_run
 from pages._auth import can_launch
@@ -38,6 +42,8 @@ folder: RunFolder = found[0]
 
 st.title(f"Run {run_id}")
 drawn_state = folder.status_or_empty().state or "?"
+# the plan's point count: "point 2/3" everywhere on this page (core.views.progress)
+points_total = len(((folder.read("spec.json") or {}).get("plan") or {}).get("points") or []) or None
 
 
 @st.fragment(run_every="1s" if drawn_state in LIVE_STATES else None)
@@ -57,7 +63,7 @@ def live_status() -> None:
     }.get(state, ":material/info:")
     phase = status.phase or ""  # where a live run is; an ended run's last step
     live = state in LIVE_STATES and phase not in ("", state)
-    st.subheader(f"{state} · {phase}" if live else state)
+    st.subheader(f"{state} · {point_words(phase, points_total)}" if live else state)
     if where := node_line(status):  # a Ray run: which node and GPUs (core/executors)
         st.caption(
             where
@@ -69,9 +75,14 @@ def live_status() -> None:
             )
         )
     if status.reason:
-        st.error(status.reason, icon=icon)
+        st.error(point_words(status.reason, points_total), icon=icon)
     prog = status.progress or {}
     if state in LIVE_STATES:
+        # elapsed and time left, redrawn with this fragment; the estimate read once a page
+        if (key := f"estimate-{run_id}") not in st.session_state:
+            st.session_state[key] = stored_run_estimate(settings, folder)
+        estimate_s, source = st.session_state[key]
+        st.caption(run_time_text(status, estimate_s, source, datetime.now(UTC)))
         frac = 0.0
         if prog:
             frac = (prog["point"] + prog["requests_done"] / max(prog["requests_total"], 1)) / max(
@@ -91,7 +102,7 @@ def live_status() -> None:
             st.toast(cancel(settings, run_id))
         st.code(folder.log_tail(15) or "(no server output yet)", language="log")
     if status.steps:
-        st.table(pd.DataFrame(step_rows(status.steps)).set_index("step"))
+        st.table(pd.DataFrame(step_rows(status.steps, points_total)).set_index("step"))
 
 
 live_status()
@@ -186,10 +197,16 @@ with right:
                 ]
             ).set_index("fact")
         )
-if view.probe:
+if view.probe:  # judged by today's rule (core.answers), older folders too
     p = view.probe
-    (st.success if p["passed"] else st.error)(
-        f"Sanity probe: {p['prompt']!r} → {p['answer']!r} ({p['reason']})"
+    verdict, why = probe_verdict(p)
+    {"passed": st.success, "warning": st.warning, "failed": st.error}[verdict](
+        f"Sanity probe {verdict}: {p['prompt']!r} → {p['answer'][:200]!r} ({why})",
+        icon={
+            "passed": ":material/check_circle:",
+            "warning": ":material/warning:",
+            "failed": ":material/error:",
+        }[verdict],
     )
 
 if view.points:

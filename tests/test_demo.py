@@ -187,7 +187,7 @@ def test_experiment_page_shows_the_demo_verdict(
             attribution = text[text.index("Of the +244.4%") :]
             assert "mem_fraction_static 0.85→0.92" in attribution or "mfs" in attribution
             assert "not tested by this workload" in attribution
-            assert any("Runs (12/12 finished)" in label for label in labels), labels
+            assert any("Runs (12/12 ended: 12 succeeded)" in label for label in labels), labels
         elif record.experiment_id == KV_EXP:
             assert "+6% output throughput at concurrency 640" in text
         elif record.experiment_id == KV_AUTO_EXP:
@@ -200,7 +200,7 @@ def test_experiment_page_shows_the_demo_verdict(
             assert "output throughput at c=16: -30.7% (95% CI -46.0…-11.2%)" in text
         else:
             assert "output throughput at concurrency 1 (95% CI +" in text
-            assert any("Runs (6/6 finished)" in label for label in labels), labels
+            assert any("Runs (6/6 ended: 6 succeeded)" in label for label in labels), labels
 
 
 def test_card_verdict_table_and_attribution_give_one_interval_per_contrast(

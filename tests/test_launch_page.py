@@ -141,3 +141,37 @@ def test_workload_fields_preview_and_kv_fill_beside_their_fields(
     assert any("kv_fill sizes the load from the server's KV pool" in e for e in errors), errors
     assert any("Nothing was queued" in e for e in errors)
     assert _empty(tmp_path / "data" / "runs") and _empty(tmp_path / "data" / "experiments")
+
+
+def test_a_point_that_cannot_measure_its_load_is_warned_before_queueing_not_refused(
+    app: AppTest, tmp_path: Path
+) -> None:
+    """1 prompt at concurrency 4: the check says so beside the prompts field (amber, not an
+    error) with the run's own words, gives a rough estimate on this first launch, and the
+    queue confirmation counts the runs once."""
+    app.selectbox(key="preset").set_value("Single run")
+    app.text_input(key="concurrency").set_value("4")
+    app.number_input(key="num_prompts").set_value(1)
+    app.button(key="check_launch").click().run()
+    assert not app.exception, app.exception
+    assert not app.error, [e.value for e in app.error]
+    warned = [w.value for w in app.warning]
+    assert any("c=4: concurrency 4 never reached, only 1 requests" in w for w in warned), warned
+    (told,) = [w for w in warned if "nothing queued yet" in w]
+    assert "cannot measure what they claim" in told and not app.success
+    assert "Rough estimate from the plan: about" in told and "ASSUMING" in told
+    assert _empty(tmp_path / "data" / "runs")
+    app.button(key="submit_launch").click().run()  # a warning never blocks
+    assert not app.exception, app.exception
+    assert len(list((tmp_path / "data" / "runs").iterdir())) == 1
+    queued = [s.value for s in app.success if s.value.startswith("Queued")]
+    assert len(queued) == 1 and queued[0].startswith("Queued 1 run."), queued
+
+
+def test_an_experiment_is_confirmed_once_with_its_count(app: AppTest) -> None:
+    app.number_input(key="trials").set_value(3)
+    app.button(key="submit_launch").click().run()
+    assert not app.exception, app.exception
+    queued = [s.value for s in app.success if s.value.startswith("Queued")]
+    assert len(queued) == 1, queued  # not "6 run(s)" and then "Queued 2 run(s)"
+    assert "Queued experiment exp-" in queued[0] and ": 6 runs (2 arms × 3 trials)" in queued[0]

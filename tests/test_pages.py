@@ -119,7 +119,10 @@ def test_launch_form_queues_an_ab_pair_and_links_to_it(app: AppTest, data_dir: P
     assert len(new) == 2
     for run_id in new:
         assert RunFolder(data_dir / "runs" / run_id).status()["state"] == "queued"
-    assert any("Queued 2 run(s)" in s.value for s in app.success)
+    # one message, one count: the experiment and its runs
+    queued = [s.value for s in app.success if s.value.startswith("Queued")]
+    assert len(queued) == 1 and "Queued experiment exp-" in queued[0], queued
+    assert ": 2 runs (2 arms × 1 trial)" in queued[0]
     # clean up: the other tests expect only finished runs
     for run_id in new:
         RunFolder(data_dir / "runs" / run_id).update_status(state="cancelled")
@@ -356,7 +359,7 @@ def test_runs_page_with_every_state(states_app: AppTest) -> None:
     assert pd.isna(cancelled["errors"])
     # the phase is where a live run is; an ended run has none to show
     phases = dict(zip(frame["status"], frame["phase"], strict=True))
-    assert phases["running"] == "point 1" and pd.isna(demo["phase"])
+    assert phases["running"] == "point 2/7" and pd.isna(demo["phase"])  # counted from 1
 
 
 def test_runs_page_offers_cancel_only_for_live_runs(states_app: AppTest) -> None:
@@ -557,7 +560,9 @@ def test_the_verdict_and_card_say_which_points_to_read_with_care(
         )
         in care[0]
     )
-    assert any(m.value == f"**Read with care: {said}.**" for m in exp.markdown)
+    # one line of the verdict, with the one-wave points (core.metrics.wave_warning) too
+    (line,) = [m.value for m in exp.markdown if m.value.startswith("**Read with care: ")]
+    assert said in line and "c=4: not steady state (worst: one wave only" in line
     from core.interop.export import html_report, select
     from core.views.report import format_experiment
 
@@ -568,7 +573,7 @@ def test_the_verdict_and_card_say_which_points_to_read_with_care(
     record = ExperimentRecord.model_validate_json(
         (states_dir / "experiments" / DEMO_EXP / "experiment.json").read_text()
     )
-    assert f"Read with care: {said}." in format_experiment(settings, record)
+    assert f"{said}; c=64: not steady state" in format_experiment(settings, record)
     on = next(r.run_id for r in record.runs if r.arm == "graphs on")
     cmp = _open(
         AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
@@ -618,3 +623,81 @@ def test_compare_tables_read_as_a_person_says_them(states_app: AppTest) -> None:
     mem = next(t for t in tables if "peak_gpu_used_mib" in t.columns)
     assert all(re.fullmatch(r"[\d,]+", v) for v in mem["peak_gpu_used_mib"])
     assert all(re.fullmatch(r"\d+\.\d\d|—", v) for v in mem["weight_mem_gb"])
+
+
+def test_run_page_counts_points_from_one_and_reads_probe_stop_and_waves(
+    states_app: AppTest,
+) -> None:
+    """The CPU demo run: its probe answered 'messagemessage…' (amber, with why, not a green
+    pass), its points are "point 1/7".."point 7/7", its one-wave points are read with care."""
+    app = _open(states_app, "pages/run.py", run="20261130-045815-c6a73d")
+    assert not any("messagemessage" in s.value for s in app.success)
+    (probe,) = [w.value for w in app.warning if "Sanity probe" in w.value]
+    assert probe.startswith("Sanity probe warning:") and "'message' repeated" in probe
+    (steps,) = [t for t in page_tables(app) if "took" in t.columns]
+    assert [i for i in steps.index if i.startswith("point")] == [
+        f"point {n}/7" for n in range(1, 8)
+    ]
+    assert steps.loc["stop", "detail"] == "server exited on SIGTERM after 0.8 s (exit -15)"
+    care = " ".join(w.value for w in app.warning if "Read with care" in w.value)
+    assert "c=4 rate=inf in=64 out=64: not steady state (one wave only, 4 requests" in care
+    assert "c=1 rate=inf" not in care  # 4 prompts at c=1: four waves
+    # an H200 run: SGLang ended its own tree on SIGTERM (exit -9 after 6 s): not "ok · exit -9"
+    h200 = _open(
+        AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
+        "pages/run.py",
+        run="20261201-000311-8d8413",
+    )
+    (steps,) = [t for t in page_tables(h200) if "took" in t.columns]
+    assert "by killing its own process tree (exit -9" in steps.loc["stop", "detail"]
+
+
+def test_a_live_run_shows_elapsed_time_and_time_left(states_app: AppTest, states_dir: Path) -> None:
+    folder = RunFolder(states_dir / "runs" / "20990101-000000-runnin")
+    now = pd.Timestamp.now(tz="UTC")
+    status = folder.status()
+    status.update(
+        started_at=(now - pd.Timedelta(seconds=90)).isoformat(),
+        steps=[
+            {
+                "step": "point 0",
+                "outcome": "ok",
+                "started_at": (now - pd.Timedelta(seconds=30)).isoformat(),
+            },
+            {"step": "point 1", "outcome": "running", "started_at": now.isoformat()},
+        ],
+    )
+    (folder.path / "status.json").write_text(json.dumps(status))
+    app = _open(states_app, "pages/run.py", run=folder.run_id)
+    assert any(h.value == "running · point 2/7" for h in app.subheader)
+    timing = [c.value for c in app.caption if c.value.startswith("elapsed ")]
+    assert timing and " left (" in timing[0], [c.value for c in app.caption]
+
+
+def test_experiment_counts_say_what_ended_and_time_what_is_left(states_app: AppTest) -> None:
+    failed = _open(states_app, "pages/experiment.py", experiment="exp-failed-1")
+    assert any(e.label == "Runs (2/2 ended: 2 failed)" for e in failed.expander)
+    assert not any("finished" in e.label for e in failed.expander)
+    running = _open(
+        AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
+        "pages/experiment.py",
+        experiment="exp-running-1",
+    )
+    assert any(e.label == "Runs (1/2 ended: 1 succeeded)" for e in running.expander)
+    timing = [c.value for c in running.caption if c.value.startswith("elapsed ")]
+    assert timing and "median of its 1 succeeded run(s)" in timing[0], timing
+
+
+def test_single_wave_points_are_read_with_care_on_compare_and_experiment(
+    states_app: AppTest,
+) -> None:
+    exp = _open(states_app, "pages/experiment.py", experiment=DEMO_EXP)
+    care = " ".join(w.value for w in exp.warning if "Read with care" in w.value)
+    assert "c=4: not steady state (one wave only, 4 requests at concurrency 4)" in care
+    cmp = _open(
+        AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
+        "pages/compare.py",
+        runs="20261130-045815-c6a73d,20261130-045815-c6b21c",
+    )
+    care = " ".join(w.value for w in cmp.warning if "Read with care" in w.value)
+    assert "not steady state (one wave only, 64 requests at concurrency 64)" in care

@@ -53,14 +53,14 @@ def test_steps_read_as_clock_times_and_durations_in_a_fitting_unit() -> None:
             "detail": "ready after 55.5 s",
         },
         {
-            "step": "point 0",
+            "step": "point 1/2",  # status.json's 0-based key, counted from 1 for reading
             "outcome": "ok",
             "started (UTC)": "23:59:59.9",
             "took": "2 min 10 s",
             "detail": "",
         },
         {
-            "step": "point 1",
+            "step": "point 2/2",
             "outcome": "running",
             "started (UTC)": "2026-12-02 00:02:10.1",
             "took": "",
