@@ -102,7 +102,8 @@ def live_status() -> None:
             st.toast(cancel(settings, run_id))
         st.code(folder.log_tail(15) or "(no server output yet)", language="log")
     if status.steps:
-        st.table(pd.DataFrame(step_rows(status.steps, points_total)).set_index("step"))
+        rows = step_rows(status.steps, points_total, folder.read("probe.json"))
+        st.table(pd.DataFrame(rows).set_index("step"))
 
 
 live_status()

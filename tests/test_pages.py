@@ -639,6 +639,8 @@ def test_run_page_counts_points_from_one_and_reads_probe_stop_and_waves(
         f"point {n}/7" for n in range(1, 8)
     ]
     assert steps.loc["stop", "detail"] == "server exited on SIGTERM after 0.8 s (exit -15)"
+    assert steps.loc["probe", "outcome"] == "warning"  # the step says what the box says
+    assert "degenerate answer: 'message' repeated" in steps.loc["probe", "detail"]
     care = " ".join(w.value for w in app.warning if "Read with care" in w.value)
     assert "c=4 rate=inf in=64 out=64: not steady state (one wave only, 4 requests" in care
     assert "c=1 rate=inf" not in care  # 4 prompts at c=1: four waves

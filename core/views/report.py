@@ -3,7 +3,7 @@ Run page shows them."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core.answers import probe_verdict
@@ -54,15 +54,23 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def step_rows(steps: Sequence[Step], points_total: int | None = None) -> list[dict[str, str]]:
+def step_rows(
+    steps: Sequence[Step],
+    points_total: int | None = None,
+    probe: Mapping[str, Any] | None = None,
+) -> list[dict[str, str]]:
     """A run's steps for reading: when each started (UTC, to the tenth of a second; the day
     only where it changes) and how long it took, in the unit that fits; points counted
     from 1 of ``points_total`` (the plan's; else the point steps recorded), the stop in
-    ``stop_step``'s words."""
+    ``stop_step``'s words, the probe (``probe.json``) by today's rule (core.answers)."""
     rows, day = [], None
     total = points_total or sum(1 for s in steps if point_words(s.step, None) != s.step)
     for s in steps:
         outcome, detail = stop_step_read(s)
+        if s.step == "probe" and outcome == "ok" and probe:  # a folder older than the rule
+            verdict, why = probe_verdict(probe)
+            if verdict == "warning":
+                outcome, detail = "warning", f"{str(probe.get('answer'))[:80]!r}: {why}"
         started = s.started_at or ""
         when = started[11:21] if len(started) >= 21 else started
         if started[:10] and started[:10] != day:
@@ -150,7 +158,8 @@ def format_run(folder: RunFolder) -> str:
         word = {"passed": "pass", "warning": "WARNING", "failed": "FAIL"}[verdict]
         out.append(f"  probe:   {probe['prompt']!r} -> {probe['answer'][:60]!r} ({word}: {why})")
     out.append(
-        "  steps:   " + ", ".join(f"{r['step']} {r['outcome']}" for r in step_rows(st.steps))
+        "  steps:   "
+        + ", ".join(f"{r['step']} {r['outcome']}" for r in step_rows(st.steps, probe=probe))
     )
     rows = []
     for p in d["points"]:
