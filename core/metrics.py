@@ -296,14 +296,16 @@ def wave_warning(num_requests: int, concurrency: int | None) -> str | None:
         return None
     advice = "size it by plan.min_waves or plan.min_steady_s"
     if num_requests < concurrency:
+        few = f"{num_requests} request{'s' if num_requests != 1 else ''}"
         return (
-            f"concurrency {concurrency} never reached, only {num_requests} requests: the "
+            f"concurrency {concurrency} never reached, only {few}: the "
             f"point measures at most concurrency {num_requests}, in one partial wave; "
             f"send at least {math.ceil(MIN_WAVES * concurrency)} prompts or {advice}"
         )
     if waves <= 1:
         return (
-            f"one wave only, {num_requests} requests at concurrency {concurrency}: "
+            f"one wave only, {num_requests} request{'s' if num_requests != 1 else ''} at "
+            f"concurrency {concurrency}: "
             f"1.0 waves, all ramp-up and drain, no steady state; {advice}"
         )
     return (

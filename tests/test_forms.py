@@ -18,7 +18,7 @@ from core.launch.forms import (
 )
 from core.launch.host import HostInfo
 from core.launch.presets import PRESETS, estimate_text, plan_estimate_s, run_estimate
-from core.metrics import point_warnings
+from core.metrics import point_caveats
 from core.settings import Settings
 
 # What `transformers serve --help` of an installed 5.24 lists (core.engines.transformers_serve
@@ -207,13 +207,14 @@ def test_the_check_warns_before_queueing_with_the_runs_own_waves_rule() -> None:
     specs, errors = launch_from_form(form(concurrency="1,4", num_prompts=1), CPU_HOST)
     assert errors == {} and specs
     warned = launch_warnings(specs)["num_prompts"]
-    assert "c=1: one wave only, 1 requests at concurrency 1" in warned
-    assert "c=4: concurrency 4 never reached, only 1 requests" in warned
+    assert "c=1: one wave only, 1 request at concurrency 1" in warned
+    assert "c=4: concurrency 4 never reached, only 1 request;" not in warned  # the last one
+    assert "c=4: concurrency 4 never reached, only 1 request." in warned
     specs, _ = launch_from_form(form(concurrency="4", num_prompts=4), CPU_HOST)
     (warned,) = launch_warnings(specs).values()
-    # the same words the run's own warning gives that point afterwards
-    (after,) = point_warnings({"num_requests": 4}, 4)
-    assert warned == f"c=4: {after}" and "one wave only" in after
+    # the same finding the stored point's caveat names afterwards
+    (after,) = point_caveats({"metrics": {"num_requests": 4}, "point": {"concurrency": 4}})
+    assert f"c=4: {after.detail}." in warned and after.detail.startswith("one wave only")
     specs, _ = launch_from_form(form(concurrency="1,4", num_prompts=8), CPU_HOST)
     assert launch_warnings(specs) == {}  # the default plan: 8 and 2 waves
 

@@ -156,7 +156,7 @@ def test_a_point_that_cannot_measure_its_load_is_warned_before_queueing_not_refu
     assert not app.exception, app.exception
     assert not app.error, [e.value for e in app.error]
     warned = [w.value for w in app.warning]
-    assert any("c=4: concurrency 4 never reached, only 1 requests" in w for w in warned), warned
+    assert any("c=4: concurrency 4 never reached, only 1 request" in w for w in warned), warned
     (told,) = [w for w in warned if "nothing queued yet" in w]
     assert "cannot measure what they claim" in told and not app.success
     assert "Rough estimate from the plan: about" in told and "ASSUMING" in told

@@ -531,10 +531,17 @@ def launch_warnings(specs: Sequence[RunSpec]) -> dict[str, str]:
     if not specs:
         return {}
     plan = specs[0].plan
-    lines = []
+    found = []
     for point in plan.points:
         if point.kv_fill is not None:
             continue
         if why := wave_warning(plan.point_requests(point)[1], point.concurrency):
-            lines.append(f"c={point.concurrency}: {why}")
-    return {"num_prompts": "; ".join(lines)} if lines else {}
+            # the finding, as the stored point's caveat will name it (core.metrics)
+            found.append(f"c={point.concurrency}: {why.split(': ')[0]}")
+    if not found:
+        return {}
+    return {
+        "num_prompts": "Not steady state, and the run will say so: "
+        + "; ".join(found)
+        + ". Send at least 2 × the concurrency in prompts, or set plan.min_waves."
+    }
