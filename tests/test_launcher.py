@@ -120,3 +120,34 @@ def test_server_dies_when_the_run_process_is_killed(fake_sglang: Path, tmp_path:
         parent.wait()
         if parent.stdout is not None:
             parent.stdout.close()
+
+
+def test_stop_says_whether_sigkill_was_needed(tmp_path: Path) -> None:
+    """What the run's stop step reports (core.run_folder.stop_step): a server that ignores
+    SIGTERM is killed after the grace; one that exits on SIGTERM is not."""
+    stubborn = ManagedServer(
+        [
+            sys.executable,
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "print('handler' + 'set', flush=True); time.sleep(120)",
+        ],
+        tmp_path / "stubborn.log",
+        "http://127.0.0.1:9/health",
+    )
+    stubborn.start()
+    deadline = time.monotonic() + 60
+    # the log's first line is the command, so the marker is built at run time
+    while "handlerset" not in (tmp_path / "stubborn.log").read_text():
+        assert time.monotonic() < deadline, "the stubborn server never started"
+        time.sleep(0.05)
+    assert stubborn.stop(grace_s=0.5) == []
+    assert stubborn.killed_after_term and stubborn.poll() == -signal.SIGKILL
+    polite = ManagedServer(
+        [sys.executable, "-c", "import time; time.sleep(120)"],
+        tmp_path / "polite.log",
+        "http://127.0.0.1:9/health",
+    )
+    polite.start()
+    assert polite.stop(grace_s=5.0) == []
+    assert not polite.killed_after_term and polite.poll() == -signal.SIGTERM
