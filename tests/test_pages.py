@@ -676,7 +676,18 @@ def test_a_live_run_shows_elapsed_time_and_time_left(states_app: AppTest, states
     assert timing and " left (" in timing[0], [c.value for c in app.caption]
 
 
-def test_experiment_counts_say_what_ended_and_time_what_is_left(states_app: AppTest) -> None:
+def test_experiment_counts_say_what_ended_and_time_what_is_left(
+    states_app: AppTest, states_dir: Path
+) -> None:
+    now = pd.Timestamp.now(tz="UTC")
+    for i, (state, ago_s, took_s) in enumerate((("succeeded", 400, 120.0), ("running", 60, None))):
+        folder = RunFolder(states_dir / "runs" / f"20990102-runnin-{i:06d}")
+        status = folder.status()
+        assert status["state"] == state
+        status["started_at"] = (now - pd.Timedelta(seconds=ago_s)).isoformat()
+        if took_s is not None:
+            status["duration_s"] = took_s
+        (folder.path / "status.json").write_text(json.dumps(status))
     failed = _open(states_app, "pages/experiment.py", experiment="exp-failed-1")
     assert any(e.label == "Runs (2/2 ended: 2 failed)" for e in failed.expander)
     assert not any("finished" in e.label for e in failed.expander)
@@ -695,11 +706,11 @@ def test_single_wave_points_are_read_with_care_on_compare_and_experiment(
 ) -> None:
     exp = _open(states_app, "pages/experiment.py", experiment=DEMO_EXP)
     care = " ".join(w.value for w in exp.warning if "Read with care" in w.value)
-    assert "c=4: not steady state (one wave only, 4 requests at concurrency 4)" in care
+    assert "c=4: not steady state (worst: one wave only, 4 requests at concurrency 4)" in care
     cmp = _open(
         AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
         "pages/compare.py",
         runs="20261130-045815-c6a73d,20261130-045815-c6b21c",
     )
     care = " ".join(w.value for w in cmp.warning if "Read with care" in w.value)
-    assert "not steady state (one wave only, 64 requests at concurrency 64)" in care
+    assert "not steady state (worst: one wave only, 64 requests at concurrency 64)" in care
