@@ -56,6 +56,9 @@ BROWSER_GROUP = "browser"
 # modules (marker e2e, "e2e" in the file name), then the rest in collection order.
 LONGEST_FIRST = (
     "tests/test_explain_e2e.py",
+    # up to 6 fresh servers: it was queued among the other real-model modules, after these,
+    # and ended the run alone (~10 min on a loaded host)
+    "tests/test_adaptive_e2e.py",
     "tests/test_ray_executor.py",
     BROWSER_GROUP,
     "tests/test_faults.py",
