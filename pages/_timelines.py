@@ -27,7 +27,9 @@ def timelines_section(
     caption: str = "",
 ) -> None:
     st.subheader("The server's view over time")
-    timelines = [run_timeline(v) for v in views]
+    # the server's series first (which runs and points have a view), the client's for the
+    # drawn point only (core/analysis/timelines.py)
+    timelines = [run_timeline(v, points=()) for v in views]
     quiet = no_timeline_lines(labels, timelines, [no_view_line(v) for v in views])
     for line in quiet:  # one line, never an empty chart
         st.caption(line)
@@ -54,6 +56,10 @@ def timelines_section(
         if t.has_server
     ]
     lines = [line for line in said if line]
+    timelines = [
+        run_timeline(v, points=(point,)) if t.has_server else t
+        for v, t in zip(views, timelines, strict=True)
+    ]
     if lines:
         st.markdown("  \n".join(lines))
     fig = timeline_figure(labels, timelines, point, baseline, point_label=points[point])

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from core.analysis.runs import RunView
-from core.analysis.timelines import kv_capacity_tokens, log_lines_by_point
+from core.analysis.timelines import kv_capacity_tokens, log_lines_by_point, metric_samples
 from core.scheduler_log import parse_scheduler_lines
 
 __all__ = ["PrefixCache", "ServerView", "no_view_line", "prefix_cache_by_point", "server_view"]
@@ -76,18 +77,6 @@ def _delta(m: pd.DataFrame, name: str, labels_has: str | None = None) -> float |
     return float((by.last() - by.first()).sum())
 
 
-def _metric_rows(file: str) -> pd.DataFrame | None:
-    """The /metrics scrapes taken while a point ran (None: no such samples)."""
-    try:
-        df = pd.read_parquet(file)
-    except (OSError, ValueError):
-        return None
-    if df.empty or "source" not in df.columns:
-        return None
-    m = df[(df["source"] == "metrics") & (df["point"].fillna(-1) >= 0)]
-    return None if m.empty else m
-
-
 def prefix_cache_by_point(view: RunView) -> dict[int, PrefixCache]:
     """Per point index, the prefix-cache hits over that point: Δcached_tokens_total /
     Δprompt_tokens_total between the point's first and last scrape (the server view's rule;
@@ -95,7 +84,7 @@ def prefix_cache_by_point(view: RunView) -> dict[int, PrefixCache]:
     not in it). {} when the server exposed no /metrics."""
     if view.path is None or not (view.path / "samples.parquet").is_file():
         return {}
-    m = _metric_rows(str(view.path / "samples.parquet"))
+    m = metric_samples(view.path)
     if m is None:
         return {}
     out = {}
@@ -144,7 +133,7 @@ def _number(x: Any) -> float | None:
 def _from_metrics(
     file: str, _mtime_ns: int, _size: int, kv_capacity: float | None, point: int | None = None
 ) -> ServerView | None:
-    m = _metric_rows(file)
+    m = metric_samples(Path(file).parent)
     if m is None:
         return None
     if point is not None:

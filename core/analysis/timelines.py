@@ -16,7 +16,7 @@ puts the log's first stamp next to the ``launch`` step.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -38,6 +38,7 @@ __all__ = [
     "downsample",
     "kv_capacity_tokens",
     "log_lines_by_point",
+    "metric_samples",
     "point_spans",
     "run_timeline",
     "series_words",
@@ -191,9 +192,11 @@ def _client_series(
     out: list[tuple[str, np.ndarray, np.ndarray]] = [("client_in_flight_reqs", t, in_flight)]
 
     # Output tokens: each request's count spread over its content chunks (a chunk may carry
-    # several tokens; the total is the server's count, else the requested length).
-    chunk_t: list[float] = []
-    chunk_n: list[float] = []
+    # several tokens; the total is the server's count, else the requested length). The
+    # per-request rule in Python, the per-chunk work in numpy: a c=640 point has millions
+    # of chunks.
+    times_of: list[np.ndarray] = []
+    share_of: list[float] = []
     for row in records.itertuples(index=False):
         chunks = getattr(row, "chunk_s", None)
         if chunks is None or not len(chunks) or not bool(getattr(row, "ok", True)):
@@ -201,9 +204,11 @@ def _client_series(
         n: Any = getattr(row, "output_tokens_server", None)
         if n is None or (isinstance(n, float) and math.isnan(n)):
             n = getattr(row, "output_tokens_requested", None) or len(chunks)
-        chunk_t.extend(float(c) for c in chunks)
-        chunk_n.extend([float(n) / len(chunks)] * len(chunks))
-    if chunk_t:
+        times_of.append(np.asarray(chunks, dtype=float))
+        share_of.append(float(n) / len(chunks))
+    if times_of:
+        chunk_t = np.concatenate(times_of)
+        chunk_n = np.repeat(share_of, [len(c) for c in times_of])
         width = _bin_s(horizon, interval_s)
         edges = np.arange(0.0, horizon + width, width)
         if len(edges) < 2:
@@ -336,7 +341,11 @@ def _log_series(view: RunView) -> dict[int, list[tuple[str, np.ndarray, np.ndarr
     return out
 
 
-def _samples(run_path: Path) -> pd.DataFrame | None:
+def metric_samples(run_path: Path) -> pd.DataFrame | None:
+    """The /metrics scrapes taken while a point ran (``samples.parquet``, source
+    ``metrics``, point >= 0); None: no such samples. Read once per file version (a
+    finished run's file never changes) and shared by this module and
+    ``core.analysis.server_view``: a page asks for it once per chart and per point."""
     file = run_path / "samples.parquet"
     if not file.is_file():
         return None
@@ -356,10 +365,38 @@ def _read_samples(file: str, _mtime_ns: int, _size: int) -> pd.DataFrame | None:
     return m if not m.empty else None
 
 
+# every /metrics name a timeline reads (filtered once: SGLang exports hundreds)
+_TIMELINE_METRICS = frozenset(
+    [
+        *(n for names in _GAUGES.values() for n in names),
+        "sglang:num_retracted_reqs",
+        "sglang:num_retracted_requests_total",
+        "sglang:cuda_graph_passes_total",
+    ]
+)
+
+
+@lru_cache(maxsize=64)
+def _metric_series(
+    file: str, mtime_ns: int, size: int
+) -> tuple[tuple[int, str, np.ndarray, np.ndarray], ...]:
+    """The server's series of every point from one samples file version: (point, series,
+    t_s, value)."""
+    m = _read_samples(file, mtime_ns, size)
+    if m is None:
+        return ()
+    m = m[m["name"].isin(_TIMELINE_METRICS)]
+    return tuple(
+        (int(point), name, t, v)
+        for point, rows in m.groupby("point")
+        for name, t, v in _metric_rows(rows)
+    )
+
+
 def kv_capacity_tokens(view: RunView) -> float | None:
     """The KV pool's size in tokens: the server's own gauge where it was sampled, else what
     the facts step read (``/server_info`` or the start-up log)."""
-    samples = _samples(view.path) if view.path is not None else None
+    samples = metric_samples(view.path) if view.path is not None else None
     if samples is not None:
         rows = samples.loc[samples["name"] == "sglang:max_total_num_tokens", "value"].dropna()
         if not rows.empty and rows.max() > 0:
@@ -371,34 +408,81 @@ def kv_capacity_tokens(view: RunView) -> float | None:
     return None
 
 
-def run_timeline(view: RunView) -> Timeline:
+def _point_starts(view: RunView) -> dict[int, float]:
+    """Point index -> its start on the run's clock (s): ``point_spans`` without reading each
+    point's records for its end (a timeline places its rows by the start only)."""
+    origin = _step_started(view, "point 0")
+    starts: dict[int, float] = {}
+    for s in view.points:
+        idx = s.get("index")
+        if not isinstance(idx, int):
+            continue
+        start = s.get("started_run_s")
+        if isinstance(start, int | float):
+            starts[idx] = float(start)
+        elif (at := _epoch(s.get("started_at"))) is not None and origin is not None:
+            starts[idx] = max(at - origin, 0.0)
+    return starts
+
+
+@lru_cache(maxsize=256)
+def _client_series_of(
+    file: str, mtime_ns: int, size: int, interval_s: float
+) -> tuple[tuple[str, np.ndarray, np.ndarray], ...]:
+    """``_client_series`` of one records file, once per file version (a finished run's
+    records never change; a running point's file gets a new mtime with each write)."""
+    records = _read_records(file, mtime_ns, size)
+    return () if records is None else tuple(_client_series(records, interval_s))
+
+
+def _frame(
+    parts: Sequence[tuple[int, str, np.ndarray, np.ndarray, str]], starts: dict[int, float]
+) -> pd.DataFrame:
+    """The long table (``_COLUMNS``) of ``parts``, sorted by point, series and time."""
+    if not parts:
+        return pd.DataFrame({c: pd.Series(dtype=float) for c in _COLUMNS})
+    sizes = [len(p[2]) for p in parts]
+    t_s = np.concatenate([p[2] for p in parts])
+    frame = pd.DataFrame(
+        {
+            "point": np.repeat([p[0] for p in parts], sizes),
+            "series": np.repeat(np.array([p[1] for p in parts], dtype=object), sizes),
+            "t_s": t_s,
+            "t_point_s": t_s - np.repeat([starts.get(p[0], 0.0) for p in parts], sizes),
+            "value": np.concatenate([p[3] for p in parts]),
+            "source": np.repeat(np.array([p[4] for p in parts], dtype=object), sizes),
+        }
+    )
+    return frame.sort_values(["point", "series", "t_s"], kind="stable").reset_index(drop=True)
+
+
+def run_timeline(view: RunView, points: Collection[int] | None = None) -> Timeline:
     """Every series of one run; the server's from /metrics where it was sampled, else from
-    the log's scheduler lines; the client's from each point's records."""
-    spans = point_spans(view)
-    parts: list[pd.DataFrame] = []
+    the log's scheduler lines; the client's from each point's records. ``points``: the
+    point indices whose client series to compute (None: every point). The server's series
+    are always every point's (which points have a server view decides what a page offers;
+    the client's, one pass over every request's chunks, is what a chart of one point
+    need not pay for the others)."""
+    starts = _point_starts(view)
+    # (point, series, t_s, value, source): one frame is built from all of them at the end
+    # (a DataFrame per series costs more than the series' numbers)
+    parts: list[tuple[int, str, np.ndarray, np.ndarray, str]] = []
 
     def add(point: int, series: str, t_s: np.ndarray, value: np.ndarray, source: str) -> None:
-        start = spans.get(point, (0.0, 0.0))[0]
-        parts.append(
-            pd.DataFrame(
-                {
-                    "point": point,
-                    "series": series,
-                    "t_s": t_s,
-                    "t_point_s": t_s - start,
-                    "value": value,
-                    "source": source,
-                }
-            )
-        )
+        parts.append((point, series, np.asarray(t_s, float), np.asarray(value, float), source))
 
     source: Source = "none"
-    samples = _samples(view.path) if view.path is not None else None
-    if samples is not None and "sglang:num_running_reqs" in set(samples["name"]):
+    samples = metric_samples(view.path) if view.path is not None else None
+    if (
+        samples is not None
+        and view.path is not None
+        and (samples["name"] == "sglang:num_running_reqs").any()
+    ):
         source = "metrics"
-        for point, rows in samples.groupby("point"):
-            for name, t, v in _metric_rows(rows):
-                add(int(point), name, t, v, "metrics")
+        stat = (view.path / "samples.parquet").stat()
+        samples_file = str(view.path / "samples.parquet")
+        for point, name, t, v in _metric_series(samples_file, stat.st_mtime_ns, stat.st_size):
+            add(point, name, t, v, "metrics")
     else:
         by_point = _log_series(view)
         if by_point:
@@ -409,29 +493,29 @@ def run_timeline(view: RunView) -> Timeline:
     interval = (view.spec.get("plan") or {}).get("metrics_interval_s")
     interval_s = float(interval) if isinstance(interval, int | float) and interval > 0 else 1.0
     if view.path is not None:
-        for point, (start, _) in spans.items():
-            records = _records(view.path, point)
-            if records is None:
+        for point, start in starts.items():
+            if points is not None and point not in points:
                 continue
-            for name, t, v in _client_series(records, interval_s):
+            file = view.path / "points" / f"{point:03d}" / "records.parquet"
+            if not file.is_file():
+                continue
+            stat = file.stat()
+            for name, t, v in _client_series_of(
+                str(file), stat.st_mtime_ns, stat.st_size, interval_s
+            ):
                 add(point, name, t + start, v, "client")
     capacity = kv_capacity_tokens(view)
     if capacity:
         # KV usage as used / pool where both are known: SGLang's token_usage is rounded
         # (0.00 for 7,878 of 5.5 M tokens), and the fraction is what a memory knob acts on
-        used = [p for p in parts if p["series"].iat[0] == "kv_used_tokens"]
-        has_used = {int(p["point"].iat[0]) for p in used}
-        parts = [
-            p
+        has_used = {p[0] for p in parts if p[1] == "kv_used_tokens"}
+        parts = [p for p in parts if not (p[1] == "kv_usage" and p[0] in has_used)]
+        parts += [
+            (p[0], "kv_usage", p[2], p[3] / capacity, p[4])
             for p in parts
-            if not (p["series"].iat[0] == "kv_usage" and int(p["point"].iat[0]) in has_used)
+            if p[0] in has_used and p[1] == "kv_used_tokens"
         ]
-        parts += [p.assign(series="kv_usage", value=p["value"] / capacity) for p in used]
-    frame = (
-        pd.concat(parts, ignore_index=True).sort_values(["point", "series", "t_s"], kind="stable")
-        if parts
-        else pd.DataFrame({c: pd.Series(dtype=float) for c in _COLUMNS})
-    )
+    frame = _frame(parts, starts)
     return Timeline(view.run_id, source, frame.reset_index(drop=True), capacity)
 
 

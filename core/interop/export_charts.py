@@ -37,12 +37,21 @@ REPORT_TIMELINE_POINTS = 120
 
 
 def _timeline(sel: Selection, head: MatchedPoint | None, notes: list[str]) -> go.Figure | None:
-    """The server's view at the headline point, every run overlaid, downsampled."""
-    timelines = [run_timeline(v).downsampled(REPORT_TIMELINE_POINTS) for v in sel.views]
-    notes += no_timeline_lines(sel.names, timelines, [no_view_line(v) for v in sel.views])
+    """The server's view at the headline point, every run overlaid, downsampled: the
+    client's series of that point only, and only for runs with a server view (each point's
+    client series is a pass over every request's chunks: computing every run's every point
+    was most of a report's build time, docs/BENCHMARKS.md §7.3)."""
+    servers = [run_timeline(v, points=()) for v in sel.views]
+    notes += no_timeline_lines(sel.names, servers, [no_view_line(v) for v in sel.views])
     point = next((i for i in (head.indices if head else []) if i is not None), None)
-    if head is None or point is None:
+    if head is None or point is None or not any(t.has_server for t in servers):
         return None
+    timelines = [
+        (run_timeline(v, points=(point,)) if t.has_server else t).downsampled(
+            REPORT_TIMELINE_POINTS
+        )
+        for v, t in zip(sel.views, servers, strict=True)
+    ]
     return timeline_figure(
         sel.names, timelines, point, sel.names[sel.baseline], point_label=head.label
     )

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import plotly.io as pio
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -28,6 +29,7 @@ __all__ = [
     "CDF_MAX_POINTS",
     "MEMORY_PART_COLOURS",
     "SMALL_PART",
+    "apply_template",
     "arm_bands_figure",
     "arm_colours",
     "cdf_figure",
@@ -112,11 +114,28 @@ def metric_label(metric: str) -> str:
     return metric.replace("_", " ")
 
 
+def apply_template(fig: go.Figure) -> go.Figure:
+    """``plotly_white`` on ``fig``, assigned the way plotly assigns its own default template
+    (``BaseFigure._initialize_layout_template``): without validating it again.
+    ``update_layout(template=...)`` deep-copies and re-validates the registered template,
+    24 trace types' defaults included: 30-150 ms per figure on 2 cores, most of a chart
+    page's and of an HTML report's Python time (docs/BENCHMARKS.md §7.3)."""
+    registered = pio.templates[TEMPLATE]  # validated once, when plotly registered it
+    layout_obj = fig.layout
+    validate = layout_obj._validate
+    layout_obj._validate = False
+    try:
+        layout_obj.template = registered
+    finally:
+        layout_obj._validate = validate
+    return fig
+
+
 def layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.Figure:
     """Every chart's look: title top left, the legend below the x axis, axis titles."""
+    apply_template(fig)
     fig.update_layout(
         title={"text": title, "x": 0.01, "xanchor": "left"},
-        template=TEMPLATE,
         height=HEIGHT,
         margin={"l": 60, "r": 20, "t": 60, "b": 50},
         # below the x axis: above the plot, a legend of several arms wrapped
@@ -299,6 +318,10 @@ def gpu_memory_figure(
         }
     )
     df = df.sort_values("t_s")
+    # each point's span as a shaded band, labelled at its top left; built as plain shapes
+    # in one update (``add_vrect`` re-validates the figure's layout per band: ~25 ms each)
+    shapes: list[dict[str, Any]] = []
+    notes: list[dict[str, Any]] = []
     for i, (point, span) in enumerate(df.groupby("point", sort=True)["t_s"]):
         if point is None or int(point) < 0:
             continue
@@ -306,17 +329,35 @@ def gpu_memory_figure(
         x0, x1 = float(span.min()), float(span.max())
         if x1 - x0 < 1e-9:  # one sample: still a visible band
             x0, x1 = x0 - 0.5, x1 + 0.5
-        fig.add_vrect(
-            x0=x0,
-            x1=x1,
-            line_width=0,
-            opacity=0.12,
-            fillcolor="#4c78a8" if i % 2 else "#f58518",
-            layer="below",
-            annotation_text=text,
-            annotation_position="top left",
-            annotation_font_size=10,
+        shapes.append(
+            {
+                "type": "rect",
+                "xref": "x",
+                "yref": "y domain",
+                "x0": x0,
+                "x1": x1,
+                "y0": 0,
+                "y1": 1,
+                "line": {"width": 0},
+                "opacity": 0.12,
+                "fillcolor": "#4c78a8" if i % 2 else "#f58518",
+                "layer": "below",
+            }
         )
+        notes.append(
+            {
+                "text": text,
+                "xref": "x",
+                "yref": "y domain",
+                "x": x0,
+                "y": 1,
+                "xanchor": "left",
+                "yanchor": "top",
+                "showarrow": False,
+                "font": {"size": 10},
+            }
+        )
+    fig.update_layout(shapes=shapes, annotations=notes)
     for name, rows in df.groupby("gpu", sort=True):
         gpu_name = str(name).replace("gpu=", "GPU ")
         fig.add_trace(

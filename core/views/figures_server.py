@@ -19,7 +19,7 @@ from plotly.subplots import make_subplots
 
 from core.analysis.server_view import ServerView
 from core.analysis.timelines import Timeline, series_words
-from core.views.figures import TEMPLATE, arm_colours
+from core.views.figures import apply_template, arm_colours
 
 __all__ = [
     "LINE_STYLES",
@@ -163,13 +163,13 @@ def timeline_figure(
                 )
                 in_legend.add(label)
     sources = sorted({t.source for _, t in shown})
+    apply_template(fig)
     fig.update_layout(
         title={
             "text": f"{title} (from {' and '.join(sources)}) at {point_label or f'point {point}'}",
             "x": 0.01,
             "xanchor": "left",
         },
-        template=TEMPLATE,
         height=640,
         margin={"l": 60, "r": 20, "t": 70, "b": 80},
         legend={"orientation": "h", "yanchor": "top", "y": -0.1, "xanchor": "left", "x": 0.0},
