@@ -83,7 +83,7 @@ def cpu_by_bucket(profile: dict[str, Any], until_us: float) -> dict[str, float]:
     return dict(out)
 
 
-def profile_page(browser: Any, base: str, path: str, text: str, n: int) -> dict[str, Any]:
+def profile_page(browser: Any, base: str, path: str, selector: str, n: int) -> dict[str, Any]:
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = ctx.new_page()
     page.add_init_script(OBSERVER_JS)
@@ -107,7 +107,7 @@ def profile_page(browser: Any, base: str, path: str, text: str, n: int) -> dict[
     cdp.send("Profiler.start")
     t0 = time.perf_counter()
     page.goto(base + path)
-    page.get_by_text(text).first.wait_for(timeout=120_000)
+    page.locator(selector).first.wait_for(state="visible", timeout=120_000)
     main_s = time.perf_counter() - t0
     page.wait_for_function(IDLE_JS, timeout=120_000)
     page.wait_for_function(CHARTS_JS, arg=n, timeout=120_000)
@@ -164,9 +164,10 @@ def main() -> None:
     with portal(a.repo.resolve(), env, log) as base, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
-            profile_page(browser, base, "/", "run(s)", 0)  # warm the server's imports
-            for name, (path, text, n) in PAGES.items():
-                rows = [profile_page(browser, base, path, text, n) for _ in range(a.repeats)]
+            for path, selector, n in PAGES.values():  # warm the server: imports, first runs
+                profile_page(browser, base, path, selector, n)
+            for name, (path, selector, n) in PAGES.items():
+                rows = [profile_page(browser, base, path, selector, n) for _ in range(a.repeats)]
                 res[name] = rows
                 cpu = {
                     k: statistics.median(r["cpu_s"].get(k, 0.0) for r in rows)

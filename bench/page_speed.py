@@ -1,19 +1,21 @@
 """Cold page loads of the portal on the shipped H200 demo, in headless Debian chromium.
 
 Each page is opened ``--repeats`` times, each time in a fresh browser context (no cookies,
-no Streamlit session: a cold load). Two times per load, from navigation:
+no cache, no Streamlit session: a cold load). Two times per load, from navigation:
 
-* ``main``: the page's title and its first block of content are drawn;
+* ``main``: the first table or form element a user reads is drawn (``PAGES``: Runs' run
+  list, Launch's form, the Run page's steps table, Compare's and Experiment's summary
+  card, Import/Export's file picker);
 * ``charts``: the script is idle (Streamlit's status widget gone) and every plotly chart
   of the page is drawn.
 
 The median of the repeats is reported with the host's load average before and after (a
 busy host slows everything; compare runs only at a similar load).
 
-    python -m bench.page_speed [--repeats 5] [--repo DIR]
+    python -m bench.page_speed [--repeats 5] [--repo DIR] [--pages run,compare]
 
-``--repo`` runs the portal of another checkout (e.g. a git worktree of an older commit) on
-the same data, for a before/after.
+``--repo`` runs the portal of another checkout (e.g. ``git archive`` of an older commit
+unpacked in /tmp) on the same data, for a before/after.
 """
 
 from __future__ import annotations
@@ -36,15 +38,17 @@ CHROMIUM = DEFAULT_CHROMIUM
 ARGS = CHROMIUM_ARGS
 EXP = "exp-20261130-045815-42d8"
 OFF, ON = "20261130-045815-c6a73d", "20261130-045815-c6b21c"
-# page -> (path, a text of its answer that every version of the page has drawn: the
-# first block of content, or for Compare and Experiment the metrics / verdict)
-# and how many plotly charts the page draws
+# page -> (path, the CSS selector of its main content: the first table or form element
+# a user reads, each drawn by a lazily loaded front-end chunk of its own, so it is there only
+# once its data is; how many plotly charts the page draws)
+TABLE = '[data-testid="stTable"], [data-testid="stDataFrame"]'
 PAGES = {
-    "runs": ("/", "run(s)", 0),
-    "run": (f"/run?run={OFF}", "Launch command", 2),
-    "compare": (f"/compare?runs={ON},{OFF}", "Metrics", 4),
-    "experiment": (f"/experiment?experiment={EXP}", "Verdict", 3),
-    "launch": ("/launch", "Queue runs", 0),
+    "runs": ("/", '[data-testid="stDataFrame"]', 0),
+    "launch": ("/launch", '[data-testid="stForm"]', 0),
+    "run": (f"/run?run={OFF}", TABLE, 2),
+    "compare": (f"/compare?runs={ON},{OFF}", TABLE, 4),
+    "experiment": (f"/experiment?experiment={EXP}", TABLE, 3),
+    "import_export": ("/import_export", '[data-testid="stFileUploader"]', 0),
 }
 IDLE_JS = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
 # every plotly chart of the page drawn (Streamlit renders the whole page, not the first
@@ -57,14 +61,14 @@ def _load() -> float:
     return os.getloadavg()[0]
 
 
-def time_page(browser: Any, url: str, text: str, charts_n: int, repeats: int) -> dict[str, Any]:
+def time_page(browser: Any, url: str, selector: str, charts_n: int, repeats: int) -> dict[str, Any]:
     main, charts = [], []
     for _ in range(repeats):
         ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
         page = ctx.new_page()
         t = time.perf_counter()
         page.goto(url)
-        page.get_by_text(text).first.wait_for(timeout=120_000)
+        page.locator(selector).first.wait_for(state="visible", timeout=120_000)
         main.append(time.perf_counter() - t)
         page.wait_for_function(IDLE_JS, timeout=120_000)
         page.wait_for_function(CHARTS_JS, arg=charts_n, timeout=120_000)
@@ -100,6 +104,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--repo", type=Path, default=REPO, help="checkout whose portal to time")
     ap.add_argument("--name", default="page-speed")
+    ap.add_argument(
+        "--pages", default=",".join(PAGES), help="comma-separated, of " + ", ".join(PAGES)
+    )
     a = ap.parse_args()
     env = demo_portal_env(a.repo)
     from playwright.sync_api import sync_playwright
@@ -109,12 +116,15 @@ def main() -> None:
     with portal(a.repo.resolve(), env, log) as base, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
-            time_page(browser, base + "/", "run(s)", 0, 1)  # warm the server's imports
-            for name, (path, text, n) in PAGES.items():
-                res[name] = time_page(browser, base + path, text, n, a.repeats)
+            # warm the server: its imports, and each page's first run in this process
+            for path, selector, n in PAGES.values():
+                time_page(browser, base + path, selector, n, 1)
+            for name in a.pages.split(","):
+                path, selector, n = PAGES[name]
+                res[name] = time_page(browser, base + path, selector, n, a.repeats)
                 print(
-                    f"{name:11s} main {res[name]['main_median_s']:.2f} s  charts "
-                    f"{res[name]['charts_median_s']:.2f} s",
+                    f"{name:13s} main {res[name]['main_median_s']:.2f} s  charts "
+                    f"{res[name]['charts_median_s']:.2f} s  (load {_load():.1f})",
                     flush=True,
                 )
         finally:

