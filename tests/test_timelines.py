@@ -142,3 +142,55 @@ def test_end_to_end_against_the_fake_sglang(
     assert (t.at(0, "decode_graph_share")["value"] == 1.0).all()
     sv = server_view(view, 0)
     assert sv.source == t.source and sv.running_peak == 4 and (sv.queue_peak or 0) > 0
+
+
+def test_a_chart_of_one_point_gets_that_points_client_series_and_every_servers() -> None:
+    """The pages draw one point: its client series are the full timeline's, the others'
+    are not computed, and the server's series (which points have a view) are all there."""
+    view = _demo(SGLANG)
+    full, one = run_timeline(view), run_timeline(view, points=(1,))
+    client = {"client_in_flight_reqs", "client_output_tok_s"}
+    assert set(one.frame[one.frame["series"].isin(client)]["point"]) == {1}
+    pd.testing.assert_frame_equal(
+        one.at(1).reset_index(drop=True), full.at(1).reset_index(drop=True)
+    )
+    server = run_timeline(view, points=())
+    assert server.has_server and sorted(set(server.frame["point"])) == [0, 1, 2]
+    assert not server.frame["series"].isin(client).any()
+
+
+def test_a_finished_points_records_are_read_once_a_rewritten_file_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every page load asks for the timeline again: a finished point's records are read
+    once per process, while a file that changed (a running point) is read again, never
+    served stale."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    import core.analysis.timelines as timelines
+
+    dst = tmp_path / SGLANG
+    shutil.copytree(DEMO_DIR / "runs" / SGLANG, dst)
+    records = dst / "points" / "002" / "records.parquet"
+    reads: list[str] = []
+    real_read = pq.read_table
+
+    def counting_read(source: str, *args: object, **kwargs: object) -> object:
+        reads.append(str(source))
+        return real_read(source, *args, **kwargs)
+
+    monkeypatch.setattr(timelines.pq, "read_table", counting_read)
+    view = load_run(RunFolder(dst))
+    first = run_timeline(view, points=(2,))
+    second = run_timeline(view, points=(2,))
+    assert reads.count(str(records)) == 1
+    assert first.at(2, "client_in_flight_reqs")["value"].max() == 64
+    pd.testing.assert_frame_equal(first.frame, second.frame)
+
+    half = real_read(records).slice(0, 8)  # the point as it was early on: 8 requests
+    pq.write_table(half, records)
+    again = run_timeline(load_run(RunFolder(dst)), points=(2,))
+    assert reads.count(str(records)) == 2
+    assert again.at(2, "client_in_flight_reqs")["value"].max() <= 8
