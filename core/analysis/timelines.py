@@ -221,6 +221,12 @@ def _client_series(
 def _metric_rows(m: pd.DataFrame) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """The server's series from the /metrics scrapes of one point (long rows)."""
     out: list[tuple[str, np.ndarray, np.ndarray]] = []
+    # split by name once (a mask per name over every scrape cost more than the series)
+    by_name = dict(tuple(m.groupby("name", sort=False, observed=True)))
+    none = m.iloc[:0]
+
+    def named(name: str) -> pd.DataFrame:
+        return by_name.get(name, none)
 
     def primary(rows: pd.DataFrame) -> pd.DataFrame:
         # one scheduler's view: a TP group repeats its numbers on every tp_rank
@@ -232,7 +238,7 @@ def _metric_rows(m: pd.DataFrame) -> list[tuple[str, np.ndarray, np.ndarray]]:
 
     for series, names in _GAUGES.items():
         for name in names:
-            rows = primary(m[m["name"] == name])
+            rows = primary(named(name))
             if not rows.empty:
                 # dp ranks hold separate batches: their requests add up
                 by = rows.groupby("t_s")["value"]
@@ -240,8 +246,8 @@ def _metric_rows(m: pd.DataFrame) -> list[tuple[str, np.ndarray, np.ndarray]]:
                 out.append((series, agg.index.to_numpy(float), agg.to_numpy(float)))
                 break
 
-    retracted = primary(m[m["name"] == "sglang:num_retracted_reqs"])
-    total = primary(m[m["name"] == "sglang:num_retracted_requests_total"])
+    retracted = primary(named("sglang:num_retracted_reqs"))
+    total = primary(named("sglang:num_retracted_requests_total"))
     if not total.empty:  # a counter: retracted since the point started
         by = total.groupby("t_s")["value"].sum()
         out.append(("retracted_reqs", by.index.to_numpy(float), (by - by.iloc[0]).to_numpy(float)))
@@ -249,7 +255,7 @@ def _metric_rows(m: pd.DataFrame) -> list[tuple[str, np.ndarray, np.ndarray]]:
         by = retracted.groupby("t_s")["value"].sum()
         out.append(("retracted_reqs", by.index.to_numpy(float), by.to_numpy(float)))
 
-    passes = primary(m[m["name"] == "sglang:cuda_graph_passes_total"])
+    passes = primary(named("sglang:cuda_graph_passes_total"))
     if not passes.empty:
         mode = passes["labels"].fillna("").str.extract(r"mode=(\w+)", expand=False)
         wide = passes.assign(mode=mode).pivot_table(
