@@ -12,15 +12,17 @@ no cache, no Streamlit session: a cold load). Two times per load, from navigatio
 The median of the repeats is reported with the host's load average before and after (a
 busy host slows everything; compare runs only at a similar load).
 
-    python -m bench.page_speed [--repeats 5] [--repo DIR] [--pages run,compare]
+    python -m bench.page_speed [--repeats 5] [--repo DIR] [--against DIR] [--pages run,compare]
 
 ``--repo`` runs the portal of another checkout (e.g. ``git archive`` of an older commit
-unpacked in /tmp) on the same data, for a before/after.
+unpacked in /tmp) on the same data; ``--against`` a second one beside it, the loads of the
+two interleaved, for a before/after on a host whose load moves.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -103,32 +105,58 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--repo", type=Path, default=REPO, help="checkout whose portal to time")
+    ap.add_argument(
+        "--against",
+        type=Path,
+        help="a second checkout (e.g. the 'before'): its portal too, the two pages' loads "
+        "interleaved, so both meet the same host load",
+    )
     ap.add_argument("--name", default="page-speed")
     ap.add_argument(
         "--pages", default=",".join(PAGES), help="comma-separated, of " + ", ".join(PAGES)
     )
     a = ap.parse_args()
-    env = demo_portal_env(a.repo)
+    repos = {"this": a.repo, **({"against": a.against} if a.against else {})}
     from playwright.sync_api import sync_playwright
 
-    res: dict[str, Any] = {"repo": str(a.repo), "repeats": a.repeats, "load_before": _load()}
-    log = Path(env["SERVELAB_DATA_DIR"]).parent / "portal.log"
-    with portal(a.repo.resolve(), env, log) as base, sync_playwright() as pw:
+    res: dict[str, Any] = {
+        "repos": {k: str(r) for k, r in repos.items()},
+        "repeats": a.repeats,
+        "load_before": _load(),
+    }
+    with sync_playwright() as pw, contextlib.ExitStack() as stack:
+        bases = {}
+        for key, repo in repos.items():
+            env = demo_portal_env(repo)
+            log = Path(env["SERVELAB_DATA_DIR"]).parent / "portal.log"
+            bases[key] = stack.enter_context(portal(repo.resolve(), env, log))
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        try:
-            # warm the server: its imports, and each page's first run in this process
+        stack.callback(browser.close)
+        # warm each server: its imports, and each page's first run in the process
+        for base in bases.values():
             for path, selector, n in PAGES.values():
                 time_page(browser, base + path, selector, n, 1)
-            for name in a.pages.split(","):
-                path, selector, n = PAGES[name]
-                res[name] = time_page(browser, base + path, selector, n, a.repeats)
+        for name in a.pages.split(","):
+            path, selector, n = PAGES[name]
+            loads: dict[str, dict[str, list[float]]] = {
+                k: {"main_s": [], "charts_s": []} for k in bases
+            }
+            for _ in range(a.repeats):
+                for key, base in bases.items():  # one load of each in turn
+                    one = time_page(browser, base + path, selector, n, 1)
+                    loads[key]["main_s"] += one["main_s"]
+                    loads[key]["charts_s"] += one["charts_s"]
+            for key, got in loads.items():
+                res.setdefault(key, {})[name] = {
+                    "main_median_s": statistics.median(got["main_s"]),
+                    "charts_median_s": statistics.median(got["charts_s"]),
+                    **got,
+                }
                 print(
-                    f"{name:13s} main {res[name]['main_median_s']:.2f} s  charts "
-                    f"{res[name]['charts_median_s']:.2f} s  (load {_load():.1f})",
+                    f"{name:13s} {key:8s} main {statistics.median(got['main_s']):.2f} s  "
+                    f"charts {statistics.median(got['charts_s']):.2f} s  (load {_load():.1f})",
                     flush=True,
                 )
-        finally:
-            browser.close()
     res["load_after"] = _load()
     res["machine"] = machine()
     print(f"load average before {res['load_before']:.1f}, after {res['load_after']:.1f}")
