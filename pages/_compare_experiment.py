@@ -15,9 +15,10 @@ from core.analysis.stats import EXPERIMENT_METRICS, first_per_arm
 from core.analysis.trials import experiment_runs
 from core.errors import ConfigError
 from core.interop.export import select
+from core.metrics import metric_label
 from core.settings import Settings
 from core.views.cells import readable_cells
-from core.views.figures import arm_bands_figure, metric_label
+from core.views.figures import arm_bands_figure
 from pages import _story
 from pages._export import export_buttons
 from pages._ledger import ledger_section

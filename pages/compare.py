@@ -18,9 +18,15 @@ from core.analysis.points import metric_deltas
 from core.analysis.roles import baseline_index, headline_point, knob_fields
 from core.analysis.runs import has_records, latency_samples, load_run, no_records_note
 from core.interop.export import selection_of
-from core.metrics import DEFINITION
+from core.metrics import DEFINITION, VERDICT_METRICS, metric_label
 from core.run_folder import find_runs
-from core.views.cells import DELTA_LEGEND, readable_cells
+from core.views.cells import (
+    DELTA_LEGEND,
+    confounder_sentence,
+    headroom_table,
+    number_text,
+    readable_cells,
+)
 from core.views.figures import (
     cdf_figure,
     memory_headroom_figure,
@@ -92,12 +98,7 @@ _story.summary_card(story)
 knobs = knob_fields(views)
 extra = confounders(views)
 if extra:
-    st.warning(
-        f"More differs than the knob under test ({', '.join(knobs) or 'none declared'})"
-        f": **{', '.join(extra)}**. A difference in the numbers cannot be pinned on one "
-        "knob.",
-        icon=":material/warning:",
-    )
+    st.warning(confounder_sentence(knobs, extra), icon=":material/warning:")
 elif knobs:
     st.success(f"Only the knob under test differs: {', '.join(knobs)}.")
 # the version is the installation's, not a confounder; the baseline's first
@@ -125,18 +126,16 @@ if head is not None:
     for other in (n for i, n in enumerate(names) if i != baseline):
         cols = st.columns(4)
         cols[0].markdown(f"**{other}** vs **{names[baseline]}**  \n{head.label}")
-        for col, metric in zip(
-            cols[1:], ("output_throughput", "median_ttft_ms", "median_itl_ms"), strict=True
-        ):
+        for col, metric in zip(cols[1:], VERDICT_METRICS, strict=True):
             row = deltas[(deltas["point"] == head.label) & (deltas["metric"] == metric)]
             if row.empty or pd.isna(row.iloc[0][other]):
-                col.metric(metric, "n/a")
+                col.metric(metric_label(metric), "n/a")
                 continue
             r = row.iloc[0]
             rel = r.get(f"rel_{other}")
             col.metric(
-                metric,
-                f"{r[other]:.1f}",
+                metric_label(metric),
+                number_text(r[other]),
                 delta=None if pd.isna(rel) else f"{rel:+.1%}",
                 delta_color="off",  # a single-run difference: no interval backs a colour
             )
@@ -203,7 +202,8 @@ mem = memory_headroom(views, names)
 if (no_memory := no_memory_line(mem, views)) is not None:  # one line, not an empty table
     st.caption(no_memory)
 else:
-    st.table(readable_cells(mem).set_index(mem.columns[0]).rename_axis("run"))
+    for table in headroom_table(mem):  # a row per fact, a column per run: none cut off
+        st.table(table)
     st.plotly_chart(memory_headroom_figure(mem))
 
 st.subheader("Export")

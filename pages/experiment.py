@@ -30,7 +30,7 @@ from core.interop.export import select
 from core.launch.presets import stored_run_estimate
 from core.metrics import DEFINITION
 from core.run_folder import is_run_id
-from core.views.cells import readable_cells
+from core.views.cells import headroom_table
 from core.views.figures import (
     arm_bands_figure,
     arm_colours,
@@ -237,7 +237,8 @@ head = memory_headroom(list(first.values()), list(first))
 if (no_memory := no_memory_line(head, list(first.values()))) is not None:
     st.caption(no_memory)  # one line, not an all-"—" table and an empty chart
 else:
-    st.table(readable_cells(head).set_index(head.columns[0]).rename_axis("arm"))
+    for table in headroom_table(head, "arm"):  # a row per fact, a column per arm
+        st.table(table)
     st.plotly_chart(memory_headroom_figure(head))
 
 st.subheader("SLO")

@@ -7,7 +7,9 @@ import streamlit as st
 from core.errors import StoreError
 from core.executors import run_nodes
 from core.executors.queue import cancel
+from core.metrics import metric_label
 from core.store import Catalog, folder_rows
+from core.views.cells import readable_table
 from core.views.runs_table import knob_columns, live_runs, runs_frame
 from pages._auth import can_launch
 from pages._services import bootstrap
@@ -26,28 +28,30 @@ state = f2.selectbox(
 model = f3.text_input("Model (exact)", key="f_model")
 tag = f4.text_input("Tag", key="f_tag")
 
-# The catalog's columns and their headings; core/views/runs_table.py adds the experiment, arm,
-# knobs under test and the headline point.
-COLUMNS = {
+# The catalog's columns in the order a reader looks for them: which run, then its headline
+# metrics near the left (at 1440 px they were off-screen), then what tells runs apart;
+# core/views/runs_table.py adds the experiment, arm, knobs under test and the headline point.
+# None: the heading is the metric's label (core.metrics.metric_label, via readable_table).
+COLUMNS: dict[str, str | None] = {
     "run_id": "run",
     "state": "status",
-    "phase": "phase",
-    "experiment": "experiment",
+    "history": "history",
     "arm": "arm",
+    "headline at": "headline at",
+    "output_throughput": None,
+    "median_ttft_ms": None,
+    "median_itl_ms": None,
+    "error_rate": "errors",
+    "experiment": "experiment",
+    "phase": "phase",
     "engine": "engine",
     "model": "model",
     "device": "device",
-    "headline at": "headline at",
-    "output_throughput": "out tok/s",
-    "median_ttft_ms": "TTFT p50 ms",
-    "median_itl_ms": "ITL p50 ms",
-    "error_rate": "errors",
-    "kv_cache_tokens": "KV tokens",
+    "kv_cache_tokens": None,
     "started_at": "started",
     "duration_s": "wall s",
     "tags": "tags",
     "reason": "reason",
-    "history": "history",
 }
 
 
@@ -90,18 +94,16 @@ def run_table() -> None:
             r["node"] = nodes.get(r["run_id"], "local")
     frame = runs_frame(rows, settings.runs_dir)
     knobs = knob_columns(frame)
-    columns = {
-        **{k: v for k, v in COLUMNS.items() if k != "engine"},
-        **{k: k for k in knobs},
-        "engine": "engine",
-    }
+    headings = {**COLUMNS, **{k: k for k in knobs}}  # a knob as the plan spells it
     if nodes:
-        columns["node"] = "node"
-    order = ["run_id", "state", "history", "phase", "experiment", "arm", *knobs]
-    columns = {k: columns[k] for k in [*order, *(c for c in columns if c not in order)]}
-    df = frame[list(columns)].rename(columns=columns)
+        headings["node"] = "node"
+    rest = [c for c in headings if c not in knobs]
+    after = rest.index("experiment") + 1  # the knobs under test beside the experiment
+    shown = frame[[*rest[:after], *knobs, *rest[after:]]]
     event = st.dataframe(
-        df,
+        readable_table(
+            shown, {k: v for k, v in headings.items() if v}, keep=["experiment", "history"]
+        ),
         hide_index=True,
         on_select="rerun",
         selection_mode="multi-row",
@@ -115,15 +117,12 @@ def run_table() -> None:
                 display_text="history",
                 help="this configuration's runs over time and versions, with the band",
             ),
-            "out tok/s": st.column_config.NumberColumn(
-                format="%.1f", help="at the point named in 'headline at' (the plan's heaviest load)"
+            metric_label("output_throughput"): st.column_config.Column(
+                help="at the point named in 'headline at' (the plan's heaviest load)"
             ),
-            "TTFT p50 ms": st.column_config.NumberColumn(format="%.1f"),
-            "ITL p50 ms": st.column_config.NumberColumn(format="%.1f"),
-            "errors": st.column_config.NumberColumn(format="percent"),
-            "wall s": st.column_config.NumberColumn(format="%.1f"),
         },
     )
+    df = shown.rename(columns={"run_id": "run"})
     chosen = [df.iloc[i]["run"] for i in event.selection.rows]
     b1, b2, b3 = st.columns(3)
     if len(chosen) == 1:

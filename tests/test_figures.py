@@ -19,7 +19,6 @@ from core.views.figures import (
     cdf_figure,
     gpu_memory_figure,
     memory_headroom_figure,
-    metric_label,
     metric_vs_concurrency,
     no_gpu_samples_line,
     no_memory_line,
@@ -86,7 +85,7 @@ def test_metric_vs_concurrency(tmp_path: Path) -> None:
     assert fig.layout.xaxis.type == "log"
     assert list(fig.layout.xaxis.tickvals) == [1, 2, 4, 8]
     assert fig.layout.xaxis.title.text.startswith("concurrency")
-    assert fig.layout.yaxis.title.text == "median TTFT (ms)"
+    assert fig.layout.yaxis.title.text == "Median TTFT (ms)"
     assert list(fig.data[0].customdata) == [
         "c=1 rate=inf in=32 out=16",
         "c=4 rate=inf in=32 out=16",
@@ -108,7 +107,7 @@ def test_metric_vs_concurrency_splits_different_loads(tmp_path: Path) -> None:
     )
     fig = metric_vs_concurrency([load_run(a)], "output_throughput")
     assert len(fig.data) == 2
-    assert fig.layout.yaxis.title.text == "output throughput (tok/s)"
+    assert fig.layout.yaxis.title.text == "Output throughput (tok/s)"
 
 
 def test_metric_vs_concurrency_without_points(tmp_path: Path) -> None:
@@ -270,9 +269,11 @@ def test_figures_use_the_white_template(tmp_path: Path) -> None:
 
 
 def test_metric_labels_carry_units() -> None:
+    from core.metrics import metric_label
+
     assert metric_label("p99_itl_ms") == "p99 ITL (ms)"
-    assert metric_label("request_throughput") == "request throughput (req/s)"
-    assert metric_label("error_rate") == "error rate (fraction)"
+    assert metric_label("request_throughput") == "Request throughput (req/s)"
+    assert metric_label("error_rate") == "Error rate (fraction)"
     assert not math.isnan(len(metric_label("something_new")))
 
 

@@ -89,7 +89,19 @@ def test_runs_page_lists_runs_with_metrics(app: AppTest, data_dir: Path) -> None
     frame = app.dataframe[0].value
     assert set(run_ids(data_dir)) <= set(frame["run"])
     assert (frame["status"] == "succeeded").sum() >= 2
-    assert frame["out tok/s"].notna().all()
+    assert frame["Output throughput (tok/s)"].notna().all()
+    # the headline metrics near the left: at 1440 px they were off-screen (issue 24 item 5)
+    assert list(frame.columns)[:9] == [
+        "run",
+        "status",
+        "history",
+        "arm",
+        "headline at",
+        "Output throughput (tok/s)",
+        "Median TTFT (ms)",
+        "Median ITL (ms)",
+        "errors",
+    ]
 
 
 def test_launch_form_shows_errors_beside_fields_and_queues_nothing(
@@ -153,7 +165,13 @@ def test_compare_warns_when_more_than_the_intended_knob_differs(
     app.switch_page("pages/compare.py").run()
     assert not app.exception, app.exception
     warnings = " ".join(w.value for w in app.warning)
-    assert "server.mem_fraction_static" in warnings
+    # the extra field named once, readably, beside the knob under test (issue 24 item 5)
+    assert "(cuda_graphs): **mem_fraction_static** differs too" in warnings
+    assert warnings.count("mem_fraction_static") == 1
+    # the tiles name the metrics as the card does, with units
+    labels = [m.label for m in app.metric]
+    assert "Output throughput (tok/s)" in labels and "Median TTFT (ms)" in labels
+    assert not any("_" in label for label in labels)
     tables = " ".join(df.to_csv() for df in page_tables(app))
     assert "server.cuda_graphs" in tables and "rel_" in tables
 
@@ -399,9 +417,9 @@ def test_demo_tells_one_story_on_experiment_compare_and_report(
     assert "graphs on** vs **graphs off** (baseline)" in text
     assert "A/A noise floor: not measured on vm" in text
     card = next(d for d in page_tables(exp) if "c=64" in d.columns)
-    assert "peak GPU memory (MiB)" in card.index and "c=64" in card.columns
-    assert card.loc["median TTFT (ms)", "c=64"].endswith("▼")
-    assert card.loc["output throughput (tok/s)", "c=64"].startswith("+246")  # paired by trial
+    assert "Peak GPU memory (MiB)" in card.index and "c=64" in card.columns
+    assert card.loc["Median TTFT (ms)", "c=64"].endswith("▼")
+    assert card.loc["Output throughput (tok/s)", "c=64"].startswith("+246")  # paired by trial
     # the link to Compare opens the experiment's own comparison (all trials), same story
     link = next(p for p in exp.get("page_link") if "Compare the arms (all trials)" in p.label)
     query = dict(urllib.parse.parse_qsl(link.proto.query_string))
@@ -484,7 +502,7 @@ def test_the_2x2_gives_one_number_for_one_contrast_on_every_page_and_export(
     said = row.cell_text()
     assert said.startswith("+227% [+220, +234]") and row.n == 3 and row.confirmed
     arms = list(dict.fromkeys(r.arm for r in story.card))
-    metric = "output throughput (tok/s)"
+    metric = "Output throughput (tok/s)"
 
     exp = _open(states_app, "pages/experiment.py", experiment=GRID_EXP)
     assert _card_cells(exp, arms, arm, metric, "c=64") == said

@@ -80,8 +80,8 @@ def test_card_judges_each_metric_by_its_direction_and_lists_regressions_first() 
     assert lines[0].startswith("median TTFT at c=1, 64: +")
     assert any(line.startswith("KV pool at start-up: -100,000 tokens (-20.0%)") for line in lines)
     text, verdicts = card_grid(rows, "on")
-    assert text.loc["output throughput (tok/s)", "c=1"].endswith("▲")
-    assert verdicts.loc["median TTFT (ms)", "c=64"] == "worse"
+    assert text.loc["Output throughput (tok/s)", "c=1"].endswith("▲")
+    assert verdicts.loc["Median TTFT (ms)", "c=64"] == "worse"
     # cells that do not apply (a per-point metric at start-up) read "—", never "None"
     assert not text.isna().any().any() and "None" not in text.to_string()
     assert set(card_frame(rows)["verdict"]) <= {"better", "worse", "within noise", "unknown"}
@@ -107,8 +107,8 @@ def test_one_run_each_uses_the_aa_floor_else_says_unconfirmed() -> None:
     # ... so the card's grid never paints it better (green): the pages and the report
     # colour only what an interval or the A/A floor backs
     text, verdicts = card_grid(rows, "a")
-    assert verdicts.loc["output throughput (tok/s)", "c=4"] == UNCONFIRMED
-    assert text.loc["output throughput (tok/s)", "c=4"].endswith("?")
+    assert verdicts.loc["Output throughput (tok/s)", "c=4"] == UNCONFIRMED
+    assert text.loc["Output throughput (tok/s)", "c=4"].endswith("?")
     floored = summary_card({"a": [a], "b": [b]}, "b", floor={"output_throughput": 0.05})
     assert next(r for r in floored if r.metric == "output_throughput").verdict == "within noise"
     story = comparison_story([a, b], 1, ["a", "b"], None, "gpu-7")
@@ -174,7 +174,7 @@ def test_a_tiny_change_without_an_interval_is_no_change_never_within_noise() -> 
     deltas = metric_deltas([b, a], metrics=["output_throughput"], names=["b", "a"])
     assert list(deltas["verdict_a"]) == ["no change"]
     story = comparison_story([a, b], 1, ["a", "b"])
-    assert "output_throughput +0.3% (no change)" in story.verdict[-1]
+    assert "Output throughput (tok/s) +0.3% (no change)" in story.verdict[-1]
     assert "within noise" not in " ".join(story.verdict)
     # an interval that covers 0 (three trials each) is what "within noise" means
     trials_a = [view(f"a{t}", {4: v}) for t, v in enumerate((100.3, 99.0, 101.5))]
@@ -222,7 +222,7 @@ def test_the_2x2_verdict_leads_with_the_knobs_and_never_calls_the_memory_fractio
     # what the knob costs stays a finding: its memory rows keep their verdict
     assert {r.verdict for r in alone if r.metric == "peak_gpu_mib"} == {"worse"}
     text, _ = card_grid(story.card, "cg=false mfs=0.92")
-    assert text.loc["output throughput (tok/s)", "c=64"].endswith("n/t")
+    assert text.loc["Output throughput (tok/s)", "c=64"].endswith("n/t")
     checks = {c["knob"]: c for c in story.knob_checks}
     assert checks["mem_fraction_static"]["exercised"] is False
     assert checks["cuda_graphs"]["exercised"] is True

@@ -66,6 +66,9 @@ from core.metrics import (
     VERDICT_METRICS,
     Caveat,
     as_number,
+    metric_label,
+    metric_name,
+    metric_unit,
     point_caveats,
 )
 from core.settings import Settings
@@ -105,16 +108,20 @@ _NO_FINDING = (WITHIN_NOISE, "no change", "unknown", NOT_TESTED)
 # pages and the report paint it neither green nor red
 UNCONFIRMED = "unconfirmed"
 
-# metric -> (name in words, unit, higher is better)
+# metric -> (name in words, unit, higher is better); the words are core.metrics' (THE
+# metric words: the card, the pages and the charts name a metric alike)
 CARD_METRICS: dict[str, tuple[str, str, bool]] = {
-    "output_throughput": ("output throughput", "tok/s", True),
-    "median_ttft_ms": ("median TTFT", "ms", False),
-    "p99_ttft_ms": ("p99 TTFT", "ms", False),
-    "median_itl_ms": ("median ITL", "ms", False),
-    "median_tpot_ms": ("median TPOT", "ms", False),
-    "peak_gpu_mib": ("peak GPU memory", "MiB", False),
-    "headroom_gb": ("memory headroom", "GB", True),
-    "kv_cache_tokens": ("KV pool", "tokens", True),
+    m: (metric_name(m), metric_unit(m), higher)
+    for m, higher in (
+        ("output_throughput", True),
+        ("median_ttft_ms", False),
+        ("p99_ttft_ms", False),
+        ("median_itl_ms", False),
+        ("median_tpot_ms", False),
+        ("peak_gpu_mib", False),
+        ("headroom_gb", True),
+        ("kv_cache_tokens", True),
+    )
 }
 _MEMORY = ("peak_gpu_mib", "headroom_gb", "kv_cache_tokens")
 
@@ -545,7 +552,7 @@ def card_grid(rows: Sequence[CardRow], arm: str) -> tuple[pd.DataFrame, pd.DataF
     text: dict[str, dict[str, str]] = {}
     verdicts: dict[str, dict[str, str]] = {}
     for r in mine:
-        label = f"{r.name} ({r.unit})"
+        label = metric_label(r.metric)
         text.setdefault(label, {})[r.point] = r.cell_text()
         # colour only what an interval (or the A/A floor) backs: a single run's difference
         # is never painted better / worse
@@ -570,7 +577,7 @@ def noise_note(floor: Mapping[str, Any] | None, host: str | None) -> str:
     if not floor:
         return f"A/A noise floor: not measured on {where} (run the 'A/A noise check' preset there)."
     parts = ", ".join(
-        f"{CARD_METRICS[k][0] if k in CARD_METRICS else k} ±{v:.1%}"
+        f"{metric_name(k)} ±{v:.1%}"
         for k, v in floor.items()
         if k != "experiment_id" and as_number(v) is not None
     )
@@ -820,12 +827,13 @@ def comparison_story(
                 rel, word = r[f"rel_{name}"], r[f"verdict_{name}"]
                 if name in untested and word == "no change":
                     word = NOT_TESTED
+                label = metric_label(str(r["metric"]))
                 if word is None or pd.isna(r[name]):
-                    parts.append(f"{r['metric']} unknown")
+                    parts.append(f"{label} unknown")
                 elif pd.isna(rel):
-                    parts.append(f"{r['metric']} {r[name]:,.4g} ({word})")
+                    parts.append(f"{label} {r[name]:,.4g} ({word})")
                 else:
-                    parts.append(f"{r['metric']} {rel:+.1%} ({word})")
+                    parts.append(f"{label} {rel:+.1%} ({word})")
             line = f"{name} vs {arms[baseline]} at {head.label}: " + ", ".join(parts) + "."
             if conf:
                 line = (

@@ -5,13 +5,44 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import pandas as pd
+from pandas.io.formats.style import Styler
 
 from core.config import knob_text
+from core.metrics import METRIC_WORDS, metric_label
 
-__all__ = ["CARD_COLUMNS", "CARD_LEGEND", "DELTA_LEGEND", "column_groups", "readable_cells"]
+__all__ = [
+    "CARD_COLUMNS",
+    "CARD_LEGEND",
+    "DELTA_LEGEND",
+    "EMPTY",
+    "cell_text",
+    "column_groups",
+    "column_label",
+    "confounder_sentence",
+    "headroom_table",
+    "number_text",
+    "readable_cells",
+    "readable_table",
+    "time_text",
+]
+
+# What an empty cell reads: never "None" or "nan" (which read like a measured value).
+EMPTY = "—"
+# Column-name endings and the unit each names (``weight_mem_gb`` -> "Weight mem (GB)").
+_UNIT_SUFFIXES = {
+    "_gb": "GB",
+    "_mib": "MiB",
+    "_ms": "ms",
+    "_s": "s",
+    "_tokens": "tokens",
+    "_tok_s": "tok/s",
+}
+# Words a column name spells as letters (kv -> KV).
+_ACRONYMS = {"kv": "KV", "gpu": "GPU", "ttft": "TTFT", "itl": "ITL", "tpot": "TPOT", "e2e": "E2E"}
 
 # The most point columns one summary-card table holds. At 400 px a card of c=1 … c=64 and
 # start-up (8 columns) showed c=1 … c=16 and cut c=32 and c=64 off with no scroll hint;
@@ -34,26 +65,140 @@ DELTA_LEGEND = (
 )
 
 
+def number_text(value: Any, unit: str = "") -> str:
+    """THE number as a reader sees it: three significant digits by magnitude, never fewer
+    than the whole part (127.46550430199999 -> "127", 12.345 -> "12.3", 0.012345 ->
+    "0.0123", 1234.56 -> "1,235"), thousands separators, a whole int in full (5,952,378);
+    ``unit`` after a space. "—" for None, NaN, infinities, text and bools."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return EMPTY
+    if isinstance(value, int) or (float(value).is_integer() and abs(value) >= 1):
+        text = f"{value:,.0f}"
+    elif value == 0:
+        text = "0"
+    else:
+        # digits after the point that show three significant ones, counted again after
+        # rounding (99.96 rounds to 100: "100", not "100.0")
+        decimals = max(0, 2 - math.floor(math.log10(abs(value))))
+        rounded = round(value, decimals)
+        if rounded != 0:
+            decimals = max(0, 2 - math.floor(math.log10(abs(rounded))))
+        text = f"{value:,.{decimals}f}"
+        if "." in text:  # 0.5, not 0.500: no digit that says nothing
+            text = text.rstrip("0").rstrip(".")
+    return f"{text} {unit}" if unit else text
+
+
+def time_text(stamp: Any) -> str:
+    """A stored ISO timestamp (UTC, with milliseconds) as a reader sees it: this host's
+    local time, to the second ("2026-12-01 04:14:12"); "—" when unset or unreadable."""
+    if not isinstance(stamp, str) or not stamp:
+        return EMPTY
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return stamp
+    return when.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def column_label(column: str) -> str:
+    """A column name as a heading: a metric's label (``core.metrics.metric_label``:
+    "Output throughput (tok/s)"), else its words with the unit its ending names
+    (``weight_mem_gb`` -> "Weight mem (GB)", ``kv_cache_tokens`` -> "KV cache (tokens)");
+    a heading already in words is kept."""
+    if column in METRIC_WORDS or (column.endswith("_ms") and metric_label(column) != column):
+        return metric_label(column)
+    if "_" not in column:
+        return column
+    unit = ""
+    for suffix, name in _UNIT_SUFFIXES.items():
+        if column.endswith(suffix):
+            column, unit = column[: -len(suffix)], name
+            break
+    words = " ".join(_ACRONYMS.get(w, w) for w in column.split("_"))
+    words = words[:1].upper() + words[1:]
+    return f"{words} ({unit})" if unit else words
+
+
+def cell_text(value: Any, column: str = "") -> str:
+    """One cell in words, by its column (the rule of ``readable_cells`` and
+    ``readable_table``): on / off for booleans, "—" where unset, a fraction column
+    (``error_rate``, ``*_share``) as a percentage, GB to 2 decimals, MiB and tokens whole
+    and grouped, every other number by ``number_text``, timestamps (``*_at``) by
+    ``time_text``, text as it is, in full (a model path is not shortened: two paths may
+    share their last part)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return EMPTY
+    if isinstance(value, bool):
+        return knob_text(value)
+    if isinstance(value, int | float):
+        if column == "error_rate" or column.endswith(("_share", "errors")):
+            return f"{value:.1%}" if math.isfinite(value) else EMPTY
+        if column.endswith("_gb"):
+            return f"{value:,.2f}"
+        if column.endswith(("_mib", "tokens")):
+            return f"{value:,.0f}"
+        return number_text(value)
+    if column.endswith("_at"):
+        return time_text(value)
+    if isinstance(value, list | tuple):  # tags
+        return " ".join(map(str, value)) or EMPTY
+    return str(value)
+
+
 def readable_cells(frame: pd.DataFrame) -> pd.DataFrame:
-    """A table as a reader sees it (pages, the HTML report): on / off for booleans, "—"
-    where unset, numbers to the precision their unit deserves (the column's suffix: ``_gb``
-    2 decimals, ``_mib`` and ``tokens`` whole and grouped), every other value as it is, in
-    full (a model path is not shortened here: two paths may share their last part).
+    """A table as a reader sees it (pages, the HTML report), each cell by ``cell_text``.
     Exports keep the raw values."""
+    return frame.apply(lambda col: col.map(lambda v: cell_text(v, str(col.name))))
 
-    def cell(value: Any, column: str) -> str:
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            return "—"
-        if isinstance(value, bool):
-            return knob_text(value)
-        if isinstance(value, int | float):
-            if column.endswith("_gb"):
-                return f"{value:,.2f}"
-            if column.endswith(("_mib", "tokens")):
-                return f"{value:,.0f}"
-        return str(value)
 
-    return frame.apply(lambda col: col.map(lambda v: cell(v, str(col.name))))
+def readable_table(
+    frame: pd.DataFrame, headings: dict[str, str] | None = None, keep: Sequence[str] = ()
+) -> Styler:
+    """A table to sort and select in (``st.dataframe``): each cell shown by ``cell_text``
+    while the values stay numbers (a column sorts 9 before 10), "—" where empty, headings
+    by ``column_label`` unless ``headings`` names them; ``keep``: columns shown as they are
+    (a link column: the page's column config draws it)."""
+    names = {c: (headings or {}).get(str(c)) or column_label(str(c)) for c in frame.columns}
+    formats = {
+        names[c]: (lambda v, c=str(c): cell_text(v, c)) for c in frame.columns if c not in keep
+    }
+    return frame.rename(columns=names).style.format(formats, na_rep=EMPTY)
+
+
+def _field_name(field: str) -> str:
+    """``server.cuda_graphs`` -> ``cuda_graphs`` (a plan field keeps its group: ``plan.seed``)."""
+    return field.removeprefix("server.")
+
+
+def _and(names: Sequence[str]) -> str:
+    bold = [f"**{n}**" for n in names]
+    return bold[0] if len(bold) == 1 else ", ".join(bold[:-1]) + " and " + bold[-1]
+
+
+def confounder_sentence(knobs: Sequence[str], extra: Sequence[str]) -> str:
+    """The warning that more differs than the knob under test, naming each extra field
+    once (``knobs``: the knobs under test, ``core.analysis.roles.knob_fields``; ``extra``:
+    ``core.analysis.diff.confounders``). With no knob declared both lists are the same
+    fields: then they are named once, as what differs."""
+    declared = [k for k in knobs if k not in extra]
+    others = [_field_name(f) for f in extra]
+    if not declared:
+        what = (
+            f"none is declared, and {_and(others)} both differ"
+            if len(others) == 2
+            else f"none is declared, and {len(others)} fields differ: {_and(others)}"
+        )
+        return (
+            f"More differs than the knob under test: {what}. A difference in the numbers "
+            "cannot be pinned on one knob."
+        )
+    under = ", ".join(_field_name(k) for k in declared)
+    verb = "differs" if len(others) == 1 else "differ"
+    return (
+        f"More differs than the knob under test ({under}): {_and(others)} {verb} too. A "
+        "difference in the numbers cannot be pinned on one knob."
+    )
 
 
 def column_groups(columns: Sequence[str], most: int = CARD_COLUMNS) -> list[list[str]]:
@@ -70,3 +215,16 @@ def column_groups(columns: Sequence[str], most: int = CARD_COLUMNS) -> list[list
         out.append(list(columns[start:end]))
         start = end
     return out
+
+
+def headroom_table(frame: pd.DataFrame, first: str = "run") -> list[pd.DataFrame]:
+    """The memory headroom table (``core.analysis.memory.memory_headroom``: a row per run)
+    turned to read: a row per fact with its heading in words (``column_label``), a column
+    per run or arm (``first``: what its first column names), in groups of at most
+    ``CARD_COLUMNS`` so that no column leaves a narrow screen. Nine facts as columns
+    cut the last one off at 1440 px; a handful of runs as columns fit at 400."""
+    cells = readable_cells(frame).set_index(frame.columns[0])
+    cells.index.name = first
+    facts = cells.T
+    facts.index = [column_label(str(c)) for c in facts.index]
+    return [facts[g] for g in column_groups([str(c) for c in facts.columns])]

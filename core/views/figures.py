@@ -8,7 +8,6 @@ than an empty plot.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,7 +21,7 @@ import pyarrow.compute as pc
 from core.analysis.memory import run_peak_gpu_mib
 from core.analysis.points import point_key
 from core.analysis.runs import RunView, run_labels
-from core.metrics import as_number
+from core.metrics import as_number, metric_label
 
 __all__ = [
     "ARM_PALETTE",
@@ -38,7 +37,6 @@ __all__ = [
     "label_small_parts",
     "layout",
     "memory_headroom_figure",
-    "metric_label",
     "metric_vs_concurrency",
     "no_gpu_samples_line",
     "no_memory_line",
@@ -64,29 +62,6 @@ HEIGHT = 380
 # hundreds of thousands of entries; the curve looks the same).
 CDF_MAX_POINTS = 2000
 
-_FAMILY_NAMES = {"ttft": "TTFT", "itl": "ITL", "tpot": "TPOT", "e2e": "E2E latency"}
-_STAT_NAMES = {
-    "mean": "mean",
-    "median": "median",
-    "std": "std",
-    "p90": "p90",
-    "p95": "p95",
-    "p99": "p99",
-    "max": "max",
-}
-_LABELS = {
-    "output_throughput": "output throughput (tok/s)",
-    "input_throughput": "input throughput (tok/s)",
-    "total_throughput": "total throughput (tok/s)",
-    "request_throughput": "request throughput (req/s)",
-    "max_output_tokens_per_s": "peak output (tok/s)",
-    "error_rate": "error rate (fraction)",
-    "concurrency": "achieved concurrency (requests)",
-    "max_concurrent_requests": "peak concurrent requests",
-    "duration_s": "duration (s)",
-    "output_len_ratio": "output length ratio (achieved / requested)",
-}
-
 
 def _arm_of(name: str) -> str:
     """The arm a display name belongs to (``graphs on · c6a73d`` is arm ``graphs on``)."""
@@ -102,16 +77,6 @@ def arm_colours(names: Sequence[str], baseline: str | None = None) -> dict[str, 
         arms.insert(0, _arm_of(baseline))
     colour = {a: ARM_PALETTE[i % len(ARM_PALETTE)] for i, a in enumerate(arms)}
     return {n: colour[_arm_of(n)] for n in names}
-
-
-def metric_label(metric: str) -> str:
-    """A readable axis title with its unit: ``median_ttft_ms`` -> ``median TTFT (ms)``."""
-    if metric in _LABELS:
-        return _LABELS[metric]
-    m = re.fullmatch(r"([a-z0-9]+)_(ttft|itl|tpot|e2e)_ms", metric)
-    if m and m[1] in _STAT_NAMES:
-        return f"{_STAT_NAMES[m[1]]} {_FAMILY_NAMES[m[2]]} (ms)"
-    return metric.replace("_", " ")
 
 
 def apply_template(fig: go.Figure) -> go.Figure:

@@ -12,7 +12,8 @@ import plotly.graph_objects as go
 
 from core.analysis.attribution import Design, Part, higher_is_better
 from core.config import knob_text
-from core.views.figures import ARM_PALETTE, layout, metric_label, note, rgb_of
+from core.metrics import metric_label
+from core.views.figures import ARM_PALETTE, layout, note, rgb_of
 
 __all__ = ["WATERFALL_HEIGHT", "WATERFALL_Y_TITLE", "attribution_waterfall", "sweep_figure"]
 
