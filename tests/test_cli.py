@@ -134,13 +134,13 @@ def test_experiment_show_json_carries_the_knob_checks_and_the_ledger(tmp_path: P
     row = next(
         r
         for r in story["card"]
-        if r["arm"] == "cg=true mfs=0.85"
+        if r["arm"] == "graphs=on mem=0.85"
         and r["metric"] == "output_throughput"
         and r["concurrency"] == 64
     )
     assert row["low"] < row["change"] < row["high"] and row["verdict"] == "better"
-    assert story["ledger"]["cg=true mfs=0.92"]["kv_cache_tokens"] == 5952378
-    assert story["ledger"]["cg=true mfs=0.92"]["graph_gb"] == 0.4
+    assert story["ledger"]["graphs=on mem=0.92"]["kv_cache_tokens"] == 5952378
+    assert story["ledger"]["graphs=on mem=0.92"]["graph_gb"] == 0.4
 
 
 def test_show_json_carries_the_runs_own_checks_server_view_and_ledger(tmp_path: Path) -> None:

@@ -57,7 +57,8 @@ def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
     sg = texts[SGLANG_EXP]
     assert "runs: succeeded=12" in sg
     assert (
-        "cg=true mfs=0.85 vs cg=false mfs=0.85: +959% output throughput at concurrency 1 (95% CI +"
+        "graphs=on mem=0.85 vs graphs=off mem=0.85: +959% output throughput at concurrency 1 "
+        "(95% CI +"
     ) in sg
     # the factorial splits the seed's two-knob change into its parts
     assert (
@@ -72,7 +73,7 @@ def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
     ) in sg
     assert "mem_fraction_static 0.85→0.92: output throughput at c=64 +9.1%" in sg.splitlines()[1]
     assert "On the log scale the parts add up: +1.184 +0.088 -0.035 = +1.237" in sg
-    assert "KV pool cg=true mfs=0.92 +8%, cg=false mfs=0.92 +8%, cg=true mfs=0.85 +0%" in sg
+    assert "KV pool graphs=on mem=0.92 +8%, graphs=off mem=0.92 +8%, graphs=on mem=0.85 +0%" in sg
     assert "confounders: none." in sg
     # the memory-fraction A/B under KV pressure: one 0.85 run failed its verify step and
     # one was never run (device time), so the verdict has no interval; paired by trial,
@@ -178,7 +179,7 @@ def test_experiment_page_shows_the_demo_verdict(
         labels = [e.label for e in at.expander]
         if record.experiment_id == SGLANG_EXP:
             assert (
-                "cg=true mfs=0.85 vs cg=false mfs=0.85: +959% output throughput at "
+                "graphs=on mem=0.85 vs graphs=off mem=0.85: +959% output throughput at "
                 "concurrency 1 (95% CI +"
             ) in text
             assert "Of the +244.4% output throughput at concurrency 64" in text
@@ -223,9 +224,9 @@ def test_card_verdict_table_and_attribution_give_one_interval_per_contrast(
     attr = experiment_attribution(settings, record)
     assert attr is not None
     contrasts = {  # the attribution term that is exactly this arm vs the baseline
-        "cg=true mfs=0.85": "cuda_graphs off→on",
-        "cg=false mfs=0.92": "mem_fraction_static 0.85→0.92",
-        "cg=true mfs=0.92": "total",
+        "graphs=on mem=0.85": "cuda_graphs off→on",
+        "graphs=off mem=0.92": "mem_fraction_static 0.85→0.92",
+        "graphs=on mem=0.92": "total",
     }
     for conc in (1, 64):
         for arm, term in contrasts.items():
@@ -243,6 +244,6 @@ def test_card_verdict_table_and_attribution_give_one_interval_per_contrast(
             assert (row["rel"], row["rel_low"], row["rel_high"]) == pytest.approx(want)
             assert (eff["rel"], eff["rel_low"], eff["rel_high"]) == pytest.approx(want)
     graphs_64 = table.query(
-        "metric == 'output_throughput' and concurrency == 64 and arm == 'cg=true mfs=0.85'"
+        "metric == 'output_throughput' and concurrency == 64 and arm == 'graphs=on mem=0.85'"
     ).iloc[0]
     assert round(graphs_64["rel_low"] * 100) == 220 and round(graphs_64["rel_high"] * 100) == 234

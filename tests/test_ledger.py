@@ -15,7 +15,7 @@ from core.experiments.design import load_experiment
 from core.run_folder import RunFolder
 from core.settings import DEMO_DIR, Settings
 
-GRAPHS_ON_092 = "20261201-041412-a1cfea"  # a run of the 2×2's cg=true mfs=0.92 arm
+GRAPHS_ON_092 = "20261201-041412-a1cfea"  # a run of the 2×2's graphs=on mem=0.92 arm
 
 
 def _view(run_id: str) -> RunView:
@@ -71,9 +71,9 @@ def test_each_knob_costs_what_the_2x2_ledgers_say() -> None:
     for r in experiment_runs(settings, record):
         arms.setdefault(r.arm, []).append(r.view)
     ledgers = arm_ledgers(arms)
-    base = "cg=false mfs=0.85"
+    base = "graphs=off mem=0.85"
     assert ledgers[base].kv_cache_tokens == 5498295
-    assert ledgers["cg=true mfs=0.92"].graph_gb == 0.4  # the median of its three trials
+    assert ledgers["graphs=on mem=0.92"].graph_gb == 0.4  # the median of its three trials
     assert knob_cost("mem_fraction_static", arms, ledgers, base) == (
         "mem_fraction_static 0.92: +9.74 GB reserved → +454,083 KV tokens (+8.3 %)"
     )

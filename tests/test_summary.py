@@ -216,12 +216,12 @@ def test_the_2x2_verdict_leads_with_the_knobs_and_never_calls_the_memory_fractio
         "+9% output throughput at concurrency 64 (95% CI -26%…+61%), not tested"
         in (story.verdict[2])
     )
-    alone = [r for r in story.card if r.arm == "cg=false mfs=0.92"]
+    alone = [r for r in story.card if r.arm == "graphs=off mem=0.92"]
     assert {r.verdict for r in alone if r.metric == "output_throughput"} == {NOT_TESTED}
     assert all(r.verdict != "within noise" for r in alone)
     # what the knob costs stays a finding: its memory rows keep their verdict
     assert {r.verdict for r in alone if r.metric == "peak_gpu_mib"} == {"worse"}
-    text, _ = card_grid(story.card, "cg=false mfs=0.92")
+    text, _ = card_grid(story.card, "graphs=off mem=0.92")
     assert text.loc["Output throughput (tok/s)", "c=64"].endswith("n/t")
     checks = {c["knob"]: c for c in story.knob_checks}
     assert checks["mem_fraction_static"]["exercised"] is False
@@ -248,11 +248,11 @@ def test_the_2x2_arm_table_on_page_cli_and_export_says_not_tested_for_the_memory
         pytest.skip("demo not shipped")
     runs = experiment_runs(settings, record)
     story = experiment_story(settings, record, runs)
-    assert story.untested_arms == ["cg=false mfs=0.92"]
+    assert story.untested_arms == ["graphs=off mem=0.92"]
     table = arm_table(runs, story)
     thr = table[table["metric"] == "output_throughput"]
-    assert set(thr.loc[thr["arm"] == "cg=false mfs=0.92", "label"]) == {NOT_TESTED}
-    assert set(thr.loc[thr["arm"] == "cg=true mfs=0.85", "label"]) == {"better"}
+    assert set(thr.loc[thr["arm"] == "graphs=off mem=0.92", "label"]) == {NOT_TESTED}
+    assert set(thr.loc[thr["arm"] == "graphs=on mem=0.85", "label"]) == {"better"}
     assert "within noise" not in set(thr["label"])
 
 

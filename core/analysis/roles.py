@@ -19,19 +19,15 @@ from core.analysis.diff import (
 )
 from core.analysis.points import MatchedPoint, match_points
 from core.analysis.runs import RunView
-from core.config import knob_text
-from core.experiments.design import control_of
+from core.experiments.design import arm_label, arm_of_tags, control_of
 from core.metrics import headline_index
 
 __all__ = ["arm_names", "baseline_index", "headline_point", "knob_fields"]
 
 
 def _arm_tag(view: RunView) -> str | None:
-    """The experiment arm a run belongs to (tag ``arm:<label>``, spaces written as -)."""
-    for tag in view.spec.get("tags") or []:
-        if isinstance(tag, str) and tag.startswith("arm:") and len(tag) > 4:
-            return tag[4:].replace("-", " ")
-    return None
+    """The experiment arm a run belongs to (``core.experiments.design.arm_of_tags``)."""
+    return arm_of_tags(view.spec.get("tags"))
 
 
 def knob_fields(views: Sequence[RunView]) -> list[str]:
@@ -70,9 +66,9 @@ def arm_names(views: Sequence[RunView]) -> list[str]:
             names.append(f"imported {Path(str(origin.get('source_file') or '?')).name}")
         elif mixed:  # beside an import, what tells them apart is who measured
             names.append(f"ServeLab {v.run_id[-6:]}")
-        elif knobs:
-            parts = [f"{_short(f)}={knob_text(flat.get(f))}" for f in knobs[:2]]
-            names.append(", ".join(parts) + (" …" if len(knobs) > 2 else ""))
+        elif knobs:  # the arm label's spelling: graphs=on mem=0.92
+            label = arm_label({f: flat.get(f) for f in knobs[:2]})
+            names.append(label + (" …" if len(knobs) > 2 else ""))
         else:
             names.append(v.run_id)
     counts = Counter(names)

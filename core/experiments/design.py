@@ -56,6 +56,8 @@ __all__ = [
     "ExperimentRecord",
     "ExperimentSpec",
     "KnobGrid",
+    "arm_label",
+    "arm_of_tags",
     "baseline_arm",
     "control_of",
     "expand",
@@ -258,9 +260,11 @@ def _short(name: str) -> str:
 _LABEL_UNSAFE = re.compile(r"[^\w.:+=/-]")
 
 
-def _cell_label(cell: dict[str, Any], index: int, names: str) -> str:
-    """``names``: "alias" (graphs=on: KNOB_ALIASES, else the field, dtype=bfloat16) or
-    "initials" (cg=on)."""
+def arm_label(changes: Mapping[str, Any], names: str = "alias") -> str:
+    """THE name of an arm (or a run) by the knob values it sets: ``graphs=on mem=0.92``
+    (``names`` "alias": KNOB_ALIASES, else the field, ``dtype=bfloat16``; "initials":
+    ``cg=on``). A grid's arms, Compare's runs of no experiment and the shipped demo all
+    read this one spelling."""
 
     def name(knob: str) -> str:
         field = knob.split(".", 1)[-1]
@@ -268,7 +272,20 @@ def _cell_label(cell: dict[str, Any], index: int, names: str) -> str:
             return _short(knob)
         return KNOB_ALIASES.get(field, field)
 
-    text = " ".join(f"{name(k)}={_LABEL_UNSAFE.sub('_', knob_text(v))}" for k, v in cell.items())
+    return " ".join(f"{name(k)}={_LABEL_UNSAFE.sub('_', knob_text(v))}" for k, v in changes.items())
+
+
+def arm_of_tags(tags: Any) -> str | None:
+    """The arm label a run's tags name (``arm:<label>``, its spaces written as -); None
+    when they name none."""
+    for tag in tags or []:
+        if isinstance(tag, str) and tag.startswith("arm:") and len(tag) > 4:
+            return tag[4:].replace("-", " ")
+    return None
+
+
+def _cell_label(cell: dict[str, Any], index: int, names: str) -> str:
+    text = arm_label(cell, names)
     return text if len(text) <= 40 else f"arm {index + 1}"
 
 

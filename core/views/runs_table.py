@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from core.config import knob_text
+from core.experiments.design import arm_of_tags
 from core.metrics import headline_index
 from core.run_folder import read_json
 from core.settings import DEMO_DIR
@@ -75,11 +76,11 @@ def runs_frame(rows: Sequence[dict[str, Any]], runs_dir: Path) -> pd.DataFrame:
     for r in rows:
         spec = specs[r["run_id"]]
         exp = _tag(r.get("tags"), "exp:")
-        arm = _tag(r.get("tags"), "arm:")
+        arm = arm_of_tags(r.get("tags"))
         demo = is_demo_run(str(r["run_id"]))
         row = dict(r)
         row["experiment"] = f"experiment?experiment={exp}" if exp else None
-        row["arm"] = arm.replace("-", " ") if arm else None
+        row["arm"] = arm
         for k in knobs:
             group, _, name = k.partition(".") if "." in k else ("server", ".", k)
             value = (spec.get(group) or {}).get(name)
