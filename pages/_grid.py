@@ -11,6 +11,7 @@ import streamlit as st
 from core.errors import StoreError
 from core.executors import runs_here
 from core.experiments.design import GRID_KNOB_FIELDS
+from core.launch.forms import is_grid_field
 from core.launch.grid import GRID_ROWS, grid_estimate, grid_from_form
 from core.launch.host import HostInfo, launch_host
 from core.launch.queue import queue_launch
@@ -31,11 +32,13 @@ def _rows() -> list[tuple[str, str]]:
     ]
 
 
-def grid_fields(err: Callable[[str], None]) -> tuple[bool, bool]:
-    """The grid rows (inside the launch form); (check pressed, queue pressed)."""
+def grid_fields(err: Callable[[str], None], errors: dict[str, str]) -> tuple[bool, bool]:
+    """The grid rows (inside the launch form); (check pressed, queue pressed). Open when a
+    knob is chosen or the grid check found a problem: its message is beside its field, and
+    a closed section hid it."""
     with st.expander(
         "Grid / sweep: vary up to 4 knobs around the configuration above",
-        expanded=any(k for k, _ in _rows()),
+        expanded=any(k for k, _ in _rows()) or any(is_grid_field(k) for k in errors),
     ):
         st.caption(
             "Each knob's first value is the baseline. Up to 16 arms run as the full "

@@ -12,6 +12,7 @@ from core.experiments.design import load_experiment
 from core.launch.forms import (
     FORM_DEFAULTS,
     WORKLOAD_KINDS,
+    errors_summary,
     experiment_from_form,
     launch_from_form,
     launch_warnings,
@@ -129,7 +130,10 @@ def power() -> str:
 
 # Number fields have no min/max here: a bad value reaches core's check and gets a
 # message beside it (a browser-clamped widget would silently refuse to submit).
-with st.form("launch"):
+# enter_to_submit=False: Enter in a field ran whichever check the browser picked (the hidden
+# Grid / sweep one) and drew "Press Enter to submit form" over narrow number fields; a
+# button says what runs.
+with st.form("launch", enter_to_submit=False):
     st.subheader("Preset")
     st.selectbox(
         "Preset",
@@ -312,7 +316,7 @@ with st.form("launch"):
             key="probe_expect",
         )
         err("probe_expect")
-    grid_checked, grid_submitted = grid_fields(err)  # Grid / sweep mode (pages/_grid.py)
+    grid_checked, grid_submitted = grid_fields(err, errors)  # Grid / sweep mode (pages/_grid.py)
     b1, b2 = st.columns(2)
     checked = b1.form_submit_button("Check and estimate (queues nothing)", key="check_launch")
     submitted = b2.form_submit_button(
@@ -384,10 +388,7 @@ if grid_checked or grid_submitted:
 if "submit" in errors:
     st.error(f"Nothing was queued: {errors['submit']}", icon=":material/error:")
 elif errors:
-    st.error(
-        f"Nothing was queued: {len(errors)} field(s) need attention; each message is "
-        "beside its field above."
-    )
+    st.error(errors_summary(errors), icon=":material/error:")
 elif st.session_state.pop("launch_checked", False):
     if warnings:  # queueable, but a point cannot measure what it names: say so first
         st.warning(

@@ -155,7 +155,7 @@ def test_one_pass_validation_in_a_browser(portal: tuple[str, Path]) -> None:
         page.get_by_label("Prompts per point").fill("-3")
         page.get_by_label("Model (folder, hub id").fill("/etc/servelab-model")
         page.get_by_role("button", name="Queue runs").click()
-        page.get_by_text("3 field(s) need attention").wait_for(timeout=60_000)
+        page.get_by_text("3 fields need attention").wait_for(timeout=60_000)
         page.screenshot(path=str(ARTIFACTS / "05-launch-errors.png"), full_page=True)
         alerts = [a.inner_text() for a in page.get_by_role("alert").all()]
         assert any("outside the allowed model folders" in a for a in alerts), alerts

@@ -49,7 +49,7 @@ def test_unknown_flag_negative_number_and_bad_model_path_three_errors_nothing_qu
     assert "outside the allowed model folders" in field_errors[0]  # beside Model (column 1)
     assert "--foo is not an option of transformers" in field_errors[1]  # beside the flags
     assert "at least 1 (you gave -3)" in field_errors[2]  # beside Prompts per point
-    assert "3 field(s) need attention" in errors[-1] and "Nothing was queued" in errors[-1]
+    assert "3 fields need attention" in errors[-1] and "Nothing was queued" in errors[-1]
     assert not any("Input should" in e for e in errors)
     assert _empty(tmp_path / "data" / "runs") and _empty(tmp_path / "data" / "experiments")
 
@@ -175,3 +175,28 @@ def test_an_experiment_is_confirmed_once_with_its_count(app: AppTest) -> None:
     queued = [s.value for s in app.success if s.value.startswith("Queued")]
     assert len(queued) == 1, queued  # not "6 run(s)" and then "Queued 2 run(s)"
     assert "Queued experiment exp-" in queued[0] and ": 6 runs (2 arms × 3 trials)" in queued[0]
+
+
+def _launch_form(app: AppTest) -> object:
+    blocks = [b for b in app.main.children.values() if hasattr(b.proto, "form")]
+    return next(b for b in blocks if b.proto.form.form_id == "launch")
+
+
+def test_enter_submits_nothing_and_a_grid_problem_is_shown_open_beside_its_field(
+    app: AppTest, tmp_path: Path
+) -> None:
+    """Issue 24 item 3: Enter ran the hidden Grid / sweep check, whose message sat in a
+    closed section; "Press Enter to submit form" was drawn over narrow number fields."""
+    form = _launch_form(app)
+    assert form.proto.form.enter_to_submit is False  # type: ignore[attr-defined]
+    (grid,) = [e for e in app.expander if e.label.startswith("Grid / sweep")]
+    assert grid.proto.expanded is False  # nothing chosen yet: closed
+    app.button(key="check_grid").click().run()  # no knob chosen
+    assert not app.exception, app.exception
+    (grid,) = [e for e in app.expander if e.label.startswith("Grid / sweep")]
+    assert grid.proto.expanded is True  # open: its message is beside the field
+    assert any("at least one knob" in e.value for e in grid.error)
+    summary = app.error[-1].value
+    assert summary.startswith("Nothing was queued: 1 field needs attention")
+    assert "Grid / sweep, Knobs: pick at least one knob" in summary
+    assert _empty(tmp_path / "data" / "runs")

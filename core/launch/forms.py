@@ -39,9 +39,11 @@ __all__ = [
     "WORKLOAD_KINDS",
     "WorkloadPreview",
     "check_spec_data",
+    "errors_summary",
     "experiment_from_form",
     "form_adaptive",
     "form_trials",
+    "is_grid_field",
     "launch_from_form",
     "launch_warnings",
     "length_histogram",
@@ -545,3 +547,33 @@ def launch_warnings(specs: Sequence[RunSpec]) -> dict[str, str]:
         + "; ".join(found)
         + ". Send at least 2 × the concurrency in prompts, or set plan.min_waves."
     }
+
+
+def is_grid_field(key: str) -> bool:
+    """A field of the form's Grid / sweep section (``core.launch.grid.grid_from_form``'s keys)."""
+    return key == "grid" or key.startswith("grid_")
+
+
+def _grid_field_words(key: str) -> str:
+    """``grid_values_0`` -> "Values 1", as the section labels its fields."""
+    kind, _, row = key.removeprefix("grid_").rpartition("_")
+    if row.isdigit():
+        return f"{kind.capitalize()} {int(row) + 1}"
+    return "Knobs" if key == "grid" else key.removeprefix("grid_").capitalize()
+
+
+def errors_summary(errors: dict[str, str]) -> str:
+    """The line under the Launch form when nothing was queued: how many fields need
+    attention, and the Grid / sweep ones in full (the section may have been closed when
+    its check ran: a message there was found only by opening it)."""
+    n = len(errors)
+    head = (
+        f"Nothing was queued: {n} field{'' if n == 1 else 's'} need{'s' if n == 1 else ''} "
+        "attention; each message is beside its field above."
+    )
+    grid = [
+        f"- Grid / sweep, {_grid_field_words(k)}: {m}"
+        for k, m in errors.items()
+        if is_grid_field(k)
+    ]
+    return "\n".join([head, *grid])
