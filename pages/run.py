@@ -12,11 +12,13 @@ from core.analysis.history import series_of_run, series_size
 from core.analysis.ledger import run_ledger
 from core.analysis.points import point_rows
 from core.analysis.runs import has_records, latency_samples, load_run, no_records_note
+from core.analysis.trials import run_place
 from core.answers import probe_verdict
 from core.executors.queue import cancel
 from core.launch.presets import stored_run_estimate
 from core.metrics import DEFINITION, caveat_lines, point_cancelled, point_caveats, point_error_rate
 from core.run_folder import RunFolder, find_runs
+from core.views.cells import cell_text, column_label, readable_table, time_text
 from core.views.figures import arm_colours, cdf_figure, gpu_memory_figure, no_gpu_samples_line
 from core.views.progress import point_words, run_time_text
 from core.views.report import node_line, step_rows
@@ -40,7 +42,17 @@ if not found:
     st.stop()
 folder: RunFolder = found[0]
 
-st.title(f"Run {run_id}")
+view = load_run(folder)
+place = run_place(settings, view)  # its experiment, arm and trial, if it has one
+st.title(place.title if place is not None else f"Run {run_id}")
+if place is not None:
+    st.caption(f"Run {run_id} of the experiment **{place.experiment_name}**")
+    st.page_link(
+        "pages/experiment.py",
+        label=f"Back to the experiment {place.experiment_id}",
+        query_params={"experiment": place.experiment_id},
+        icon=":material/science:",
+    )
 drawn_state = folder.status_or_empty().state or "?"
 # the plan's point count: "point 2/3" everywhere on this page (core.views.progress)
 points_total = len(((folder.read("spec.json") or {}).get("plan") or {}).get("points") or []) or None
@@ -107,7 +119,8 @@ def live_status() -> None:
 
 
 live_status()
-view = load_run(folder)
+if drawn_state in LIVE_STATES:  # read again: the fragment may have seen it change
+    view = load_run(folder)
 if (series := series_of_run(settings.runs_dir, run_id)) and (
     n_runs := series_size(settings.runs_dir, series)
 ):
@@ -139,7 +152,7 @@ if view.imported:  # core.interop.importers: the tool's summaries only, marked w
     imp = view.spec.get("import") or {}
     st.info(
         f"Imported from **{imp.get('source_file')}** ({imp.get('format')}; "
-        f"{imp.get('tool')}) at {imp.get('imported_at')}: summary metrics as the tool "
+        f"{imp.get('tool')}) at {time_text(imp.get('imported_at'))}: summary metrics as the tool "
         "reported them, no per-request records. What the source does not state is "
         "listed as unknown in each point's summary.",
         icon=":material/upload_file:",
@@ -184,15 +197,13 @@ with right:
         "startup_s",
         "facts_source",
     ]
-    if facts:
+    if facts:  # the fact's words and unit, its value as a reader reads it ("unknown": unset)
         st.table(
             pd.DataFrame(
                 [
                     {
-                        "fact": k,
-                        "value": str(
-                            facts.get(k, "unknown") if facts.get(k) is not None else "unknown"
-                        ),
+                        "fact": column_label(k),
+                        "value": "unknown" if facts.get(k) is None else cell_text(facts[k], k),
                     }
                     for k in keys
                 ]
@@ -242,7 +253,7 @@ if view.points:
             for s in view.points
         ]
     )
-    st.dataframe(table, hide_index=True)
+    st.dataframe(readable_table(table), hide_index=True)
     care = [
         line
         for s in view.points
@@ -257,7 +268,7 @@ if view.points:
         "pool and what it was sized to (docs/METRICS.md)."
     )
     st.dataframe(
-        pd.DataFrame(point_rows(view)).drop(columns=["index"]),
+        readable_table(pd.DataFrame(point_rows(view)).drop(columns=["index"])),
         hide_index=True,
         key="point_lengths",
     )

@@ -158,7 +158,7 @@ def test_a_sortable_table_shows_dashes_and_readable_numbers_but_keeps_the_values
     assert list(styled.data.columns) == [
         "run",
         "Output throughput (tok/s)",
-        "Error rate (fraction)",
+        "Error rate",
         "Started at",
         "experiment",
     ]

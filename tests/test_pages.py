@@ -318,9 +318,9 @@ def test_run_page_renders_every_state(states_app: AppTest, state: str) -> None:
     if state == "queued":
         assert "Not launched yet" in text
     if state == "cancelled":  # the point the cancel cut short is marked, not 100% errors
-        points = next(d.value for d in app.dataframe if "error_rate" in d.value.columns)
+        points = next(d.value for d in app.dataframe if "Error rate" in d.value.columns)
         row = points[points["point"].str.startswith("c=64")].iloc[0]
-        assert row["point"].endswith("(cancelled)") and pd.isna(row["error_rate"])
+        assert row["point"].endswith("(cancelled)") and pd.isna(row["Error rate"])
 
 
 def test_run_page_steps_say_when_and_how_long(states_app: AppTest) -> None:
@@ -492,8 +492,8 @@ def test_the_2x2_gives_one_number_for_one_contrast_on_every_page_and_export(
     )
     sel = select(settings, [GRID_EXP])
     story = sel.story
-    assert story is not None and story.baseline == "cg=false mfs=0.85"
-    arm = "cg=true mfs=0.85"
+    assert story is not None and story.baseline == "graphs=off mem=0.85"
+    arm = "graphs=on mem=0.85"
     row = next(
         r
         for r in story.card
@@ -514,12 +514,12 @@ def test_the_2x2_gives_one_number_for_one_contrast_on_every_page_and_export(
         **dict(urllib.parse.parse_qsl(link.proto.query_string)),
     )
     assert _card_cells(cmp, arms, arm, metric, "c=64") == said
-    assert f"**{arm}** vs **cg=false mfs=0.85** (baseline)" in _text(cmp)
+    assert f"**{arm}** vs **graphs=off mem=0.85** (baseline)" in _text(cmp)
     assert any(b.label == "Tables as CSV (zip)" for b in cmp.get("download_button"))
 
     # the report: the same cell under the same arm's heading
     report = html_report(sel)
-    section = report.split(f"<h3>{arm} vs cg=false mfs=0.85</h3>", 1)[1].split("<h3>", 1)[0]
+    section = report.split(f"<h3>{arm} vs graphs=off mem=0.85</h3>", 1)[1].split("<h3>", 1)[0]
     assert said in section
     # the tables: the same estimate and interval, CSV and Parquet alike
     for fmt in ("csv", "parquet"):
@@ -732,3 +732,24 @@ def test_single_wave_points_are_read_with_care_on_compare_and_experiment(
     )
     care = " ".join(w.value for w in cmp.warning if "Read with care" in w.value)
     assert "not steady state (worst: one wave only, 64 requests at concurrency 64)" in care
+
+
+def test_a_run_page_is_titled_by_its_arm_and_trial_and_reads_its_numbers(
+    states_app: AppTest,
+) -> None:
+    """Issue 24 item 5: Run pages were titled by a raw id with no way back to their
+    experiment, and showed ``ready_after_s 127.46550430199999`` and 4-decimal floats."""
+    app = _open(states_app, "pages/run.py", run="20261201-041412-a1cfea")  # the 2x2's demo
+    assert app.title[0].value == "graphs=on mem=0.92 · trial 1 of 3"
+    assert any("20261201-041412-a1cfea" in c.value for c in app.caption)  # the id stays
+    (back,) = [p for p in app.get("page_link") if "Back to the experiment" in p.proto.label]
+    assert "exp-20261201-041412-6b50" in back.proto.label and "experiment" in back.proto.page
+    (facts,) = [t.value for t in app.table if "value" in t.value.columns]
+    assert facts.loc["Ready after (s)", "value"] == "66.8"
+    assert facts.loc["KV pool (tokens)", "value"] == "5,952,378"
+    assert not any("_" in str(k) for k in facts.index)  # words, not snake_case
+    points = next(d for d in app.dataframe if "Output throughput (tok/s)" in d.value.columns)
+    assert "Median TTFT (ms)" in points.value.columns
+    # a run of no experiment keeps its id as the title
+    app = _open(states_app, "pages/run.py", run="20261201-000311-8d8413")
+    assert app.title[0].value == "Run 20261201-000311-8d8413"

@@ -3,16 +3,59 @@
 from __future__ import annotations
 
 import platform
+from dataclasses import dataclass
 from typing import Any
 
-from core.analysis.runs import load_run
+from core.analysis.runs import RunView, load_run
 from core.analysis.stats import RunOfArm, arm_stats
-from core.experiments.design import list_experiments
+from core.experiments.design import list_experiments, load_experiment
 from core.experiments.records import ExperimentRecord
 from core.run_folder import find_runs
 from core.settings import Settings
 
-__all__ = ["closing_runs", "experiment_runs", "noise_floor"]
+__all__ = ["RunPlace", "closing_runs", "experiment_runs", "noise_floor", "run_place"]
+
+
+@dataclass(frozen=True)
+class RunPlace:
+    """Where a run sits in its experiment, as ``experiment.json`` records it."""
+
+    experiment_id: str
+    experiment_name: str
+    arm: str
+    trial: int  # 0-based
+    trials: int  # the arm's trials so far (an adaptive experiment adds more)
+    closing: bool
+
+    @property
+    def title(self) -> str:
+        """What the Run page is titled: "graphs=on mem=0.92 · trial 2 of 3"."""
+        if self.closing:
+            return f"{self.arm} · closing baseline run"
+        return f"{self.arm} · trial {self.trial + 1} of {self.trials}"
+
+
+def run_place(settings: Settings, view: RunView) -> RunPlace | None:
+    """The experiment, arm and trial of a run (its tag ``exp:<id>``, then the experiment's
+    record); None for a run of no experiment, or of one whose record is gone."""
+    exp_ids = [
+        t[4:] for t in view.spec.get("tags") or [] if isinstance(t, str) and t.startswith("exp:")
+    ]
+    record = load_experiment(settings, exp_ids[0]) if exp_ids else None
+    if record is None:
+        return None
+    mine = next((r for r in record.runs if r.run_id == view.run_id), None)
+    if mine is None:
+        return None
+    trials = {r.trial for r in record.runs if r.arm == mine.arm and not r.closing}
+    return RunPlace(
+        experiment_id=record.experiment_id,
+        experiment_name=record.name or record.experiment_id,
+        arm=mine.arm,
+        trial=mine.trial,
+        trials=len(trials),
+        closing=mine.closing,
+    )
 
 
 def experiment_runs(settings: Settings, record: ExperimentRecord) -> list[RunOfArm]:

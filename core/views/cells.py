@@ -12,7 +12,7 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from core.config import knob_text
-from core.metrics import METRIC_WORDS, metric_label
+from core.metrics import METRIC_WORDS, metric_label, metric_unit
 
 __all__ = [
     "CARD_COLUMNS",
@@ -42,7 +42,15 @@ _UNIT_SUFFIXES = {
     "_tok_s": "tok/s",
 }
 # Words a column name spells as letters (kv -> KV).
-_ACRONYMS = {"kv": "KV", "gpu": "GPU", "ttft": "TTFT", "itl": "ITL", "tpot": "TPOT", "e2e": "E2E"}
+_ACRONYMS = {
+    "cuda": "CUDA",
+    "kv": "KV",
+    "gpu": "GPU",
+    "ttft": "TTFT",
+    "itl": "ITL",
+    "tpot": "TPOT",
+    "e2e": "E2E",
+}
 
 # The most point columns one summary-card table holds. At 400 px a card of c=1 … c=64 and
 # start-up (8 columns) showed c=1 … c=16 and cut c=32 and c=64 off with no scroll hint;
@@ -101,11 +109,18 @@ def time_text(stamp: Any) -> str:
     return when.astimezone().strftime("%Y-%m-%d %H:%M:%S")
 
 
+def _is_share(column: str) -> bool:
+    """A column of fractions, shown as a percentage (``error_rate`` 0.0125 -> "1.2%")."""
+    return column == "error_rate" or column.endswith(("_share", "hit_rate"))
+
+
 def column_label(column: str) -> str:
     """A column name as a heading: a metric's label (``core.metrics.metric_label``:
     "Output throughput (tok/s)"), else its words with the unit its ending names
     (``weight_mem_gb`` -> "Weight mem (GB)", ``kv_cache_tokens`` -> "KV cache (tokens)");
-    a heading already in words is kept."""
+    a heading already in words is kept; a share's without a unit (its cells say "%")."""
+    if _is_share(column):
+        return metric_label(column).removesuffix(f" ({metric_unit(column)})")
     if column in METRIC_WORDS or (column.endswith("_ms") and metric_label(column) != column):
         return metric_label(column)
     if "_" not in column:
@@ -132,7 +147,7 @@ def cell_text(value: Any, column: str = "") -> str:
     if isinstance(value, bool):
         return knob_text(value)
     if isinstance(value, int | float):
-        if column == "error_rate" or column.endswith(("_share", "errors")):
+        if _is_share(column):
             return f"{value:.1%}" if math.isfinite(value) else EMPTY
         if column.endswith("_gb"):
             return f"{value:,.2f}"
@@ -141,8 +156,8 @@ def cell_text(value: Any, column: str = "") -> str:
         return number_text(value)
     if column.endswith("_at"):
         return time_text(value)
-    if isinstance(value, list | tuple):  # tags
-        return " ".join(map(str, value)) or EMPTY
+    if isinstance(value, list | tuple):  # tags, a server's CUDA-graph batch sizes
+        return ", ".join(map(str, value)) or EMPTY
     return str(value)
 
 
