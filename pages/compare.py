@@ -22,6 +22,7 @@ from core.metrics import DEFINITION, VERDICT_METRICS, metric_label
 from core.run_folder import find_runs
 from core.views.cells import (
     DELTA_LEGEND,
+    EMPTY,
     confounder_sentence,
     headroom_table,
     number_text,
@@ -150,9 +151,10 @@ with details(f"Every metric at every point ({len(deltas)} rows)", "cmp_all_metri
     if shown:
         st.dataframe(
             deltas.style.format(
-                {c: "{:+.1%}" for c in deltas.columns if c.startswith("rel_")}, na_rep="–"
+                {c: "{:+.1%}" for c in deltas.columns if c.startswith("rel_")}, na_rep=EMPTY
             ),
             hide_index=True,
+            placeholder=EMPTY,
         )
         st.caption(DELTA_LEGEND)
 

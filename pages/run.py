@@ -18,7 +18,7 @@ from core.executors.queue import cancel
 from core.launch.presets import stored_run_estimate
 from core.metrics import DEFINITION, caveat_lines, point_cancelled, point_caveats, point_error_rate
 from core.run_folder import RunFolder, find_runs
-from core.views.cells import cell_text, column_label, readable_table, time_text
+from core.views.cells import EMPTY, cell_text, column_label, readable_table, time_text
 from core.views.figures import arm_colours, cdf_figure, gpu_memory_figure, no_gpu_samples_line
 from core.views.progress import point_words, run_time_text
 from core.views.report import node_line, step_rows
@@ -253,7 +253,7 @@ if view.points:
             for s in view.points
         ]
     )
-    st.dataframe(readable_table(table), hide_index=True)
+    st.dataframe(readable_table(table), hide_index=True, placeholder=EMPTY)
     care = [
         line
         for s in view.points
@@ -270,6 +270,7 @@ if view.points:
     st.dataframe(
         readable_table(pd.DataFrame(point_rows(view)).drop(columns=["index"])),
         hide_index=True,
+        placeholder=EMPTY,
         key="point_lengths",
     )
     st.subheader("Latency distributions")

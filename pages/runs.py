@@ -9,7 +9,7 @@ from core.executors import run_nodes
 from core.executors.queue import cancel
 from core.metrics import metric_label
 from core.store import Catalog, folder_rows
-from core.views.cells import readable_table
+from core.views.cells import EMPTY, readable_table
 from core.views.runs_table import knob_columns, live_runs, runs_frame
 from pages._auth import can_launch
 from pages._services import bootstrap
@@ -105,6 +105,7 @@ def run_table() -> None:
             shown, {k: v for k, v in headings.items() if v}, keep=["experiment", "history"]
         ),
         hide_index=True,
+        placeholder=EMPTY,  # an empty cell, not "None" (which reads like a value)
         on_select="rerun",
         selection_mode="multi-row",
         key="runs_table",

@@ -378,6 +378,10 @@ def test_runs_page_with_every_state(states_app: AppTest) -> None:
     # the phase is where a live run is; an ended run has none to show
     phases = dict(zip(frame["status"], frame["phase"], strict=True))
     assert phases["running"] == "point 2/7" and pd.isna(demo["phase"])  # counted from 1
+    # an empty cell reads "—", not "None"; a 2x2 arm in its one spelling (issue 24 item 5)
+    assert app.dataframe[0].proto.placeholder == "—"
+    assert "graphs=on mem=0.92" in set(frame["arm"])
+    assert not any(str(a).startswith(("cg=", "cuda_graphs=")) for a in frame["arm"])
 
 
 def test_runs_page_offers_cancel_only_for_live_runs(states_app: AppTest) -> None:

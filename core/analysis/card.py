@@ -44,7 +44,7 @@ from core.analysis.points import (
     is_no_change,
     metric_deltas,
 )
-from core.analysis.roles import headline_point
+from core.analysis.roles import field_name, headline_point
 from core.analysis.runs import RunView
 from core.analysis.sequential import look_level, progress_text
 from core.analysis.stats import (
@@ -838,7 +838,7 @@ def comparison_story(
             if conf:
                 line = (
                     "Inconclusive: more than the intended knob differs ("
-                    + ", ".join(conf[:6])
+                    + ", ".join(field_name(f) for f in conf[:6])
                     + ("…" if len(conf) > 6 else "")
                     + "). "
                     + line

@@ -22,7 +22,7 @@ from core.analysis.runs import RunView
 from core.experiments.design import arm_label, arm_of_tags, control_of
 from core.metrics import headline_index
 
-__all__ = ["arm_names", "baseline_index", "headline_point", "knob_fields"]
+__all__ = ["arm_names", "baseline_index", "field_name", "headline_point", "knob_fields"]
 
 
 def _arm_tag(view: RunView) -> str | None:
@@ -41,7 +41,9 @@ def knob_fields(views: Sequence[RunView]) -> list[str]:
     return chosen or spec_diff
 
 
-def _short(field: str) -> str:
+def field_name(field: str) -> str:
+    """A server or plan field as a reader names it: ``server.cuda_graphs`` -> ``cuda_graphs``
+    (a fact or launch field keeps its group)."""
     return field.split(".", 1)[1] if group_rank(field) < 2 else field
 
 

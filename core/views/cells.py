@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 from pandas.io.formats.style import Styler
 
+from core.analysis.roles import field_name
 from core.config import knob_text
 from core.metrics import METRIC_WORDS, metric_label, metric_unit
 
@@ -181,11 +182,6 @@ def readable_table(
     return frame.rename(columns=names).style.format(formats, na_rep=EMPTY)
 
 
-def _field_name(field: str) -> str:
-    """``server.cuda_graphs`` -> ``cuda_graphs`` (a plan field keeps its group: ``plan.seed``)."""
-    return field.removeprefix("server.")
-
-
 def _and(names: Sequence[str]) -> str:
     bold = [f"**{n}**" for n in names]
     return bold[0] if len(bold) == 1 else ", ".join(bold[:-1]) + " and " + bold[-1]
@@ -197,7 +193,7 @@ def confounder_sentence(knobs: Sequence[str], extra: Sequence[str]) -> str:
     ``core.analysis.diff.confounders``). With no knob declared both lists are the same
     fields: then they are named once, as what differs."""
     declared = [k for k in knobs if k not in extra]
-    others = [_field_name(f) for f in extra]
+    others = [field_name(f) for f in extra]
     if not declared:
         what = (
             f"none is declared, and {_and(others)} both differ"
@@ -208,7 +204,7 @@ def confounder_sentence(knobs: Sequence[str], extra: Sequence[str]) -> str:
             f"More differs than the knob under test: {what}. A difference in the numbers "
             "cannot be pinned on one knob."
         )
-    under = ", ".join(_field_name(k) for k in declared)
+    under = ", ".join(field_name(k) for k in declared)
     verb = "differs" if len(others) == 1 else "differ"
     return (
         f"More differs than the knob under test ({under}): {_and(others)} {verb} too. A "
