@@ -14,8 +14,9 @@ from plotly.subplots import make_subplots
 
 from core.analysis.history import BAND_LEVEL, HISTORY_METRICS, History, alert_text
 from core.analysis.points import PointKey
+from core.metrics import metric_label
 from core.run_folder import epoch_s
-from core.views.figures import ARM_PALETTE, TEMPLATE, metric_label, rgb_of
+from core.views.figures import ARM_PALETTE, TEMPLATE, rgb_of
 
 __all__ = [
     "history_figure",
