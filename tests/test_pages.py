@@ -642,9 +642,11 @@ def test_compare_tables_read_as_a_person_says_them(states_app: AppTest) -> None:
     tables = page_tables(app)
     diff = next(t for t in tables if "server.cuda_graphs" in t.index)
     assert list(diff.loc["server.cuda_graphs"]) == ["off", "on"]
-    mem = next(t for t in tables if "peak_gpu_used_mib" in t.columns)
-    assert all(re.fullmatch(r"[\d,]+", v) for v in mem["peak_gpu_used_mib"])
-    assert all(re.fullmatch(r"\d+\.\d\d|—", v) for v in mem["weight_mem_gb"])
+    # a row per fact in words, a column per run: no heading is snake_case or cut off
+    mem = next(t for t in tables if "Peak GPU used (MiB)" in t.index)
+    assert len(mem.columns) == 2 and not any("_" in str(i) for i in mem.index)
+    assert all(re.fullmatch(r"[\d,]+", v) for v in mem.loc["Peak GPU used (MiB)"])
+    assert all(re.fullmatch(r"\d+\.\d\d|—", v) for v in mem.loc["Weight mem (GB)"])
 
 
 def test_run_page_counts_points_from_one_and_reads_probe_stop_and_waves(
