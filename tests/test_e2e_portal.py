@@ -129,10 +129,11 @@ def test_launch_watch_and_compare_in_a_browser(portal: tuple[str, Path]) -> None
             tab.get_by_text("Only the knob under test differs").wait_for(timeout=60_000)
             tab.get_by_text("server.continuous_batching").first.wait_for(timeout=30_000)
             tab.get_by_text("Memory headroom").first.wait_for(timeout=60_000)
-            tab.get_by_text("output_throughput").first.wait_for(timeout=30_000)
+            tab.get_by_text("Output throughput (tok/s)").first.wait_for(timeout=30_000)
             body = tab.inner_text("body")
             assert ids[0] in body and ids[1] in body
-            assert "output_throughput" in body  # the headline metrics with their deltas
+            # the headline metrics by their one label (core.metrics.metric_label), with deltas
+            assert "Output throughput (tok/s)" in body
             assert re.search(r"[+-]\d+\.\d%", body), "no relative delta shown"
             tab.screenshot(path=str(ARTIFACTS / f"04-compare-{n}.png"), full_page=True)
     finally:
