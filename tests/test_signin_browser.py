@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(
 
 VIEW_TOKEN = "view-token-browser-0123456789"
 LAUNCH_TOKEN = "launch-token-browser-0123456789"
-PAGES = ["Runs", "Launch", "Run", "Compare", "Experiments", "Import / Export"]
+PAGES = ["Runs", "Launch", "Run", "Compare", "Experiments", "History", "Import / Export"]
 HELPERS = ["attribution", "auth", "details", "explain", "export", "grid", "services", "story"]
 
 
