@@ -248,12 +248,18 @@ if view.points:
                 "point": s["label"] + (" (cancelled)" if point_cancelled(s, view.status) else ""),
                 **{c: s["metrics"].get(c) for c in cols},
                 "error_rate": point_error_rate(s, view.status),
-                "client lag p99 ms": s["client"].get("loop_lag_ms_p99"),
+                "client_loop_lag_p99_ms": s["client"].get("loop_lag_ms_p99"),
             }
             for s in view.points
         ]
     )
-    st.dataframe(readable_table(table), hide_index=True, placeholder=EMPTY)
+    headings = {
+        "point": "Point",
+        "completed": "Completed",
+        "num_requests": "Requests sent",
+        "client_loop_lag_p99_ms": "Client loop lag p99 (ms)",
+    }
+    st.dataframe(readable_table(table, headings), hide_index=True, placeholder=EMPTY)
     care = [
         line
         for s in view.points

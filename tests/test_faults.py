@@ -740,9 +740,10 @@ def test_cancel_from_the_run_page_during_a_point(
     assert summary["cancelled"] is True
     assert m["cancelled_requests"] == 4 and m["failed"] == 0 and m["error_rate"] is None
     app.run()
-    points = next(d.value for d in app.dataframe if "error_rate" in d.value.columns)
-    assert points["point"].tolist() == ["c=2 rate=inf in=8 out=6 (cancelled)"]
-    assert pd.isna(points["error_rate"].iloc[0])
+    # the readable table: headings in words, the cut point's error rate empty (not 100%)
+    points = next(d.value for d in app.dataframe if "Error rate" in d.value.columns)
+    assert points["Point"].tolist() == ["c=2 rate=inf in=8 out=6 (cancelled)"]
+    assert pd.isna(points["Error rate"].iloc[0])
 
 
 def test_run_process_sigkilled_without_a_portal(

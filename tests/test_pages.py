@@ -319,8 +319,8 @@ def test_run_page_renders_every_state(states_app: AppTest, state: str) -> None:
         assert "Not launched yet" in text
     if state == "cancelled":  # the point the cancel cut short is marked, not 100% errors
         points = next(d.value for d in app.dataframe if "Error rate" in d.value.columns)
-        row = points[points["point"].str.startswith("c=64")].iloc[0]
-        assert row["point"].endswith("(cancelled)") and pd.isna(row["Error rate"])
+        row = points[points["Point"].str.startswith("c=64")].iloc[0]
+        assert row["Point"].endswith("(cancelled)") and pd.isna(row["Error rate"])
 
 
 def test_run_page_steps_say_when_and_how_long(states_app: AppTest) -> None:
