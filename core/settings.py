@@ -118,6 +118,10 @@ class Settings:
     session_secret: str | None = None
     # Named engine installations besides the default ones above (INSTALLS_FILE, INSTALLS_VAR).
     engine_installs: tuple[EngineInstall, ...] = ()
+    # Where engine detection keeps what it learned (core/engines/detect_cache.py); None:
+    # data_dir/cache. SERVELAB_CACHE_DIR lets several data folders (and a test session's
+    # many temporary ones) share one: reading an option list costs seconds each time.
+    cache_dir: Path | None = None
 
     def engine_install(self, name: str) -> EngineInstall | None:
         return next((i for i in self.engine_installs if i.name == name), None)
@@ -160,6 +164,10 @@ class Settings:
     @property
     def catalog_path(self) -> Path:
         return self.data_dir / "servelab.duckdb"
+
+    @property
+    def detect_cache_dir(self) -> Path:
+        return self.cache_dir if self.cache_dir is not None else self.data_dir / "cache"
 
 
 MIN_SESSION_SECRET_LEN = 32
@@ -296,6 +304,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         session_hours=_session_hours(env.get("SERVELAB_SESSION_HOURS")),
         session_secret=_session_secret(env.get("SERVELAB_SESSION_SECRET")),
         engine_installs=_engine_installs(data_dir, env.get(INSTALLS_VAR, "")),
+        cache_dir=Path(env["SERVELAB_CACHE_DIR"]).resolve()
+        if env.get("SERVELAB_CACHE_DIR", "").strip()
+        else None,
     )
 
 

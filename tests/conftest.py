@@ -24,6 +24,18 @@ os.environ.setdefault(
     "SERVELAB_MODEL_ROOTS",
     os.pathsep.join([tempfile.gettempdir(), "~", "/models", "/opt", "/mnt", "/data"]),
 )
+# One engine-detection cache for the whole session (both xdist workers, and every portal,
+# worker and run process a test starts): tests use hundreds of fresh data folders, and each
+# would otherwise read `transformers serve --help` and import torch again (~14 s of CPU on
+# the 2-core host). Detection is keyed by interpreter and versions (detect_cache.py), so
+# sharing changes no answer; tests of detection itself pass their own cache folder.
+os.environ.setdefault(
+    "SERVELAB_CACHE_DIR",
+    str(
+        Path(tempfile.gettempdir())
+        / f"servelab-test-cache-{os.environ.get('PYTEST_XDIST_TESTRUNUID', os.getpid())}"
+    ),
+)
 FAKE_SGLANG_PATH = REPO / "tests" / "fakes" / "sglang_pkg"
 WORDS = (
     "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike "

@@ -68,6 +68,8 @@ def test_defaults_without_any_variable() -> None:
         (),
         (),
     )
+    # engine detection is kept inside the data folder unless SERVELAB_CACHE_DIR says otherwise
+    assert s.detect_cache_dir == s.data_dir / "cache"
 
 
 def test_every_variable_is_read() -> None:
@@ -81,8 +83,11 @@ def test_every_variable_is_read() -> None:
             "SERVELAB_BIND": "0.0.0.0",
             "SERVELAB_TOKEN_LAUNCH": "x" * 20,
             "SERVELAB_LAUNCHERS": "Ana@Lab.org, @ops.lab.org",
+            "SERVELAB_CACHE_DIR": "/srv/shared-cache",
         }
     )
+    # several data folders may share one detection cache
+    assert s.detect_cache_dir == Path("/srv/shared-cache")
     assert s.data_dir == Path("/srv/lab") and not s.worker_enabled and s.executor == "ray"
     assert s.ray_forward_env == ("A", "B") and s.model_roots == (Path("/m1"), Path("/m2"))
     assert (s.bind, s.token_launch, s.launchers) == (

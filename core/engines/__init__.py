@@ -29,7 +29,7 @@ _CHECK_PORT = 65535
 
 def detect_cache_dir(settings: Settings) -> Path:
     """Where adapters keep what detection learned (core/engines/detect_cache.py)."""
-    return settings.data_dir / "cache"
+    return settings.detect_cache_dir
 
 
 def get_adapter(name: EngineName, settings: Settings, install: str | None = None) -> EngineAdapter:
