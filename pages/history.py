@@ -9,6 +9,7 @@ import streamlit as st
 from core.analysis.history import BAND_LEVEL, alert_text, is_series_key, load_history
 from core.run_folder import is_run_id
 from core.views.history import history_figure, history_path, history_table
+from pages._details import code_line
 from pages._services import bootstrap
 
 settings, _worker = bootstrap()
@@ -41,7 +42,7 @@ st.caption(
     f"{len(versions)} version(s): {', '.join(versions)} · checked: {history.focus}"
 )
 st.markdown("**Link to this series**")
-st.code(f"/{history_path(history.key)}", language=None)
+code_line(f"/{history_path(history.key)}")
 
 labels = [label for _, label in history.points]
 keys = [key for key, _ in history.points]

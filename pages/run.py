@@ -24,7 +24,7 @@ from core.views.progress import point_words, run_time_text
 from core.views.report import node_line, step_rows
 from core.views.runs_table import LIVE_STATES, is_demo_run
 from pages._auth import can_launch
-from pages._details import details
+from pages._details import code_line, details
 from pages._export import export_buttons
 from pages._ledger import ledger_section
 from pages._services import bootstrap
@@ -139,9 +139,9 @@ if is_demo_run(run_id):
     )
 st.markdown("**Launch command**")
 if launch.get("command"):
-    st.code(launch["command"], language="bash")
+    code_line(launch["command"])
 elif launch.get("base_url"):
-    st.code(f"(no server launched: measured the endpoint {launch['base_url']})", language="bash")
+    st.caption(f"No server launched: measured the endpoint `{launch['base_url']}`.")
 elif drawn_state in LIVE_STATES:
     st.caption("Not launched yet: the command appears here once preflight has built it.")
 else:

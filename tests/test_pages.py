@@ -146,7 +146,10 @@ def test_run_page_shows_command_facts_probe_and_points(app: AppTest, data_dir: P
     app.run()
     app.switch_page("pages/run.py").run()
     assert not app.exception, app.exception
-    assert any("sglang.launch_server" in c.value for c in app.code)
+    # the launch command as one line of code to copy (pages/_details.code_line)
+    assert any(
+        m.value.startswith("`") and "sglang.launch_server" in m.value for m in app.markdown
+    )
     assert any("Paris" in s.value for s in app.success)
     assert any("c=2" in df.value.to_csv() for df in app.dataframe)
 
@@ -759,3 +762,18 @@ def test_a_run_page_is_titled_by_its_arm_and_trial_and_reads_its_numbers(
     # a run of no experiment keeps its id as the title
     app = _open(states_app, "pages/run.py", run="20261201-000311-8d8413")
     assert app.title[0].value == "Run 20261201-000311-8d8413"
+
+
+def test_a_code_line_keeps_backticks_inside_its_span() -> None:
+    def script() -> None:
+        from pages._details import code_line
+
+        code_line("python -m sglang.launch_server --port 30000")
+        code_line("echo `date`")
+
+    at = AppTest.from_function(script)
+    at.run()
+    assert [m.value for m in at.markdown] == [
+        "`python -m sglang.launch_server --port 30000`",
+        "`` echo `date` ``",  # CommonMark: a longer fence, padded when the text ends in one
+    ]

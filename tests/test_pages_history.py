@@ -70,7 +70,7 @@ def test_a_regression_is_said_at_the_top_with_the_series_link(app: AppTest, data
     assert history is not None
     assert [e.value for e in page.error] == [alert_text(history)]  # the CLI's words
     assert page.error[0].value.startswith(f"Regression in {UPGRADED}: output throughput at c=4")
-    assert f"/history?series={key}" in [c.value for c in page.code]
+    assert f"`/history?series={key}`" in [m.value for m in page.markdown]
     assert "2 version(s): sglang 0.5.17, sglang 0.5.18" in " ".join(c.value for c in page.caption)
     assert len(page.get("plotly_chart")) == 1
     table = page.dataframe[0].value
