@@ -147,9 +147,7 @@ def test_run_page_shows_command_facts_probe_and_points(app: AppTest, data_dir: P
     app.switch_page("pages/run.py").run()
     assert not app.exception, app.exception
     # the launch command as one line of code to copy (pages/_details.code_line)
-    assert any(
-        m.value.startswith("`") and "sglang.launch_server" in m.value for m in app.markdown
-    )
+    assert any(m.value.startswith("`") and "sglang.launch_server" in m.value for m in app.markdown)
     assert any("Paris" in s.value for s in app.success)
     assert any("c=2" in df.value.to_csv() for df in app.dataframe)
 

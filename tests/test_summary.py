@@ -212,9 +212,11 @@ def test_the_2x2_verdict_leads_with_the_knobs_and_never_calls_the_memory_fractio
     assert "100 % of decode passes in CUDA graphs" in graphs
     # the contrast of the memory fraction alone: never "within noise", anywhere
     assert not any("within noise" in line for line in story.verdict[:2])
+    # then the regressions, a paragraph of their own, then every contrast
+    assert story.verdict[2].startswith("Regressions: peak GPU memory at c=1, 16, 64: ")
     assert (
         "+9% output throughput at concurrency 64 (95% CI -26%…+61%), not tested"
-        in (story.verdict[2])
+        in (story.verdict[3])
     )
     alone = [r for r in story.card if r.arm == "graphs=off mem=0.92"]
     assert {r.verdict for r in alone if r.metric == "output_throughput"} == {NOT_TESTED}

@@ -742,9 +742,9 @@ def experiment_story(
     card, checks, ledgers, knobs, untested = _knob_story(by_arm, base, card)
     table = _relabel(arm_stats(list(runs), base, level=level), untested)
     text = verdict(str(record.name), table, list(runs), base, floor, level)
-    lines = regression_lines(card)
-    if lines:
-        text = "Regressions: " + "; ".join(lines) + ". " + text
+    # the regressions are a paragraph of their own, before the contrasts (as on Compare)
+    regs = regression_lines(card)
+    regs_line = ["Regressions: " + "; ".join(regs) + "."] if regs else []
     found: list[ReadWithCare] = [*caveats(by_arm)]
     found += drift_caveats(
         drift_findings(runs, closing_runs(settings, record), base),
@@ -758,7 +758,7 @@ def experiment_story(
         baseline=base,
         arms=arms,
         card=card,
-        verdict=[*knobs, text, *([care] if care else [])],
+        verdict=[*knobs, *regs_line, text, *([care] if care else [])],
         floor=floor,
         host=str(host) if host else None,
         caveats=found,
