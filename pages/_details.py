@@ -25,8 +25,8 @@ def details(label: str, key: str, expanded: bool = False) -> Iterator[bool]:
 def code_line(text: str) -> None:
     """One line of code (a launch command, a link to copy) as monospace text. ``st.code``
     would load the 1.5 MB syntax-highlighter chunk, whose evaluation holds back every other
-    element of the first paint (the Run page's steps table: ~5.0 s -> ~3.3 s from navigation
-    on an idle host, docs/BENCHMARKS.md §7.4)."""
+    element of the first paint (the Run page's steps table: 3.8-5.2 s -> 3.2-3.5 s from
+    navigation on an idle host, docs/BENCHMARKS.md §7.4)."""
     # a code span's fence is longer than any run of backticks inside it (CommonMark)
     fence = "`" * (max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
