@@ -669,6 +669,13 @@ class Story:
         }
 
 
+def regressions_paragraph(card: Sequence[CardRow]) -> list[str]:
+    """The verdict's regressions paragraph (none without a regression): a paragraph of its
+    own before the contrasts, on Compare and on the Experiment page alike."""
+    regs = regression_lines(card)
+    return ["Regressions: " + "; ".join(regs) + "."] if regs else []
+
+
 def _headline_row(card: Sequence[CardRow], arm: str) -> CardRow | None:
     """The arm's output throughput at its highest concurrency: what a knob did, in one row."""
     rows = [r for r in card if r.arm == arm and r.metric == "output_throughput"]
@@ -742,9 +749,7 @@ def experiment_story(
     card, checks, ledgers, knobs, untested = _knob_story(by_arm, base, card)
     table = _relabel(arm_stats(list(runs), base, level=level), untested)
     text = verdict(str(record.name), table, list(runs), base, floor, level)
-    # the regressions are a paragraph of their own, before the contrasts (as on Compare)
-    regs = regression_lines(card)
-    regs_line = ["Regressions: " + "; ".join(regs) + "."] if regs else []
+    regs_line = regressions_paragraph(card)
     found: list[ReadWithCare] = [*caveats(by_arm)]
     found += drift_caveats(
         drift_findings(runs, closing_runs(settings, record), base),
@@ -844,9 +849,7 @@ def comparison_story(
                     + line
                 )
             lines.append(line)
-    regs = regression_lines(card)
-    if regs:
-        lines.insert(0, "Regressions: " + "; ".join(regs) + ".")
+    lines[:0] = regressions_paragraph(card)
     found: list[ReadWithCare] = [*caveats(by_arm)]
     if care := caveat_line(found):
         lines.append(care)

@@ -15,7 +15,6 @@ __all__ = [
     "EngineInfo",
     "LaunchPlan",
     "context_problems",
-    "detect_cache_dir",
     "get_adapter",
     "kv_fill_problems",
     "launch_problems",
@@ -27,11 +26,6 @@ ENGINES: tuple[EngineName, ...] = ("transformers", "sglang", "endpoint")
 _CHECK_PORT = 65535
 
 
-def detect_cache_dir(settings: Settings) -> Path:
-    """Where adapters keep what detection learned (core/engines/detect_cache.py)."""
-    return settings.detect_cache_dir
-
-
 def get_adapter(name: EngineName, settings: Settings, install: str | None = None) -> EngineAdapter:
     """The adapter of engine ``name`` run by its installation ``install`` (a name from
     ``settings.engine_installs``; None: the default one). ConfigError on
@@ -41,12 +35,12 @@ def get_adapter(name: EngineName, settings: Settings, install: str | None = None
         from core.engines.transformers_serve import TransformersServeAdapter
 
         return TransformersServeAdapter(
-            settings.engine_python(name, install), settings.models_dir, detect_cache_dir(settings)
+            settings.engine_python(name, install), settings.models_dir, settings.detect_cache_dir
         )
     if name == "sglang":
         from core.engines.sglang import SGLangAdapter
 
-        return SGLangAdapter(settings.engine_python(name, install), detect_cache_dir(settings))
+        return SGLangAdapter(settings.engine_python(name, install), settings.detect_cache_dir)
     from core.engines.endpoint import EndpointAdapter
 
     return EndpointAdapter()
