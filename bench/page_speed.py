@@ -54,8 +54,11 @@ PAGES = {
 }
 IDLE_JS = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
 # every plotly chart of the page drawn (Streamlit renders the whole page, not the first
-# screen only)
-CHARTS_JS = """(n) => [...document.querySelectorAll('.js-plotly-plot')]
+# screen only), in the page or in a chart's own frame (pages/_chart.py)
+CHARTS_JS = """(n) => [document, ...[...document.querySelectorAll('iframe')]
+    .map(f => { try { return f.contentDocument } catch (e) { return null } })]
+  .filter(d => d)
+  .flatMap(d => [...d.querySelectorAll('.js-plotly-plot')])
   .filter(p => p.querySelector('.main-svg')).length >= n"""
 
 

@@ -22,6 +22,7 @@ from core.experiments.design import ExperimentRecord
 from core.metrics import as_number, metric_label
 from core.settings import Settings
 from core.views.figures_attribution import attribution_waterfall, sweep_figure
+from pages._chart import chart
 from pages._details import details
 
 
@@ -59,7 +60,7 @@ def attribution_section(
     st.markdown(f"**{verdict_sentence(attr, metric, conc, floor, untested)}**")
     where = "over all points" if conc is None else f"at concurrency {conc}"
     floor_value = floor.get(metric)
-    st.plotly_chart(
+    chart(
         attribution_waterfall(
             decompose(attr, metric, conc),
             metric,
@@ -83,4 +84,4 @@ def attribution_section(
     if swept and metric in set(table.get("metric", [])):
         st.subheader("Sweep")
         for knob in swept:
-            st.plotly_chart(sweep_figure(table, design, knob, metric))
+            chart(sweep_figure(table, design, knob, metric))

@@ -20,6 +20,7 @@ from core.settings import Settings
 from core.views.cells import readable_cells
 from core.views.figures import arm_bands_figure
 from pages import _story
+from pages._chart import chart
 from pages._export import export_buttons
 from pages._ledger import ledger_section
 
@@ -73,7 +74,7 @@ def experiment_compare(settings: Settings, exp_id: str) -> None:
     metric = st.selectbox(
         "Metric", list(EXPERIMENT_METRICS), format_func=metric_label, key="cmp_exp_metric"
     )
-    st.plotly_chart(arm_bands_figure(table, metric, colours))
+    chart(arm_bands_figure(table, metric, colours))
     ledger_section(story.ledger, colours, key="cmp_exp_ledger")
 
     st.subheader("Export")

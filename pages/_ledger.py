@@ -9,6 +9,7 @@ import streamlit as st
 
 from core.analysis.ledger import MemoryLedger
 from core.views.figures_ledger import ledger_figure, ledger_parts
+from pages._chart import chart
 
 
 def ledger_section(
@@ -20,4 +21,4 @@ def ledger_section(
         if arm not in stated:
             st.caption(f"{arm}: no memory ledger (the server stated none, no GPU was sampled).")
     if stated:
-        st.plotly_chart(ledger_figure(stated, colours), key=key)
+        chart(ledger_figure(stated, colours), key=key)

@@ -17,6 +17,7 @@ from core.views.figures_server import (
     server_point_line,
     timeline_figure,
 )
+from pages._chart import chart
 
 
 def timelines_section(
@@ -66,5 +67,5 @@ def timelines_section(
     if fig is None:
         st.caption(f"No server samples at {points[point]}.")
         return
-    st.plotly_chart(fig, key=f"{key}-fig")
+    chart(fig, key=f"{key}-fig")
     st.caption(f"{LINE_STYLES} Time since the point started." + (f" {caption}" if caption else ""))

@@ -35,6 +35,7 @@ from core.views.figures import (
     no_memory_line,
 )
 from pages import _story
+from pages._chart import chart
 from pages._compare_experiment import experiment_compare
 from pages._details import details
 from pages._explain import explain_block
@@ -168,8 +169,10 @@ explain_block(settings, views, baseline)  # two or more knobs differ: queue the 
 
 st.subheader("Throughput and latency by concurrency")
 c1, c2 = st.columns(2)
-c1.plotly_chart(metric_vs_concurrency(views, "output_throughput", names, colours))
-c2.plotly_chart(metric_vs_concurrency(views, "median_ttft_ms", names, colours))
+with c1:
+    chart(metric_vs_concurrency(views, "output_throughput", names, colours))
+with c2:
+    chart(metric_vs_concurrency(views, "median_ttft_ms", names, colours))
 
 st.subheader("Latency distributions")
 labels = [s["label"] for s in views[baseline].points]
@@ -193,7 +196,7 @@ if labels:
             continue
         series[name] = latency_samples(f, match[0], metric) if match else []
     if series:
-        st.plotly_chart(cdf_figure(series, f"{metric.upper()} (ms) at {point}", colours))
+        chart(cdf_figure(series, f"{metric.upper()} (ms) at {point}", colours))
 
 timelines_section(names, views, names[baseline], key="cmp_timeline_point")
 
@@ -206,7 +209,7 @@ if (no_memory := no_memory_line(mem, views)) is not None:  # one line, not an em
 else:
     for table in headroom_table(mem):  # a row per fact, a column per run: none cut off
         st.table(table)
-    st.plotly_chart(memory_headroom_figure(mem))
+    chart(memory_headroom_figure(mem))
 
 st.subheader("Export")
 export_buttons(views, baseline, key="compare-export", sel=sel)

@@ -41,6 +41,7 @@ from core.views.figures import (
 from core.views.progress import ended_text, experiment_time_text
 from pages import _story
 from pages._attribution import attribution_section
+from pages._chart import chart
 from pages._details import details
 from pages._export import export_buttons
 from pages._ledger import ledger_section
@@ -216,10 +217,10 @@ with details(f"Every arm, point and metric ({len(table)} rows)", "exp_all_metric
             },
         )
 metric = st.selectbox("Metric against concurrency", list(EXPERIMENT_METRICS), key="exp_metric")
-st.plotly_chart(arm_bands_figure(table, metric, colours))
+chart(arm_bands_figure(table, metric, colours))
 
 gpus = max((r.view.spec.get("server", {}).get("tp_size") or 1) for r in runs)
-st.plotly_chart(frontier_figure(frontier(table, gpus), gpus, colours))
+chart(frontier_figure(frontier(table, gpus), gpus, colours))
 
 # one run per arm (its first trial): twelve overlaid runs read as noise
 timelines_section(
@@ -239,7 +240,7 @@ if (no_memory := no_memory_line(head, list(first.values()))) is not None:
 else:
     for table in headroom_table(head, "arm"):  # a row per fact, a column per arm
         st.table(table)
-    st.plotly_chart(memory_headroom_figure(head))
+    chart(memory_headroom_figure(head))
 
 st.subheader("SLO")
 c1, c2 = st.columns(2)

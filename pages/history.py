@@ -9,6 +9,7 @@ import streamlit as st
 from core.analysis.history import BAND_LEVEL, alert_text, is_series_key, load_history
 from core.run_folder import is_run_id
 from core.views.history import history_figure, history_path, history_table
+from pages._chart import chart
 from pages._details import code_line
 from pages._services import bootstrap
 
@@ -54,7 +55,7 @@ chosen = st.selectbox(
     help="the alert checks the headline point (the heaviest load); the others are shown",
 )
 point = keys[labels.index(chosen)]
-st.plotly_chart(history_figure(history, point))
+chart(history_figure(history, point))
 table = history_table(history, point)
 st.dataframe(
     table,

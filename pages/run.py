@@ -24,6 +24,7 @@ from core.views.progress import point_words, run_time_text
 from core.views.report import node_line, step_rows
 from core.views.runs_table import LIVE_STATES, is_demo_run
 from pages._auth import can_launch
+from pages._chart import chart
 from pages._details import code_line, details
 from pages._export import export_buttons
 from pages._ledger import ledger_section
@@ -286,9 +287,7 @@ if view.points:
     metric = c2.selectbox("Metric", ["ttft", "itl", "tpot", "e2e"], key="run_metric")
     idx = view.points[labels.index(point_label)]["index"]
     if has_records(view, idx):
-        st.plotly_chart(
-            cdf_figure({run_id: latency_samples(folder, idx, metric)}, f"{metric.upper()} (ms)")
-        )
+        chart(cdf_figure({run_id: latency_samples(folder, idx, metric)}, f"{metric.upper()} (ms)"))
     else:
         st.info(no_records_note(view), icon=":material/info:")
 timelines_section([run_id], [view], None, key="run_timeline_point")
@@ -306,7 +305,7 @@ elif not (folder.path / "samples.parquet").exists():
 elif (no_gpu := no_gpu_samples_line(view)) is not None:  # a line, not an empty chart
     st.caption(no_gpu)
 else:
-    st.plotly_chart(
+    chart(
         gpu_memory_figure(
             folder.read_table("samples.parquet")
             if (folder.path / "samples.parquet").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -31,3 +32,27 @@ def page_tables(app: Any) -> list[Any]:
     """Every table an AppTest page drew, as DataFrames: data grids (``st.dataframe``) and
     static tables (``st.table``, e.g. the summary card)."""
     return [e.value for e in (*app.dataframe, *app.table)]
+
+
+def page_figures(app: Any) -> list[dict[str, Any]]:
+    """Every plotly figure an AppTest page drew (``pages/_chart.py``'s frames), as the
+    figure's JSON: ``{"data": [...], "layout": {...}}``."""
+    return [
+        json.loads(json.loads(c.proto.json_args)["figure_json"])
+        for c in app.get("component_instance")
+        if c.proto.component_name.endswith(".servelab_chart")
+    ]
+
+
+def chart_in_frames(page: Any, has_text: str, timeout: float) -> Any:
+    """The drawn plotly chart holding ``has_text``, in whichever chart frame of a browser
+    page (Playwright) drew it: each figure is a component frame of its own."""
+
+    def find() -> Any:
+        for frame in page.frames:
+            chart = frame.locator(".js-plotly-plot").filter(has_text=has_text)
+            if chart.count():
+                return chart.first
+        return None
+
+    return wait_for(find, timeout, f"a chart showing {has_text!r}")

@@ -13,6 +13,7 @@ import pytest
 
 from core.portal.demo import install_demo
 from core.settings import Settings
+from tests.helpers import chart_in_frames
 from tests.test_e2e_portal import ARTIFACTS, CHROMIUM, _browser, _portal
 
 pytestmark = [
@@ -56,8 +57,7 @@ def test_the_servers_view_is_drawn(base: str, name: str, path: str, traces: int)
         page.goto(f"{base}/{path}")
         page.get_by_text("The server's view over time").wait_for(timeout=120_000)
         page.screenshot(path=str(ARTIFACTS / f"timelines-{name}-top.png"))
-        chart = page.locator(".js-plotly-plot").filter(has_text="The server's view")
-        chart.wait_for(timeout=60_000)
+        chart = chart_in_frames(page, "The server's view", timeout=60)
         chart.scroll_into_view_if_needed()
         # every run's series drawn: one line per run and series (6 a run with /metrics)
         assert chart.locator(".scatterlayer .trace").count() >= traces

@@ -27,6 +27,7 @@ from core.portal.demo import install_demo
 from core.settings import Settings
 from core.store import Catalog
 from tests.conftest import FAKE_SGLANG_PATH, REPO
+from tests.helpers import chart_in_frames
 from tests.test_e2e_portal import ARTIFACTS, CHROMIUM, _browser, _portal
 from tests.test_explain import EXP_ID as GRID
 from tests.test_explain import _finished_grid
@@ -180,8 +181,7 @@ def test_experiment_page_of_a_finished_grid_shows_the_waterfall_and_the_verdict(
         assert "output throughput at concurrency 4" in sentence, sentence
         assert "cuda_graphs off→on +9" in sentence, sentence
         assert "mem_fraction_static 0.85→0.92 -21" in sentence, sentence
-        waterfall = page.locator(".js-plotly-plot").filter(has_text="part by part")
-        waterfall.wait_for(timeout=60_000)
+        waterfall = chart_in_frames(page, "part by part", timeout=60)
         waterfall.scroll_into_view_if_needed()
         assert waterfall.locator("g.point").count() >= 4  # 2 knobs, interaction, total
         assert "Confounders" not in page.inner_text("body")  # the grid's knobs are declared

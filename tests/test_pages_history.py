@@ -16,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.analysis.history import alert_text, load_history, series_of_run
 from core.settings import DEMO_DIR
+from tests.helpers import page_figures
 from tests.runs_by_hand import P1, P4, make_run, run_facts
 
 REPO = Path(__file__).resolve().parent.parent
@@ -72,7 +73,7 @@ def test_a_regression_is_said_at_the_top_with_the_series_link(app: AppTest, data
     assert page.error[0].value.startswith(f"Regression in {UPGRADED}: output throughput at c=4")
     assert f"`/history?series={key}`" in [m.value for m in page.markdown]
     assert "2 version(s): sglang 0.5.17, sglang 0.5.18" in " ".join(c.value for c in page.caption)
-    assert len(page.get("plotly_chart")) == 1
+    assert len(page_figures(page)) == 1
     table = page.dataframe[0].value
     assert len(table) == 6 and table.iloc[-1]["checked"] == "◀ checked"
     assert list(table["version"]) == ["sglang 0.5.17"] * 5 + ["sglang 0.5.18"]

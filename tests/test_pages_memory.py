@@ -4,12 +4,14 @@ table under an empty chart (issue 24 item 7)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from tests.helpers import page_figures
 from tests.runs_by_hand import make_run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,7 +50,7 @@ def _open(app: AppTest, page: str, **params: str) -> AppTest:
 
 
 def _charts(app: AppTest) -> str:
-    return " ".join(str(c.proto.spec) for c in app.get("plotly_chart"))
+    return " ".join(json.dumps(f) for f in page_figures(app))
 
 
 def test_compare_of_cpu_runs_says_in_one_line_there_is_no_memory(app: AppTest) -> None:

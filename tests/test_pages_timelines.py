@@ -18,6 +18,7 @@ from streamlit.testing.v1 import AppTest
 from core.interop.importers import parse_text, plan_runs, store_runs
 from core.portal.demo import install_demo
 from core.settings import Settings
+from tests.helpers import page_figures
 
 REPO = Path(__file__).resolve().parent.parent
 H200_EXP = "exp-20261201-041412-6b50"  # graphs x mem_fraction_static, 3 trials
@@ -69,7 +70,7 @@ def _open(app: AppTest, page: str, **params: str) -> AppTest:
 
 
 def _timeline_figures(app: AppTest) -> list[dict[str, Any]]:
-    figs = [json.loads(c.proto.spec) for c in app.get("plotly_chart")]
+    figs = page_figures(app)
     return [f for f in figs if "server's view" in str(f["layout"].get("title", {}).get("text"))]
 
 
@@ -146,7 +147,7 @@ def test_experiment_draws_one_run_per_arm_in_its_colour(app: AppTest) -> None:
 
 
 def _ledger_bars(app: AppTest) -> list[str]:
-    figs = [json.loads(c.proto.spec) for c in app.get("plotly_chart")]
+    figs = page_figures(app)
     (fig,) = [f for f in figs if "memory ledger" in str(f["layout"].get("title", {}).get("text"))]
     return sorted({y for t in fig["data"] for y in t["y"]})
 
