@@ -230,3 +230,20 @@ def test_each_arm_names_its_own_kv_pool_change() -> None:
     runs = base + big + on
     sentence = verdict("2x2", arm_stats(runs, "off 0.85"), runs, "off 0.85")
     assert "KV pool off 0.92 +35%, on 0.85 +0%;" in sentence
+
+
+def test_a_verdict_of_several_arms_reads_one_sentence_per_arm() -> None:
+    """A 2x2's verdict was one sentence over every arm and concurrency (issue 24): each arm
+    gets its own, naming it once, its lowest and highest concurrency inside."""
+    base = [RunOfArm("off", t, view(f"a{t}", {1: 10, 8: 40}, graphs=False)) for t in range(3)]
+    big = [RunOfArm("big", t, view(f"b{t}", {1: 11, 8: 44}, graphs=False)) for t in range(3)]
+    on = [RunOfArm("on", t, view(f"c{t}", {1: 30, 8: 120})) for t in range(3)]
+    runs = base + big + on
+    sentence = verdict("2x2", arm_stats(runs, "off"), runs, "off")
+    first, second, tail = sentence.split(". ")
+    assert first.startswith("2x2: big vs off: ") and second.startswith("on vs off: ")
+    for text in (first, second):
+        assert text.count(" vs ") == 1  # the arm named once, not before each concurrency
+        assert "output throughput at concurrency 1 (" in text
+        assert "output throughput at concurrency 8 (" in text
+    assert tail.startswith("KV pool ") and tail.endswith("confounders: none.")

@@ -284,7 +284,9 @@ def verdict(
     concurrency, the KV pool difference, and the confounders. ``level``: the intervals'
     (``table``'s) coverage; other than 95% it is said (an adaptive experiment's adjusted
     level)."""
-    parts: list[str] = []
+    # one sentence per arm (its lowest and highest concurrency), so a 2x2 reads arm by arm
+    # rather than as one sentence over every arm and concurrency
+    parts: list[list[str]] = []
     tput = table[(table["metric"] == "output_throughput") & (table["arm"] != baseline_arm)]
     tput = tput.dropna(subset=["rel"]) if "rel" in tput else tput.iloc[0:0]
     if tput.empty:
@@ -292,6 +294,7 @@ def verdict(
     concs = sorted(c for c in tput["concurrency"].unique() if c is not None)
     picks = [concs[0], concs[-1]] if len(concs) > 1 else concs
     for arm in tput["arm"].unique():
+        parts.append([])
         for c in dict.fromkeys(picks):
             row = tput[(tput["arm"] == arm) & (tput["concurrency"] == c)].iloc[0]
             if row["rel_low"] is not None and not pd.isna(row["rel_low"]):
@@ -303,10 +306,10 @@ def verdict(
                 if row["label"] in ("better", "worse") or "unknown" in row["label"]
                 else f", {row['label']}"
             )
-            who = f"{arm} vs {baseline_arm}: " if len(tput["arm"].unique()) > 1 else ""
-            parts.append(f"{who}{_pct(row['rel'])} output throughput at concurrency {c}{ci}{note}")
+            parts[-1].append(f"{_pct(row['rel'])} output throughput at concurrency {c}{ci}{note}")
     if noise_floor and "output_throughput" in noise_floor:
-        parts[-1] += f" [A/A noise floor ±{noise_floor['output_throughput'] * 100:.0f}%]"
+        parts[-1][-1] += f" [A/A noise floor ±{noise_floor['output_throughput'] * 100:.0f}%]"
+    several = len(parts) > 1
     kv = {
         a: [r.view.facts.get("kv_cache_tokens") for r in runs if r.arm == a]
         for a in dict.fromkeys(r.arm for r in runs)
@@ -336,10 +339,19 @@ def verdict(
         if ((s.get("metrics") or {}).get("output_len_ratio") or 1.0) < 0.99
     )
     tail = f"; output shorter than requested in {short} point(s)" if short else ""
+    arms_text = (
+        ". ".join(
+            f"{arm} vs {baseline_arm}: " + ", ".join(p)
+            for arm, p in zip(tput["arm"].unique(), parts, strict=True)
+        )
+        if several
+        else ", ".join(parts[0])
+    )
     return (
         f"{name}: "
-        + ", ".join(parts)
-        + f"; {kv_text}; confounders: "
+        + arms_text
+        + (". " if several else "; ")
+        + f"{kv_text}; confounders: "
         + (", ".join(conf) if conf else "none")
         + (f"; {version}" if version else "")
         + tail
