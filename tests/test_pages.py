@@ -585,7 +585,8 @@ def test_the_verdict_and_card_say_which_points_to_read_with_care(
     )
     # one line of the verdict, with the one-wave points (core.metrics.wave_warning) too
     (line,) = [m.value for m in exp.markdown if m.value.startswith("**Read with care: ")]
-    assert said in line and "c=4: not steady state (worst: one wave only" in line
+    assert said in line and "not steady state at c=4 (worst: one wave only" in line
+    assert line.count("not steady state") == 1  # named once, with each point's figures
     from core.interop.export import html_report, select
     from core.views.report import format_experiment
 
@@ -596,7 +597,7 @@ def test_the_verdict_and_card_say_which_points_to_read_with_care(
     record = ExperimentRecord.model_validate_json(
         (states_dir / "experiments" / DEMO_EXP / "experiment.json").read_text()
     )
-    assert f"{said}; c=64: not steady state" in format_experiment(settings, record)
+    assert f"; {said}." in format_experiment(settings, record)
     on = next(r.run_id for r in record.runs if r.arm == "graphs on")
     cmp = _open(
         AppTest.from_file(str(REPO / "app.py"), default_timeout=60),

@@ -162,6 +162,30 @@ def test_the_verdict_and_card_name_points_whose_numbers_are_suspect() -> None:
     assert clean.caveats == [] and not any("read with care" in v.lower() for v in clean.verdict)
 
 
+def test_one_caveat_at_every_point_of_the_same_runs_is_named_once() -> None:
+    """A demo's single-wave points are "not steady state" at each concurrency: the verdict
+    names that once, with each point's own figures, not once per point."""
+    on, off = view("on", {1: 30, 4: 60, 16: 90}), view("off", {1: 10, 4: 50, 16: 80})
+    for v in (on, off):
+        for p in v.points:
+            c = p["point"]["concurrency"]
+            p["warnings"] = [f"all {c} slots were never busy at once: no steady-state window"]
+    story = comparison_story([on, off], 1, ["graphs on", "graphs off"])
+    assert story.verdict[-1] == (
+        "Read with care: not steady state at c=1 (worst: all 1 slots were never busy at "
+        "once), c=4 (worst: all 4 slots were never busy at once) and c=16 (worst: all 16 "
+        "slots were never busy at once) in the run of graphs on, the run of graphs off."
+    )
+    # where the runs differ, each point keeps its own sentence
+    on.points[1]["warnings"] = []
+    assert comparison_story([on, off], 1, ["graphs on", "graphs off"]).verdict[-1] == (
+        "Read with care: not steady state at c=1 (worst: all 1 slots were never busy at "
+        "once) and c=16 (worst: all 16 slots were never busy at once) in the run of graphs "
+        "on, the run of graphs off; c=4: not steady state (all 4 slots were never busy at "
+        "once) in the run of graphs off."
+    )
+
+
 def test_a_tiny_change_without_an_interval_is_no_change_never_within_noise() -> None:
     """One run per arm, no A/A floor: nothing can say "noise", so a change below 0.5 %
     reads "no change", on the card as in the single-run delta table and the verdict."""

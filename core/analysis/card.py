@@ -347,17 +347,20 @@ class PointCaveat:
         """``c=64: load generator saturated (worst: client CPU 97% of a core >= 90%) in 2 of
         3 runs of graphs on — the client, not the server, may have limited these numbers``
         (``care``: with that last part, what the caveat means: core.metrics.CAVEAT_MEANING)."""
-        several = sum(k for _, k, _ in self.runs) > 1 and self.kind != DIFFERENT_PROMPTS
-        worst = "worst: " if several else ""
-        where = runs_phrase(self.runs)
         meaning = (
             _DIFFERENT_MEANING
             if self.kind == DIFFERENT_PROMPTS
             else CAVEAT_MEANING.get(self.kind, "read with care")
         )
-        return f"{self.point}: {self.kind} ({worst}{self.detail}) in {where}" + (
+        return f"{self.point}: {self.kind} {self.figures()} in {runs_phrase(self.runs)}" + (
             f" — {meaning}" if care else ""
         )
+
+    def figures(self) -> str:
+        """``(worst: event-loop lag p99 7.1 ms > 5 ms)``: "worst" where several runs were
+        flagged and the figures are the worst run's."""
+        several = sum(k for _, k, _ in self.runs) > 1 and self.kind != DIFFERENT_PROMPTS
+        return f"({'worst: ' if several else ''}{self.detail})"
 
 
 def caveats(arms: Mapping[str, Sequence[RunView]]) -> list[PointCaveat]:
@@ -433,7 +436,24 @@ def caveat_line(found: Sequence[ReadWithCare]) -> str | None:
     none."""
     if not found:
         return None
-    return "Read with care: " + "; ".join(c.sentence(care=False) for c in found) + "."
+    # One kind at several points of the same runs (a demo's single-wave points are "not
+    # steady state" at every concurrency) is named once, with each point's own figures.
+    groups: dict[object, list[ReadWithCare]] = {}
+    for i, c in enumerate(found):
+        key: object = i
+        if isinstance(c, PointCaveat) and c.kind != DIFFERENT_PROMPTS:
+            key = (c.kind, runs_phrase(c.runs))
+        groups.setdefault(key, []).append(c)
+    parts = []
+    for group in groups.values():  # in the order each was first found
+        if len(group) == 1:
+            parts.append(group[0].sentence(care=False))
+            continue
+        first = group[0]
+        assert isinstance(first, PointCaveat)
+        *head, last = [f"{c.point} {c.figures()}" for c in group if isinstance(c, PointCaveat)]
+        parts.append(f"{first.kind} at {', '.join(head)} and {last} in {runs_phrase(first.runs)}")
+    return "Read with care: " + "; ".join(parts) + "."
 
 
 def _facts(views: Sequence[RunView], metric: str, trials: Sequence[int]) -> dict[int, float]:
