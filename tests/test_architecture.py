@@ -4,7 +4,12 @@ anywhere; pages/ use only the core modules listed here; the worker only schedule
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+from core.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -329,3 +334,37 @@ def test_the_private_import_check_sees_one(tmp_path: Path) -> None:
     f = tmp_path / "x.py"
     f.write_text("from core.run.pipeline import _result\nfrom core.config import RunSpec\n")
     assert len(_private_imports(f)) == 1
+
+
+def test_a_run_process_loads_no_statistics_library(
+    fake_sglang: Path, settings: Settings, tiny_tokenizer_dir: Path
+) -> None:
+    """Every run is its own ``python -m core run`` process; scipy and statsmodels take
+    seconds to import on a 2-core host and a run needs neither (they serve the pages and
+    reports over many runs). A real run on the fake SGLang, its end-of-run report
+    included, imports neither (``-X importtime`` lists every module it imported)."""
+    out = subprocess.run(
+        [
+            *(sys.executable, "-X", "importtime", "-m", "core", "run", "--engine", "sglang"),
+            *("--model", str(tiny_tokenizer_dir), "--no-probe", "--warmup-requests", "0"),
+            *("--concurrency", "1", "--num-prompts", "2", "--input-len", "8"),
+            *("--output-len", "4"),
+        ],
+        cwd=REPO,
+        env={
+            **os.environ,
+            "SERVELAB_DATA_DIR": str(settings.data_dir),
+            "SERVELAB_SGLANG_PYTHON": sys.executable,
+        },
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert out.returncode == 0 and ": succeeded" in out.stdout, out.stdout + out.stderr[-3000:]
+    imported = {
+        line.split("|")[-1].strip()
+        for line in out.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert "core.run.pipeline" in imported and "pandas" in imported  # the list is complete
+    assert not {m for m in imported if m.split(".")[0] in ("scipy", "statsmodels")}

@@ -21,7 +21,6 @@ from typing import Any, Final
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from core.analysis.diff import confounders, environment_differences, version_change
 from core.analysis.points import METRIC_DIRECTIONS, point_key
@@ -105,6 +104,10 @@ def t975(df: float) -> float:
 
 @lru_cache(maxsize=1024)
 def _t_quantile(q: float, df: float) -> float:
+    # imported here: scipy.stats takes seconds to import on a 2-core host, and every run
+    # process imports this module (its report) without needing a quantile
+    from scipy import stats as sps
+
     return float(sps.t.ppf(q, df))
 
 
