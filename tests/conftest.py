@@ -51,15 +51,14 @@ WORDS = (
 # The real model on CPU through a real server (marker e2e) takes tens of seconds to minutes
 # on a busy 2-core host (test_e2e_portal's A/B: 40 s, 116 s with one core kept busy);
 # everything else must end within the default per-test timeout (pyproject.toml).
-# test_explain_e2e.py sets its own (12 servers).
 E2E_TIMEOUT_S = 600
 # ``./servelab test`` runs two pytest-xdist workers. Each test module stays on one worker (its
 # module fixtures are set up once); a free worker takes the next module in the order below, so
 # the run ends when the total work is done, provided the longest modules start first. Every
 # real ``transformers serve`` a test starts has a bounded continuous-batching KV cache (on CPU
-# ServeLab passes 0.1 of free host memory: ~3 GB resident here; test_explain_e2e.py sizes it
-# at 16 blocks: ~1.6 GB) instead of the engine's ~14 GB from host memory, two of which were
-# OOM-killed, so real-model modules may run side by side. Browser modules
+# ServeLab passes 0.1 of free host memory: ~3 GB resident here) instead of the engine's
+# ~14 GB from host memory, two of which were OOM-killed, so real-model modules may run side
+# by side. Browser modules
 # (test_e2e_portal.py, test_*_browser.py: a portal + chromium each) share one unit: one
 # browser at a time on the 2-core host.
 BROWSER_GROUP = "browser"
@@ -67,10 +66,6 @@ BROWSER_GROUP = "browser"
 # host): a long module started last would end the run alone. Then the other real-model
 # modules (marker e2e, "e2e" in the file name), then the rest in collection order.
 LONGEST_FIRST = (
-    "tests/test_explain_e2e.py",
-    # up to 6 fresh servers: it was queued among the other real-model modules, after these,
-    # and ended the run alone (~10 min on a loaded host)
-    "tests/test_adaptive_e2e.py",
     "tests/test_ray_executor.py",
     BROWSER_GROUP,
     "tests/test_faults.py",

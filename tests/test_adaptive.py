@@ -1,19 +1,25 @@
 """core.launch.adaptive: the controller of trials: auto, with a fake clock and runs
 finished by hand (the run process is the boundary: this test writes what it would leave,
-status.json and the point summary, into the folders the controller queued)."""
+status.json and the point summary, into the folders the controller queued); and once end to
+end through the CLI, on real run processes against the fake SGLang."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from core.analysis.card import experiment_story
 from core.analysis.sequential import progress_text
+from core.analysis.trials import experiment_runs
 from core.errors import ConfigError
-from core.experiments.design import expand, load_experiment, parse_experiment
+from core.experiments.design import expand, list_experiments, load_experiment, parse_experiment
 from core.experiments.records import ExperimentRecord, read_experiment
 from core.launch.adaptive import advance, advance_experiments
 from core.launch.forms import FORM_DEFAULTS, form_adaptive
@@ -21,6 +27,8 @@ from core.launch.queue import queue_experiment
 from core.run_folder import RunFolder
 from core.settings import Settings
 from tests.runs_by_hand import P1, point_label
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def _plan(**over: Any) -> dict[str, Any]:
@@ -259,3 +267,69 @@ def test_the_launch_form_asks_for_auto_with_min_and_max() -> None:
     )
     assert set(errors) == {"max_trials", "max_minutes"}
     assert FORM_DEFAULTS["trials_auto"] is False
+
+
+@pytest.mark.timeout(600)
+def test_an_adaptive_ab_through_the_cli_stops_by_itself_once_decided(
+    fake_sglang: Path,
+    settings: Settings,
+    tiny_tokenizer_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """End to end: trials auto (2 to 4) through the CLI, which runs the queue and the stop
+    rule's controller in its worker, on real run processes and servers (the fake SGLang,
+    whose decode is 3x slower without CUDA graphs). The effect is clear, so the experiment
+    stops by itself, decided, before its limit, one look per trial, and says why."""
+    monkeypatch.setenv("FAKE_SGLANG_ITL_MS", "5")
+    monkeypatch.setenv("FAKE_SGLANG_NO_GRAPH_ITL_MS", "15")
+    # graphs leave the first token alone: 100 ms, so the host's few ms of jitter keep the
+    # TTFT contrast inside a ±10 % equivalence margin
+    monkeypatch.setenv("FAKE_SGLANG_TTFT_MS", "100")
+    low, high = 2, 4
+    plan = _plan(min_trials=low, max_trials=high, equivalence_margin={"median_ttft_ms": 0.1})
+    plan["base"] = {
+        "server": {"engine": "sglang", "model": str(tiny_tokenizer_dir)},
+        "plan": {
+            "points": [{"concurrency": 2, "num_prompts": 4, "input_len": 16, "output_len": 16}],
+            "probe": None,
+            "warmup_requests": 0,
+        },
+    }
+    plan["baseline"] = "off"
+    path = tmp_path / "auto.json"
+    path.write_text(json.dumps(plan))
+    env = {
+        **os.environ,
+        "SERVELAB_DATA_DIR": str(settings.data_dir),
+        "SERVELAB_SGLANG_PYTHON": sys.executable,
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "core", "experiment", str(path)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=540,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    (record,) = list_experiments(settings)
+    assert record.adaptive is not None and record.adaptive.stop is not None
+    stop = record.adaptive.stop
+    runs = experiment_runs(settings, record)
+    assert all(r.view.status.state == "succeeded" for r in runs), [
+        (r.arm, r.view.status.reason) for r in runs
+    ]
+    assert stop.reason == "decided", stop.text
+    assert low < stop.queued_trials < high + 1 and len(runs) == 2 * stop.queued_trials
+    assert len(record.adaptive.looks) == stop.queued_trials - low + 1  # one per trial
+    last = record.adaptive.looks[-1]
+    assert {c.metric for c in last.contrasts} == {
+        "output_throughput",
+        "median_ttft_ms",
+        "median_itl_ms",
+    }
+    itl = next(c for c in last.contrasts if c.metric == "median_itl_ms")
+    assert itl.high is not None and itl.high < -0.5  # graphs on: ITL a third, clear of noise
+    assert stop.text.startswith(f"decided after {stop.complete_trials} trials (")
+    assert f"Trials auto: {stop.text}" in out.stdout  # the CLI's verdict says why

@@ -53,6 +53,10 @@ Environment variables:
     delay between two content chunks. Chunks are sent at absolute deadlines
     ``t_body + TTFT + i * ITL`` (``time.perf_counter``), so delays do not drift. A non-streamed
     request is answered at the last token's deadline.
+``FAKE_SGLANG_NO_GRAPH_ITL_MS`` (default: ``FAKE_SGLANG_ITL_MS``)
+    the delay between two content chunks when decode CUDA graphs are off
+    (``--disable-cuda-graph``, or ``--cuda-graph-config`` with decode disabled), so a
+    graphs on/off A/B has an effect to find.
 ``FAKE_SGLANG_STARTUP_S`` (default 0.3)
     time from process start to ready. The HTTP port opens after about half of it (after the
     simulated load and capture); ``/health`` and ``/ready`` return 503 until the simulated
@@ -260,6 +264,8 @@ class State:
         self.tag0 = " TP0" if cfg.tp > 1 else ""
         self.ttft = _env_float("FAKE_SGLANG_TTFT_MS", 20.0) / 1000.0
         self.itl = _env_float("FAKE_SGLANG_ITL_MS", 5.0) / 1000.0
+        if not cfg.decode.enabled:  # decode without CUDA graphs: slower where a test says so
+            self.itl = _env_float("FAKE_SGLANG_NO_GRAPH_ITL_MS", self.itl * 1000.0) / 1000.0
         self.startup_s = _env_float("FAKE_SGLANG_STARTUP_S", 0.3)
         self.health_delay = _env_float("FAKE_SGLANG_HEALTH_DELAY_MS", 0.0) / 1000.0
         eos = os.environ.get("FAKE_SGLANG_EOS_AFTER", "").strip()
