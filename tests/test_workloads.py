@@ -34,13 +34,13 @@ def _preview(*args: str) -> list[dict[str, object]]:
 @needs_model
 @pytest.mark.parametrize("trace", ["mooncake-conversation.jsonl", "mooncake-synthetic.jsonl"])
 def test_preview_matches_the_trace_lengths_and_shared_blocks(trace: str) -> None:
-    """The first 500 requests: each prompt is exactly the trace's input_length tokens (clipped
+    """The first 150 requests: each prompt is exactly the trace's input_length tokens (clipped
     to the context minus the output, as asked), and shares with earlier requests exactly the
     512-token blocks of the leading hash ids they share (clipped to both lengths)."""
     path = ROOT / "data" / "workloads" / trace
-    rows = _preview(str(path), "--limit", "500", "--over-context", "clip", "--model", str(MODEL))
-    reqs = read_trace(path)[:500]
-    assert len(rows) == 500
+    rows = _preview(str(path), "--limit", "150", "--over-context", "clip", "--model", str(MODEL))
+    reqs = read_trace(path)[:150]
+    assert len(rows) == 150
     lengths = [min(r.input_length, CONTEXT - r.output_length) for r in reqs]
     for i, (row, req) in enumerate(zip(rows, reqs, strict=True)):
         assert row["input_tokens"] == lengths[i]
