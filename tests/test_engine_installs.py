@@ -181,7 +181,9 @@ def test_each_installation_is_detected_once_and_builds_its_own_argv(
     )
 
 
-def test_a_transformers_installation_runs_serve_with_its_own_python(tmp_path: Path) -> None:
+def test_a_transformers_installation_runs_serve_with_its_own_python(
+    tmp_path: Path, tiny_tokenizer_dir: Path
+) -> None:
     """Two transformers venvs are a version A/B too: the installation's python runs
     `serve` (its detection is the default one's code, keyed by that interpreter; its
     option list is given here: reading a real `serve --help` costs minutes on a busy host)."""
@@ -206,7 +208,10 @@ def test_a_transformers_installation_runs_serve_with_its_own_python(tmp_path: Pa
         options=frozenset({"--host", "--port", "--continuous-batching", "--device", "--dtype"}),
         notes=(NOTE_MODEL_POSITIONAL,),
     )
-    plan = adapter.plan_launch(ServerConfig(engine_install="tf-b", device="cpu"), 30000, info)
+    # a model folder of its own: the default one would be converted into this fresh data
+    # folder first (a minute)
+    server = ServerConfig(engine_install="tf-b", device="cpu", model=str(tiny_tokenizer_dir))
+    plan = adapter.plan_launch(server, 30000, info)
     assert plan.argv is not None and plan.argv[:3] == [str(wrapper), "-m", CLI_MODULE]
 
 
