@@ -69,6 +69,11 @@ LONGEST_FIRST = (
     "tests/test_ray_executor.py",
     BROWSER_GROUP,
     "tests/test_faults.py",
+    "tests/test_e2e_transformers.py",
+    "tests/test_e2e_workloads.py",
+    "tests/test_export.py",
+    # the 2x2 x 3 trials end to end on the fake SGLang: 12 run processes in a row
+    "tests/test_explain.py",
 )
 
 
