@@ -30,7 +30,7 @@ from core.interop.export import select
 from core.launch.presets import stored_run_estimate
 from core.metrics import DEFINITION
 from core.run_folder import is_run_id
-from core.views.cells import headroom_table
+from core.views.cells import EMPTY, column_label, headroom_table, readable_table
 from core.views.figures import (
     arm_bands_figure,
     arm_colours,
@@ -122,27 +122,33 @@ def progress() -> None:
                 [r.view.status for r in now], estimate_s, source, datetime.now(UTC)
             )
         )
-    table = pd.DataFrame(
-        [
-            {
-                "trial": r.trial,
-                "arm": r.arm,
-                "state": r.view.status.state,
-                "run": f"run?run={r.view.run_id}",
-                "reason": r.view.status.reason,
-            }
-            for r in now
-        ]
+    # trials counted from 1, as in each run page's title ("trial 2 of 3"); no reason: "—"
+    table = readable_table(
+        pd.DataFrame(
+            [
+                {
+                    "trial": r.trial + 1,
+                    "arm": r.arm,
+                    "state": r.view.status.state,
+                    "run": f"run?run={r.view.run_id}",
+                    "reason": r.view.status.reason,
+                }
+                for r in now
+            ]
+        ),
+        keep=["run"],
     )
     label = f"Runs ({ended})"
-    column_config = {"run": st.column_config.LinkColumn("run", display_text=r"run\?run=(.*)")}
+    column_config = {
+        column_label("run"): st.column_config.LinkColumn(display_text=r"run\?run=(.*)")
+    }
     if done < len(drawn):  # live: the list is the news
         with st.expander(label, expanded=True):
-            st.dataframe(table, hide_index=True, column_config=column_config)
+            st.dataframe(table, hide_index=True, placeholder=EMPTY, column_config=column_config)
     else:
         with details(label, "exp_runs") as shown:
             if shown:
-                st.dataframe(table, hide_index=True, column_config=column_config)
+                st.dataframe(table, hide_index=True, placeholder=EMPTY, column_config=column_config)
 
 
 progress()

@@ -723,6 +723,10 @@ def test_experiment_counts_say_what_ended_and_time_what_is_left(
         experiment="exp-running-1",
     )
     assert any(e.label == "Runs (1/2 ended: 1 succeeded)" for e in running.expander)
+    # the live run list: trials counted from 1 as in each run's title, no reason reads "—"
+    runs = running.dataframe[0]
+    assert list(runs.value["trial"]) == [1, 1] and runs.proto.placeholder == "—"
+    assert runs.value["reason"].isna().all()
     timing = [c.value for c in running.caption if c.value.startswith("elapsed ")]
     assert timing and "median of its 1 succeeded run(s)" in timing[0], timing
 
