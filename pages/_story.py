@@ -60,6 +60,10 @@ def summary_card(story: Story) -> None:
 
 
 def verdict(story: Story) -> None:
+    """One paragraph per verdict line, only its lead in bold (the knob and its values,
+    "Regressions", "Read with care"): whole paragraphs in bold read as a wall of bold, on a
+    400 px screen most of all."""
     st.subheader("Verdict")
     for line in story.verdict:
-        st.markdown(f"**{line}**")
+        head, sep, rest = line.partition(": ")
+        st.markdown(f"**{head}:** {rest}" if sep and len(head) <= 160 else line)

@@ -584,7 +584,7 @@ def test_the_verdict_and_card_say_which_points_to_read_with_care(
         in care[0]
     )
     # one line of the verdict, with the one-wave points (core.metrics.wave_warning) too
-    (line,) = [m.value for m in exp.markdown if m.value.startswith("**Read with care: ")]
+    (line,) = [m.value for m in exp.markdown if m.value.startswith("**Read with care:** ")]
     assert said in line and "not steady state at c=4 (worst: one wave only" in line
     assert line.count("not steady state") == 1  # named once, with each point's figures
     from core.interop.export import html_report, select
