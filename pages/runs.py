@@ -73,15 +73,13 @@ def run_table() -> None:
             settings.runs_dir, 500, engine=engine, state=state, model=model.strip(), tag=tag.strip()
         )
     snap = worker.snapshot()
+    running = ", ".join(r["run_id"] for r in snap["running"])
     st.caption(
         f"{len(rows)} run(s) · worker: "
-        + (
-            "running " + ", ".join(r["run_id"] for r in snap["running"])
-            if snap["running"]
-            else "idle"
-        )
+        # a passive worker starts nothing: its reason, not "idle" (another portal's runs)
+        + ((f"running {running}" if running else "idle") if snap["active"] else snap["reason"])
+        + (f" · running: {running}" if running and not snap["active"] else "")
         + (f" · {len(snap['queued'])} queued" if snap["queued"] else "")
-        + ("" if snap["active"] else f" · worker passive: {snap['reason']}")
     )
     if not rows:
         st.info(

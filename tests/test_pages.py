@@ -90,6 +90,10 @@ def test_runs_page_lists_runs_with_metrics(app: AppTest, data_dir: Path) -> None
     assert set(run_ids(data_dir)) <= set(frame["run"])
     assert (frame["status"] == "succeeded").sum() >= 2
     assert frame["Output throughput (tok/s)"].notna().all()
+    # a portal whose worker is off says so and why queued runs wait (not "idle")
+    (count,) = [c.value for c in app.caption if " run(s) · worker: " in c.value]
+    assert "worker: off in this portal (SERVELAB_WORKER=off): queued runs wait" in count
+    assert "idle" not in count
     # the headline metrics near the left: at 1440 px they were off-screen (issue 24 item 5)
     assert list(frame.columns)[:9] == [
         "run",

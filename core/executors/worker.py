@@ -77,7 +77,9 @@ class Worker:
         self._thread: threading.Thread | None = None
         self._lock_file: IO[str] | None = None
         self._active = False
-        self._reason = "not started"
+        # what the Runs page says until start() takes the lock: with SERVELAB_WORKER=off it
+        # is never started, and queued runs wait for a portal whose worker is on
+        self._reason = "off in this portal (SERVELAB_WORKER=off): queued runs wait"
         self._last_error = ""
         self._executors: dict[str, Executor] = {}  # made on first use (Ray's: a Ray run)
         self._queued: list[str] = []
