@@ -25,6 +25,19 @@ FAKE_SGLANG = REPO / "tests" / "fakes" / "sglang_pkg"
 OUT = REPO / "bench" / "out"
 
 
+def yardstick_s(repeats: int = 5) -> float:
+    """Seconds one core takes for a fixed pure-Python workload, the fastest of ``repeats``:
+    a host's speed in one number, recorded beside every figure (``machine``). The 2-core
+    hosts this project is measured on have differed by 2-4x from one session to the next
+    (docs/BENCHMARKS.md 8.4), so figures from two hosts compare only through it."""
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        sum(i * i % 7 for i in range(6_000_000))
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
 def machine() -> dict[str, Any]:
     cpu = "?"
     with contextlib.suppress(OSError):
@@ -39,6 +52,7 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "kernel": platform.release(),
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "yardstick_s": round(yardstick_s(), 3),
     }
 
 

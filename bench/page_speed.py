@@ -162,7 +162,10 @@ def main() -> None:
                 )
     res["load_after"] = _load()
     res["machine"] = machine()
-    print(f"load average before {res['load_before']:.1f}, after {res['load_after']:.1f}")
+    print(
+        f"load average before {res['load_before']:.1f}, after {res['load_after']:.1f}; "
+        f"host yardstick {res['machine']['yardstick_s']:.3f} s (bench.common.yardstick_s)"
+    )
     save(a.name, res)
 
 
