@@ -45,9 +45,18 @@ RAY_BIN = Path(sys.executable).parent / "ray"
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return _free_ports(1)[0]
+
+
+def _free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports: each socket stays bound until all are chosen. One at a
+    time, the kernel may hand the same just-released port out twice, and Ray's head then
+    fails to start (seen in a fresh clone: the agent and metrics ports were one port)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
 
 
 def _cmdline(p: psutil.Process) -> str:
@@ -57,15 +66,12 @@ def _cmdline(p: psutil.Process) -> str:
         return ""
 
 
-def _agent_ports() -> list[str]:
+def _agent_ports(agent: int = 0, metrics: int = 0) -> list[str]:
     """Free ports for a node's agents, whose defaults are fixed (two nodes on one machine,
-    or another Ray on it, would clash)."""
-    return [
-        "--dashboard-agent-listen-port",
-        str(_free_port()),
-        "--metrics-export-port",
-        str(_free_port()),
-    ]
+    or another Ray on it, would clash); chosen here unless given."""
+    if not (agent and metrics):
+        agent, metrics = _free_ports(2)
+    return ["--dashboard-agent-listen-port", str(agent), "--metrics-export-port", str(metrics)]
 
 
 def _ray_processes(temp_dir: str, port: int) -> list[psutil.Process]:
@@ -93,7 +99,8 @@ def _head() -> Iterator[tuple[str, str, int]]:
     """A Ray head of its own (address, temp dir, port); every process it started is
     killed by pid at the end."""
     temp_dir = tempfile.mkdtemp(prefix="srt", dir="/tmp")  # short: Ray's socket paths
-    port = _free_port()
+    # every port of the head distinct, its agents' included
+    port, dashboard_port, client_port, agent_port, metrics_port = _free_ports(5)
     argv = [
         str(RAY_BIN),
         "start",
@@ -110,14 +117,14 @@ def _head() -> Iterator[tuple[str, str, int]]:
         "--include-dashboard",
         "false",
         "--dashboard-port",
-        str(_free_port()),
+        str(dashboard_port),
         "--ray-client-server-port",
-        str(_free_port()),
+        str(client_port),
         "--object-store-memory",
         str(100 * 2**20),
         "--temp-dir",
         temp_dir,
-        *_agent_ports(),
+        *_agent_ports(agent_port, metrics_port),
     ]
     # Notice a dead node within seconds, not the default tens of seconds.
     env = {
