@@ -28,6 +28,18 @@ def wait_for(pred: Callable[[], T], timeout: float, what: str) -> T:
         time.sleep(0.05)
 
 
+def open_page(app: Any, page: str, **params: str) -> Any:
+    """An AppTest of ``app.py`` opened on ``page`` (e.g. ``"pages/run.py"``) with these query
+    parameters, as a shared link opens it: the app runs once, then switches to the page;
+    the page must draw without an exception."""
+    for k, v in params.items():
+        app.query_params[k] = v
+    app.run()
+    app.switch_page(page).run()
+    assert not app.exception, app.exception
+    return app
+
+
 def page_tables(app: Any) -> list[Any]:
     """Every table an AppTest page drew, as DataFrames: data grids (``st.dataframe``) and
     static tables (``st.table``, e.g. the summary card)."""

@@ -23,7 +23,7 @@ from core.interop.importers import parse_text, plan_runs, store_runs
 from core.portal.demo import install_demo
 from core.run_folder import RunFolder
 from core.settings import Settings
-from tests.helpers import page_tables
+from tests.helpers import open_page, page_tables
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -291,15 +291,6 @@ def states_app(states_dir: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
     return AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
 
 
-def _open(app: AppTest, page: str, **params: str) -> AppTest:
-    for k, v in params.items():
-        app.query_params[k] = v
-    app.run()
-    app.switch_page(page).run()
-    assert not app.exception, app.exception
-    return app
-
-
 def _text(app: AppTest) -> str:
     parts = (
         [m.value for m in app.markdown]
@@ -314,7 +305,7 @@ def _text(app: AppTest) -> str:
 
 @pytest.mark.parametrize("state", ["queued", "running", "failed", "cancelled", "interrupted"])
 def test_run_page_renders_every_state(states_app: AppTest, state: str) -> None:
-    app = _open(states_app, "pages/run.py", run=f"20990101-000000-{state[:6]}")
+    app = open_page(states_app, "pages/run.py", run=f"20990101-000000-{state[:6]}")
     assert any(state in h.value for h in app.subheader)
     if state != "running":  # an ended run's last phase is no news: the state alone
         assert state in [h.value for h in app.subheader]
@@ -329,7 +320,7 @@ def test_run_page_renders_every_state(states_app: AppTest, state: str) -> None:
 
 
 def test_run_page_steps_say_when_and_how_long(states_app: AppTest) -> None:
-    app = _open(states_app, "pages/run.py", run="20261130-045815-c6a73d")  # a demo run
+    app = open_page(states_app, "pages/run.py", run="20261130-045815-c6a73d")  # a demo run
     assert next(h.value for h in app.subheader) == "succeeded"  # not "succeeded · store"
     (steps,) = [t for t in page_tables(app) if "took" in t.columns]
     assert list(steps.columns) == ["outcome", "started (UTC)", "took", "detail"]
@@ -339,12 +330,12 @@ def test_run_page_steps_say_when_and_how_long(states_app: AppTest) -> None:
 
 def test_run_page_of_an_imported_run(states_app: AppTest, states_dir: Path) -> None:
     imported = next(p.name for p in (states_dir / "runs").iterdir() if p.name.startswith("imp-"))
-    app = _open(states_app, "pages/run.py", run=imported)
+    app = open_page(states_app, "pages/run.py", run=imported)
     assert "Imported from **h200-sweep.jsonl**" in _text(app)
 
 
 def test_run_page_refuses_a_bad_id(states_app: AppTest) -> None:
-    app = _open(states_app, "pages/run.py", run="../../etc")
+    app = open_page(states_app, "pages/run.py", run="../../etc")
     assert "no such run" in _text(app)
 
 
@@ -359,7 +350,7 @@ def test_run_page_refuses_a_bad_id(states_app: AppTest) -> None:
 def test_experiment_page_without_results_says_why(
     states_app: AppTest, exp_id: str, expected: str
 ) -> None:
-    app = _open(states_app, "pages/experiment.py", experiment=exp_id)
+    app = open_page(states_app, "pages/experiment.py", experiment=exp_id)
     text = _text(app)
     assert expected in text, text
     if exp_id == "exp-failed-1":
@@ -367,7 +358,7 @@ def test_experiment_page_without_results_says_why(
 
 
 def test_runs_page_with_every_state(states_app: AppTest) -> None:
-    app = _open(states_app, "pages/runs.py")
+    app = open_page(states_app, "pages/runs.py")
     frame = app.dataframe[0].value
     assert {"queued", "running", "failed", "cancelled", "interrupted", "succeeded"} <= set(
         frame["status"]
@@ -390,7 +381,7 @@ def test_runs_page_with_every_state(states_app: AppTest) -> None:
 
 
 def test_runs_page_offers_cancel_only_for_live_runs(states_app: AppTest) -> None:
-    app = _open(states_app, "pages/runs.py")
+    app = open_page(states_app, "pages/runs.py")
     frame = app.dataframe[0].value
     done = [i for i, s in enumerate(frame["status"]) if s in ("succeeded", "failed")][:2]
     app.session_state["runs_table"] = {"selection": {"rows": done, "columns": []}}
@@ -407,7 +398,7 @@ def test_compare_page_with_a_failed_and_an_imported_run(
     states_app: AppTest, states_dir: Path
 ) -> None:
     imported = next(p.name for p in (states_dir / "runs").iterdir() if p.name.startswith("imp-"))
-    app = _open(states_app, "pages/compare.py", runs=f"20990101-000000-failed,{imported}")
+    app = open_page(states_app, "pages/compare.py", runs=f"20990101-000000-failed,{imported}")
     assert "Not every run succeeded" in _text(app)
 
 
@@ -417,7 +408,7 @@ def test_compare_page_with_a_failed_and_an_imported_run(
 def test_demo_tells_one_story_on_experiment_compare_and_report(
     states_app: AppTest, states_dir: Path
 ) -> None:
-    exp = _open(states_app, "pages/experiment.py", experiment=DEMO_EXP)
+    exp = open_page(states_app, "pages/experiment.py", experiment=DEMO_EXP)
     text = _text(exp)
     # the summary card lists the TTFT regression at c=64 and the peak-memory difference
     regs = " ".join(e.value for e in exp.error)
@@ -433,7 +424,7 @@ def test_demo_tells_one_story_on_experiment_compare_and_report(
     link = next(p for p in exp.get("page_link") if "Compare the arms (all trials)" in p.label)
     query = dict(urllib.parse.parse_qsl(link.proto.query_string))
     assert query == {"experiment": DEMO_EXP}
-    cmp = _open(
+    cmp = open_page(
         AppTest.from_file(str(REPO / "app.py"), default_timeout=60), "pages/compare.py", **query
     )
     assert "graphs on** vs **graphs off** (baseline)" in _text(cmp)
@@ -445,7 +436,7 @@ def test_demo_tells_one_story_on_experiment_compare_and_report(
     trial0 = [r for r in record["runs"] if r["trial"] == 0 and not r.get("closing")]
     off_run = next(r["run_id"] for r in trial0 if r["arm"] == "graphs off")
     query = {"runs": ",".join(r["run_id"] for r in trial0)}
-    single = _open(
+    single = open_page(
         AppTest.from_file(str(REPO / "app.py"), default_timeout=60), "pages/compare.py", **query
     )
     assert "one run per arm, no intervals" in single.title[0].value
@@ -513,11 +504,11 @@ def test_the_2x2_gives_one_number_for_one_contrast_on_every_page_and_export(
     arms = list(dict.fromkeys(r.arm for r in story.card))
     metric = "Output throughput (tok/s)"
 
-    exp = _open(states_app, "pages/experiment.py", experiment=GRID_EXP)
+    exp = open_page(states_app, "pages/experiment.py", experiment=GRID_EXP)
     assert _card_cells(exp, arms, arm, metric, "c=64") == said
     assert any(b.label == "Report (HTML, opens offline)" for b in exp.get("download_button"))
     link = next(p for p in exp.get("page_link") if p.label == "Compare the arms (all trials)")
-    cmp = _open(
+    cmp = open_page(
         AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
         "pages/compare.py",
         **dict(urllib.parse.parse_qsl(link.proto.query_string)),
@@ -561,7 +552,7 @@ def test_the_2x2_gives_one_number_for_one_contrast_on_every_page_and_export(
 def test_compare_of_an_experiment_says_why_it_has_nothing(
     states_app: AppTest, exp_id: str, said: str
 ) -> None:
-    app = _open(states_app, "pages/compare.py", experiment=exp_id)
+    app = open_page(states_app, "pages/compare.py", experiment=exp_id)
     assert said in _text(app)
 
 
@@ -576,7 +567,7 @@ def test_the_verdict_and_card_say_which_points_to_read_with_care(
         "c=64: client timestamps late (worst: event-loop lag p99 34.3 ms at 31% of a "
         "core) in all 3 runs of graphs on, 2 of 3 runs of graphs off"
     )
-    exp = _open(states_app, "pages/experiment.py", experiment=DEMO_EXP)
+    exp = open_page(states_app, "pages/experiment.py", experiment=DEMO_EXP)
     care = [w.value for w in exp.warning if "Read with care" in w.value]
     assert (
         care
@@ -603,14 +594,16 @@ def test_the_verdict_and_card_say_which_points_to_read_with_care(
     )
     assert f"; {said}." in format_experiment(settings, record)
     on = next(r.run_id for r in record.runs if r.arm == "graphs on")
-    cmp = _open(
+    cmp = open_page(
         AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
         "pages/compare.py",
         runs=f"20990101-000000-cancel,{on}",
     )
     assert "c=64: cut short by a cancel" in " ".join(w.value for w in cmp.warning)
     # the Run page of one of those runs says the same, with what it means for the numbers
-    run = _open(AppTest.from_file(str(REPO / "app.py"), default_timeout=60), "pages/run.py", run=on)
+    run = open_page(
+        AppTest.from_file(str(REPO / "app.py"), default_timeout=60), "pages/run.py", run=on
+    )
     told = " ".join(w.value for w in run.warning if "Read with care" in w.value)
     assert "c=64 rate=inf in=64 out=64: client timestamps late (event-loop lag p99" in told
     assert "its latency tails (p99) may include that much client delay" in told
@@ -642,7 +635,7 @@ def test_the_private_streamlit_switch_still_exists() -> None:
 def test_compare_tables_read_as_a_person_says_them(states_app: AppTest) -> None:
     """The configuration differences say on/off, not True/False; the memory table gives GB
     to 2 decimals and MiB/tokens whole, not 4-decimal floats (the exports keep raw values)."""
-    app = _open(
+    app = open_page(
         states_app, "pages/compare.py", runs="20261130-045815-c6a73d,20261130-045815-c6b21c"
     )  # graphs off, on
     tables = page_tables(app)
@@ -660,7 +653,7 @@ def test_run_page_counts_points_from_one_and_reads_probe_stop_and_waves(
 ) -> None:
     """The CPU demo run: its probe answered 'messagemessage…' (amber, with why, not a green
     pass), its points are "point 1/7".."point 7/7", its one-wave points are read with care."""
-    app = _open(states_app, "pages/run.py", run="20261130-045815-c6a73d")
+    app = open_page(states_app, "pages/run.py", run="20261130-045815-c6a73d")
     assert not any("messagemessage" in s.value for s in app.success)
     (probe,) = [w.value for w in app.warning if "Sanity probe" in w.value]
     assert probe.startswith("Sanity probe warning:") and "'message' repeated" in probe
@@ -675,7 +668,7 @@ def test_run_page_counts_points_from_one_and_reads_probe_stop_and_waves(
     assert "c=4 rate=inf in=64 out=64: not steady state (one wave only, 4 requests" in care
     assert "c=1 rate=inf" not in care  # 4 prompts at c=1: four waves
     # an H200 run: SGLang ended its own tree on SIGTERM (exit -9 after 6 s): not "ok · exit -9"
-    h200 = _open(
+    h200 = open_page(
         AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
         "pages/run.py",
         run="20261201-000311-8d8413",
@@ -700,7 +693,7 @@ def test_a_live_run_shows_elapsed_time_and_time_left(states_app: AppTest, states
         ],
     )
     (folder.path / "status.json").write_text(json.dumps(status))
-    app = _open(states_app, "pages/run.py", run=folder.run_id)
+    app = open_page(states_app, "pages/run.py", run=folder.run_id)
     assert any(h.value == "running · point 2/7" for h in app.subheader)
     timing = [c.value for c in app.caption if c.value.startswith("elapsed ")]
     assert timing and " left (" in timing[0], [c.value for c in app.caption]
@@ -718,10 +711,10 @@ def test_experiment_counts_say_what_ended_and_time_what_is_left(
         if took_s is not None:
             status["duration_s"] = took_s
         (folder.path / "status.json").write_text(json.dumps(status))
-    failed = _open(states_app, "pages/experiment.py", experiment="exp-failed-1")
+    failed = open_page(states_app, "pages/experiment.py", experiment="exp-failed-1")
     assert any(e.label == "Runs (2/2 ended: 2 failed)" for e in failed.expander)
     assert not any("finished" in e.label for e in failed.expander)
-    running = _open(
+    running = open_page(
         AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
         "pages/experiment.py",
         experiment="exp-running-1",
@@ -738,10 +731,10 @@ def test_experiment_counts_say_what_ended_and_time_what_is_left(
 def test_single_wave_points_are_read_with_care_on_compare_and_experiment(
     states_app: AppTest,
 ) -> None:
-    exp = _open(states_app, "pages/experiment.py", experiment=DEMO_EXP)
+    exp = open_page(states_app, "pages/experiment.py", experiment=DEMO_EXP)
     care = " ".join(w.value for w in exp.warning if "Read with care" in w.value)
     assert "c=4: not steady state (worst: one wave only, 4 requests at concurrency 4)" in care
-    cmp = _open(
+    cmp = open_page(
         AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
         "pages/compare.py",
         runs="20261130-045815-c6a73d,20261130-045815-c6b21c",
@@ -755,7 +748,7 @@ def test_a_run_page_is_titled_by_its_arm_and_trial_and_reads_its_numbers(
 ) -> None:
     """Issue 24 item 5: Run pages were titled by a raw id with no way back to their
     experiment, and showed ``ready_after_s 127.46550430199999`` and 4-decimal floats."""
-    app = _open(states_app, "pages/run.py", run="20261201-041412-a1cfea")  # the 2x2's demo
+    app = open_page(states_app, "pages/run.py", run="20261201-041412-a1cfea")  # the 2x2's demo
     assert app.title[0].value == "graphs=on mem=0.92 · trial 1 of 3"
     assert any("20261201-041412-a1cfea" in c.value for c in app.caption)  # the id stays
     (back,) = [p for p in app.get("page_link") if "Back to the experiment" in p.proto.label]
@@ -767,7 +760,7 @@ def test_a_run_page_is_titled_by_its_arm_and_trial_and_reads_its_numbers(
     points = next(d for d in app.dataframe if "Output throughput (tok/s)" in d.value.columns)
     assert "Median TTFT (ms)" in points.value.columns
     # a run of no experiment keeps its id as the title
-    app = _open(states_app, "pages/run.py", run="20261201-000311-8d8413")
+    app = open_page(states_app, "pages/run.py", run="20261201-000311-8d8413")
     assert app.title[0].value == "Run 20261201-000311-8d8413"
 
 

@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.analysis.history import alert_text, load_history, series_of_run
 from core.settings import DEMO_DIR
-from tests.helpers import page_figures
+from tests.helpers import open_page, page_figures
 from tests.runs_by_hand import P1, P4, make_run, run_facts
 
 REPO = Path(__file__).resolve().parent.parent
@@ -54,19 +54,10 @@ def app(data: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
     return AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
 
 
-def _open(app: AppTest, page: str, **params: str) -> AppTest:
-    for k, v in params.items():
-        app.query_params[k] = v
-    app.run()
-    app.switch_page(page).run()
-    assert not app.exception, app.exception
-    return app
-
-
 def test_a_regression_is_said_at_the_top_with_the_series_link(app: AppTest, data: Path) -> None:
     key = series_of_run(data / "runs", UPGRADED)
     assert key is not None
-    page = _open(app, "pages/history.py", series=key)
+    page = open_page(app, "pages/history.py", series=key)
     history = load_history(data / "runs", key)
     assert history is not None
     assert [e.value for e in page.error] == [alert_text(history)]  # the CLI's words
@@ -83,7 +74,7 @@ def test_a_regression_is_said_at_the_top_with_the_series_link(app: AppTest, data
 
 
 def test_the_demo_series_of_a_run_has_no_regression(app: AppTest) -> None:
-    page = _open(app, "pages/history.py", run=DEMO_RUN)
+    page = open_page(app, "pages/history.py", run=DEMO_RUN)
     assert not page.error
     assert page.success[0].value.startswith("No regression: output throughput, median TTFT")
     assert "band of the 6 earlier runs" in page.success[0].value
@@ -91,14 +82,14 @@ def test_the_demo_series_of_a_run_has_no_regression(app: AppTest) -> None:
 
 
 def test_the_run_page_links_to_its_history(app: AppTest) -> None:
-    page = _open(app, "pages/run.py", run=DEMO_RUN)
+    page = open_page(app, "pages/run.py", run=DEMO_RUN)
     link = next(p for p in page.get("page_link") if "History of this configuration" in p.label)
     assert link.label == "History of this configuration (7 runs)"
     assert dict(urllib.parse.parse_qsl(link.proto.query_string)) == {"run": DEMO_RUN}
 
 
 def test_the_runs_page_has_a_history_column(app: AppTest) -> None:
-    page = _open(app, "pages/runs.py")
+    page = open_page(app, "pages/runs.py")
     table = page.dataframe[0].value
     row = table[table["run"] == DEMO_RUN].iloc[0]
     assert row["history"] == f"history?run={DEMO_RUN}"
@@ -116,5 +107,5 @@ def test_the_demo_version_ab_is_a_two_version_history(data: Path) -> None:
 
 @pytest.mark.parametrize("params", [{}, {"series": "ser-000000000000"}, {"run": "../etc"}])
 def test_no_series_says_how_to_open_one(app: AppTest, params: dict[str, str]) -> None:
-    page = _open(app, "pages/history.py", **params)
+    page = open_page(app, "pages/history.py", **params)
     assert "No series selected" in page.warning[0].value

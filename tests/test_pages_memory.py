@@ -11,7 +11,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from tests.helpers import page_figures
+from tests.helpers import open_page, page_figures
 from tests.runs_by_hand import make_run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -40,21 +40,12 @@ def app(data: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
     return AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
 
 
-def _open(app: AppTest, page: str, **params: str) -> AppTest:
-    for k, v in params.items():
-        app.query_params[k] = v
-    app.run()
-    app.switch_page(page).run()
-    assert not app.exception, app.exception
-    return app
-
-
 def _charts(app: AppTest) -> str:
     return " ".join(json.dumps(f) for f in page_figures(app))
 
 
 def test_compare_of_cpu_runs_says_in_one_line_there_is_no_memory(app: AppTest) -> None:
-    page = _open(app, "pages/compare.py", runs=",".join(RUNS))
+    page = open_page(app, "pages/compare.py", runs=",".join(RUNS))
     lines = [c.value for c in page.caption if "reports no GPU memory" in c.value]
     assert len(lines) == 1 and lines[0].startswith("transformers reports no GPU memory")
     assert "GPU memory at start-up" not in _charts(page)  # no empty chart
@@ -62,6 +53,6 @@ def test_compare_of_cpu_runs_says_in_one_line_there_is_no_memory(app: AppTest) -
 
 
 def test_run_page_of_a_cpu_run_draws_no_empty_gpu_chart(app: AppTest) -> None:
-    page = _open(app, "pages/run.py", run=RUNS[0])
+    page = open_page(app, "pages/run.py", run=RUNS[0])
     assert any(c.value.startswith("No GPU memory over time") for c in page.caption)
     assert "GPU memory used (MiB)" not in _charts(page)

@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 from core.interop.importers import parse_text, plan_runs, store_runs
 from core.portal.demo import install_demo
 from core.settings import Settings
-from tests.helpers import page_figures
+from tests.helpers import open_page, page_figures
 
 REPO = Path(__file__).resolve().parent.parent
 H200_EXP = "exp-20261201-041412-6b50"  # graphs x mem_fraction_static, 3 trials
@@ -60,15 +60,6 @@ def app(data: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> AppTest:
     return AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
 
 
-def _open(app: AppTest, page: str, **params: str) -> AppTest:
-    for k, v in params.items():
-        app.query_params[k] = v
-    app.run()
-    app.switch_page(page).run()
-    assert not app.exception, app.exception
-    return app
-
-
 def _timeline_figures(app: AppTest) -> list[dict[str, Any]]:
     figs = page_figures(app)
     return [f for f in figs if "server's view" in str(f["layout"].get("title", {}).get("text"))]
@@ -84,7 +75,7 @@ def _series(fig: dict[str, Any]) -> set[str]:
 
 
 def test_run_page_with_metrics_draws_the_servers_view_beside_the_client(app: AppTest) -> None:
-    page = _open(app, "pages/run.py", run=SGLANG)
+    page = open_page(app, "pages/run.py", run=SGLANG)
     assert "The server's view over time" in [h.value for h in page.subheader]
     (fig,) = _timeline_figures(page)
     assert "from metrics" in fig["layout"]["title"]["text"]
@@ -96,7 +87,7 @@ def test_run_page_with_metrics_draws_the_servers_view_beside_the_client(app: App
 
 
 def test_run_page_without_metrics_reads_the_log(app: AppTest) -> None:
-    page = _open(app, "pages/run.py", run=NO_METRICS)
+    page = open_page(app, "pages/run.py", run=NO_METRICS)
     (fig,) = _timeline_figures(page)
     assert "from log" in fig["layout"]["title"]["text"]
     assert {"running", "KV usage", "gen (server)", "in flight (client)"} <= _series(fig)
@@ -108,7 +99,7 @@ def test_run_page_of_an_engine_with_no_view_says_so_in_one_line(
     app: AppTest, data: dict[str, Any], which: str
 ) -> None:
     run_id = TRANSFORMERS if which == "transformers" else data["imported"]
-    page = _open(app, "pages/run.py", run=run_id)
+    page = open_page(app, "pages/run.py", run=run_id)
     assert _timeline_figures(page) == []  # no empty chart
     lines = [c.value for c in page.caption if "no server-side view" in c.value]
     expected = (
@@ -121,7 +112,7 @@ def test_run_page_of_an_engine_with_no_view_says_so_in_one_line(
 
 def test_compare_overlays_both_arms_in_their_colours(app: AppTest) -> None:
     on = "20261201-041412-fd42b1"
-    page = _open(app, "pages/compare.py", runs=f"{SGLANG},{on},{TRANSFORMERS}")
+    page = open_page(app, "pages/compare.py", runs=f"{SGLANG},{on},{TRANSFORMERS}")
     (fig,) = _timeline_figures(page)
     colours = {t["legendgroup"]: t["line"]["color"] for t in fig["data"]}
     assert len(colours) == 2 and len(set(colours.values())) == 2  # one colour per arm
@@ -130,7 +121,7 @@ def test_compare_overlays_both_arms_in_their_colours(app: AppTest) -> None:
 
 
 def test_experiment_draws_one_run_per_arm_in_its_colour(app: AppTest) -> None:
-    page = _open(app, "pages/experiment.py", experiment=H200_EXP)
+    page = open_page(app, "pages/experiment.py", experiment=H200_EXP)
     (fig,) = _timeline_figures(page)
     colours: dict[str, set[str]] = {}
     for t in fig["data"]:
@@ -158,9 +149,9 @@ def test_the_answer_comes_first_and_the_ledger_has_a_bar_per_arm(app: AppTest) -
     workload; the ledger draws one bar per arm."""
     before, after = "20261201-000311-8d8413", "20261201-000511-eb5799"
     for page, arms in (
-        (_open(app, "pages/compare.py", runs=f"{before},{after}"), 2),
+        (open_page(app, "pages/compare.py", runs=f"{before},{after}"), 2),
         (
-            _open(
+            open_page(
                 AppTest.from_file(str(REPO / "app.py"), default_timeout=60),
                 "pages/experiment.py",
                 experiment=H200_EXP,
@@ -177,4 +168,4 @@ def test_the_answer_comes_first_and_the_ledger_has_a_bar_per_arm(app: AppTest) -
 
 
 def test_run_page_ledger(app: AppTest) -> None:
-    assert len(_ledger_bars(_open(app, "pages/run.py", run=SGLANG))) == 1
+    assert len(_ledger_bars(open_page(app, "pages/run.py", run=SGLANG))) == 1
