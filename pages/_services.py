@@ -29,6 +29,8 @@ def services() -> tuple[Settings, Worker]:
     worker = Worker(settings, on_change=lambda: bool(advance_experiments(settings)))
     if settings.worker_enabled:
         worker.start()
+    else:
+        worker.keep_off("off in this portal (SERVELAB_WORKER=off): queued runs wait")
     return settings, worker
 
 

@@ -66,4 +66,5 @@ def verdict(story: Story) -> None:
     st.subheader("Verdict")
     for line in story.verdict:
         head, sep, rest = line.partition(": ")
+        # a lead is a name (a knob, "Regressions", the experiment's title), never a sentence
         st.markdown(f"**{head}:** {rest}" if sep and len(head) <= 160 else line)

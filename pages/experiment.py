@@ -139,16 +139,20 @@ def progress() -> None:
         keep=["run"],
     )
     label = f"Runs ({ended})"
-    column_config = {
-        column_label("run"): st.column_config.LinkColumn(display_text=r"run\?run=(.*)")
-    }
     if done < len(drawn):  # live: the list is the news
         with st.expander(label, expanded=True):
-            st.dataframe(table, hide_index=True, placeholder=EMPTY, column_config=column_config)
+            _run_list(table)
     else:
         with details(label, "exp_runs") as shown:
             if shown:
-                st.dataframe(table, hide_index=True, placeholder=EMPTY, column_config=column_config)
+                _run_list(table)
+
+
+def _run_list(table: Any) -> None:
+    link = st.column_config.LinkColumn(display_text=r"run\?run=(.*)")
+    st.dataframe(
+        table, hide_index=True, placeholder=EMPTY, column_config={column_label("run"): link}
+    )
 
 
 progress()

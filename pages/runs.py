@@ -74,13 +74,12 @@ def run_table() -> None:
         )
     snap = worker.snapshot()
     running = ", ".join(r["run_id"] for r in snap["running"])
-    st.caption(
-        f"{len(rows)} run(s) · worker: "
-        # a passive worker starts nothing: its reason, not "idle" (another portal's runs)
-        + ((f"running {running}" if running else "idle") if snap["active"] else snap["reason"])
-        + (f" · running: {running}" if running and not snap["active"] else "")
-        + (f" · {len(snap['queued'])} queued" if snap["queued"] else "")
-    )
+    if snap["active"]:
+        worker_text = f"running {running}" if running else "idle"
+    else:  # a passive worker starts nothing: its reason, then another portal's runs
+        worker_text = snap["reason"] + (f" · running: {running}" if running else "")
+    queued = f" · {len(snap['queued'])} queued" if snap["queued"] else ""
+    st.caption(f"{len(rows)} run(s) · worker: {worker_text}{queued}")
     if not rows:
         st.info(
             "No runs yet. Launch one from the Launch page, or run "

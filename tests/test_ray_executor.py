@@ -66,11 +66,9 @@ def _cmdline(p: psutil.Process) -> str:
         return ""
 
 
-def _agent_ports(agent: int = 0, metrics: int = 0) -> list[str]:
-    """Free ports for a node's agents, whose defaults are fixed (two nodes on one machine,
-    or another Ray on it, would clash); chosen here unless given."""
-    if not (agent and metrics):
-        agent, metrics = _free_ports(2)
+def _agent_ports(agent: int, metrics: int) -> list[str]:
+    """A node's agent ports as ``ray start`` flags: their defaults are fixed, so two nodes on
+    one machine, or another Ray on it, would clash (pass ports from ``_free_ports``)."""
     return ["--dashboard-agent-listen-port", str(agent), "--metrics-export-port", str(metrics)]
 
 
@@ -553,7 +551,7 @@ def test_a_dead_node_marks_its_run_and_the_cluster_goes_on(
             "--disable-usage-stats",
             "--object-store-memory",
             str(100 * 2**20),
-            *_agent_ports(),
+            *_agent_ports(*_free_ports(2)),
         ],
         check=True,
         timeout=180,

@@ -77,9 +77,7 @@ class Worker:
         self._thread: threading.Thread | None = None
         self._lock_file: IO[str] | None = None
         self._active = False
-        # what the Runs page says until start() takes the lock: with SERVELAB_WORKER=off it
-        # is never started, and queued runs wait for a portal whose worker is on
-        self._reason = "off in this portal (SERVELAB_WORKER=off): queued runs wait"
+        self._reason = "not started"
         self._last_error = ""
         self._executors: dict[str, Executor] = {}  # made on first use (Ray's: a Ray run)
         self._queued: list[str] = []
@@ -122,6 +120,11 @@ class Worker:
                 self._reason = "stopped"
             for ex in list(self._executors.values()):  # the runs keep running
                 ex.close()
+
+    def keep_off(self, why: str) -> None:
+        """This worker will not be started: ``snapshot()`` says why (the Runs page shows it)."""
+        with self._lock:
+            self._reason = why
 
     def wake(self) -> None:
         """Look at the queue now rather than at the next poll (e.g. after ``submit``)."""
