@@ -28,7 +28,7 @@ from core.analysis.trials import experiment_runs
 from core.experiments.design import list_experiments, load_experiment
 from core.interop.export import select
 from core.launch.presets import stored_run_estimate
-from core.metrics import DEFINITION
+from core.metrics import DEFINITION, metric_label
 from core.run_folder import is_run_id
 from core.views.cells import EMPTY, column_label, headroom_table, readable_table
 from core.views.figures import (
@@ -131,7 +131,7 @@ def progress() -> None:
                     "arm": r.arm,
                     "state": r.view.status.state,
                     "run": f"run?run={r.view.run_id}",
-                    "reason": r.view.status.reason,
+                    "reason": r.view.status.reason or None,  # a succeeded run's "": "—"
                 }
                 for r in now
             ]
@@ -226,7 +226,12 @@ with details(f"Every arm, point and metric ({len(table)} rows)", "exp_all_metric
                 "ci_high": st.column_config.NumberColumn(format="%.2f"),
             },
         )
-metric = st.selectbox("Metric against concurrency", list(EXPERIMENT_METRICS), key="exp_metric")
+metric = st.selectbox(
+    "Metric against concurrency",
+    list(EXPERIMENT_METRICS),
+    format_func=metric_label,  # as Compare's arms view names it
+    key="exp_metric",
+)
 chart(arm_bands_figure(table, metric, colours))
 
 gpus = max((r.view.spec.get("server", {}).get("tp_size") or 1) for r in runs)

@@ -710,6 +710,7 @@ def test_experiment_counts_say_what_ended_and_time_what_is_left(
         status["started_at"] = (now - pd.Timedelta(seconds=ago_s)).isoformat()
         if took_s is not None:
             status["duration_s"] = took_s
+        status["reason"] = status.get("reason") or ""  # as a run process writes "no reason"
         (folder.path / "status.json").write_text(json.dumps(status))
     failed = open_page(states_app, "pages/experiment.py", experiment="exp-failed-1")
     assert any(e.label == "Runs (2/2 ended: 2 failed)" for e in failed.expander)
@@ -732,6 +733,8 @@ def test_single_wave_points_are_read_with_care_on_compare_and_experiment(
     states_app: AppTest,
 ) -> None:
     exp = open_page(states_app, "pages/experiment.py", experiment=DEMO_EXP)
+    # the metric picker names metrics as Compare does, not by their JSON key
+    assert exp.selectbox(key="exp_metric").options[0] == "Output throughput (tok/s)"
     care = " ".join(w.value for w in exp.warning if "Read with care" in w.value)
     assert "c=4: not steady state (worst: one wave only, 4 requests at concurrency 4)" in care
     cmp = open_page(
