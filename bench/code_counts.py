@@ -33,9 +33,9 @@ def _specs(tree: ast.AST) -> list[ast.JoinedStr]:
     for node in ast.walk(tree):
         if isinstance(node, ast.FormattedValue) and isinstance(node.format_spec, ast.JoinedStr):
             parts = node.format_spec.values
-            if len(parts) == 1 and isinstance(parts[0], ast.Constant):
-                if NUMBER_SPEC.match(str(parts[0].value)):
-                    out.append(node.format_spec)
+            one = len(parts) == 1 and isinstance(parts[0], ast.Constant)
+            if one and NUMBER_SPEC.match(str(parts[0].value)):  # type: ignore[attr-defined]
+                out.append(node.format_spec)
     return out
 
 
