@@ -19,7 +19,7 @@ from pathlib import Path
 ENGINE_WORDS = {"sglang", "transformers", "endpoint", "vllm"}
 # a format spec that formats a number: precision, thousands, sign, percent or exponent
 NUMBER_SPEC = re.compile(r"^[<>^=]?[+\- ]?#?0?\d*[,_]?(\.\d+)?[eEfFgG%]$|^[+\- ]?,?d?$|^,$")
-VOCABULARY = ("core/views/numbers.py", "core/views/cells.py", "core/metrics_meta.py")
+VOCABULARY = ("core/numbers.py", "core/metric_info.py")
 
 
 def _files(root: Path) -> list[Path]:
