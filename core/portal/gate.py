@@ -106,15 +106,16 @@ class SignInGate:
             await _refuse(send)
 
     def _admits(self, scope: Scope) -> bool:
+        path, base = str(scope["path"]), self._base_path()
+        if is_open_path(path, base):  # open in every mode: no settings read for these
+            return True
         # The settings are read on each request, as the pages read them on each run: both
         # judge a cookie by the same tokens and secret.
         try:
             cfg = load_access(env=self._env, oidc=self._oidc)
         except ConfigError:
             return False
-        if cfg.mode == "open":
-            return True
-        if is_open_path(str(scope["path"]), self._base_path(), oidc=cfg.mode == "oidc"):
+        if cfg.mode == "open" or (cfg.mode == "oidc" and is_open_path(path, base, oidc=True)):
             return True
         headers = _headers(scope)
         return self._signed_in(cfg, headers, _cookies(headers))
