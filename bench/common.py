@@ -113,8 +113,9 @@ def fake_sglang(
 def portal(
     repo: Path, env: dict[str, str], log_path: Path, start_timeout_s: float = 120.0
 ) -> Iterator[str]:
-    """The portal (``repo``/app.py) as its own process group on a free loopback port, ready
-    (health 200) before the URL is yielded; stopped with its group afterwards."""
+    """The portal (``repo``/serve.py: app.py behind its sign-in gate) as its own process
+    group on a free loopback port, ready (health 200) before the URL is yielded; stopped
+    with its group afterwards."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     with log_path.open("wb") as log:
@@ -124,7 +125,7 @@ def portal(
                 "-m",
                 "streamlit",
                 "run",
-                "app.py",
+                "serve.py",  # app.py behind the sign-in gate, as ./servelab portal serves it
                 "--server.address",
                 "127.0.0.1",
                 "--server.port",

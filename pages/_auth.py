@@ -7,6 +7,9 @@ asks it before ``st.navigation``, so that no page list is drawn before sign-in).
 authentication configured on a loopback address it lets everyone in as a launcher; with
 tokens it shows a sign-in form, and remembers a sign-in in a signed cookie; with Streamlit's
 OIDC ``[auth]`` it shows the login button. It stops the script until the session has a role.
+Streamlit's own URLs (``/media`` downloads, ``/_stcore/metrics``) are gated by the same
+sign-in in core/portal/gate.py, which serve.py puts in front of the server; with sign-in on,
+the pages refuse to serve where that gate is missing (bare ``streamlit run app.py``).
 ``can_launch()`` is what the Launch, Run, Runs and Import pages check before launching,
 cancelling or importing anything.
 
@@ -25,6 +28,7 @@ import time
 import streamlit as st
 
 from core.errors import ConfigError
+from core.portal import gate
 from core.portal.access import (
     LAUNCH,
     AccessConfig,
@@ -66,6 +70,13 @@ def _access() -> tuple[AccessConfig | None, list[str]]:
     except ConfigError as exc:
         return None, [str(exc)]
     refused = problems(cfg)
+    if not refused and cfg.mode != "open" and not gate.active():
+        # bare `streamlit run app.py`: the pages would ask for a sign-in, but Streamlit's own
+        # URLs (/media downloads, /_stcore/metrics) would answer anyone
+        refused = [
+            "sign-in is configured but this server has no sign-in gate in front of its "
+            "downloads: start it with ./servelab portal (streamlit run serve.py)"
+        ]
     ip = st.context.ip_address  # None for a connection from this machine
     if not refused and cfg.mode == "open" and isinstance(ip, str) and not is_loopback(ip):
         # e.g. `streamlit run app.py` with Streamlit's default of every interface

@@ -26,6 +26,7 @@ from core.portal.access import (
     role_for_token,
     role_for_user,
 )
+from core.portal.gate import SignInGate
 
 REPO = Path(__file__).resolve().parent.parent
 VIEW_TOKEN = "view-token-0123456789abcdef"
@@ -135,6 +136,7 @@ def test_servelab_portal_checks_access_before_streamlit_starts() -> None:
     portal = script[script.index("  portal)") : script.index("  test)")]
     check = portal.index('"$PY" -m core.portal.access || exit 2')
     assert check < portal.index("exec") and '--server.address "$BIND"' in portal
+    assert "streamlit run serve.py" in portal  # app.py behind the sign-in gate
     assert "BIND=${SERVELAB_BIND:-127.0.0.1}" in portal
 
 
@@ -149,8 +151,15 @@ def portal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     for var in ("SERVELAB_BIND", "SERVELAB_TOKEN_VIEW", "SERVELAB_TOKEN_LAUNCH"):
         monkeypatch.delenv(var, raising=False)
     st.cache_resource.clear()
+    # AppTest runs app.py without a server: build the gate serve.py puts in front of the real
+    # one (the pages refuse sign-in modes without it)
+    SignInGate(_no_app)
     yield data
     st_config.set_option("server.address", None)
+
+
+async def _no_app(scope: object, receive: object, send: object) -> None:
+    raise AssertionError("AppTest sends no request through the gate")
 
 
 def app() -> AppTest:

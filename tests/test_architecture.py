@@ -33,6 +33,7 @@ PAGES_MAY_IMPORT = frozenset(
         "core.config",
         "core.portal.demo",
         "core.portal.session",
+        "core.portal.gate",
         "core.errors",
         "core.executors",
         "core.executors.queue",

@@ -1,6 +1,6 @@
 """The portal in a real browser: Debian's chromium driven by Playwright.
 
-Starts `streamlit run app.py` on loopback with its worker, submits the launch form with
+Starts `streamlit run serve.py` on loopback with its worker, submits the launch form with
 the default engine (the real SmolLM2 through transformers serve) and a small plan, waits
 for both runs of the default A/B, opens the comparison link, then opens the same link in
 a fresh browser context. Screenshots go to test-artifacts/.
