@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 from core.config import BenchmarkPlan, Point, RunSpec, ServerConfig
 from core.metrics import compute_point_metrics
 from core.records import RECORD_SCHEMA, records_from_table
-from core.run_folder import write_json_atomic
+from core.run_folder import RUN_STEPS, point_step, write_json_atomic
 from core.store import Catalog
 
 WORDS = " The quick brown fox jumps over the lazy dog and then runs far away".split(" ")
@@ -215,17 +215,10 @@ def write_run(args: tuple[Path, int, bool, dict[str, dict[str, Any]]]) -> int:
             "duration_s": 300.0,
             "steps": [
                 {"step": s, "outcome": "ok", "duration_s": 0.1}
+                for name in RUN_STEPS
+                if name not in ("exact_length", "kv_fill", "metrics")  # not for this engine
                 for s in (
-                    "preflight",
-                    "launch",
-                    "wait_ready",
-                    "facts",
-                    "probe",
-                    "warmup",
-                    *(f"point {k}" for k in range(len(points))),
-                    "stop",
-                    "verify",
-                    "store",
+                    [point_step(k) for k in range(len(points))] if name == "points" else [name]
                 )
             ],
         },

@@ -73,12 +73,34 @@ def _run_id(text: str) -> str:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m core", description="ServeLab command line")
     sub = p.add_subparsers(dest="command", required=True)
+    _add_run(sub)
+    _add_reading(sub)
+    _add_experiment(sub)
+    _add_tools(sub)
+    return p
 
+
+def _add_run(sub: Any) -> None:
+    """``run``: a run spec from a plan file and the flags, executed here or on Ray."""
     r = sub.add_parser("run", help="launch a server, probe it, benchmark it, store everything")
     r.add_argument("--plan", type=Path, help="a JSON or YAML run spec (flags below override it)")
     r.add_argument(
         "--run-id", type=_run_id, help="execute an already-prepared run folder (used by the portal)"
     )
+    _add_server_flags(r)
+    _add_plan_flags(r)
+    r.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        help="where to run it: here (local) or on the Ray cluster at "
+        "SERVELAB_RAY_ADDRESS (ray); default SERVELAB_EXECUTOR",
+    )
+    r.add_argument("--accelerator-type", help="ray: only on nodes with this accelerator (H200)")
+    r.add_argument("--quiet", action="store_true", help="no progress line")
+    r.add_argument("--json", action="store_true", help="print the final status as JSON")
+
+
+def _add_server_flags(r: argparse.ArgumentParser) -> None:
     s = r.add_argument_group("server")
     s.add_argument("--engine", choices=["transformers", "sglang", "endpoint"])
     s.add_argument(
@@ -107,6 +129,9 @@ def _parser() -> argparse.ArgumentParser:
         help="one extra engine argv item (repeat for each)",
     )
     s.add_argument("--startup-timeout-s", type=float)
+
+
+def _add_plan_flags(r: argparse.ArgumentParser) -> None:
     b = r.add_argument_group("benchmark plan (lists make one point per combination)")
     b.add_argument("--concurrency", type=_csv_ints, help="e.g. 1,4,16")
     b.add_argument("--request-rate", type=_rate, help="requests/s, or inf (default)")
@@ -146,6 +171,11 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--client-workers", help="load-generator processes per point: a number, or auto (default 1)"
     )
+    _add_workload_flags(b)
+    b.add_argument("--tag", action="append", dest="tags")
+
+
+def _add_workload_flags(b: argparse._ArgumentGroup) -> None:
     # a point's workload: the Launch form's fields (core/launch/forms.py workload_fields)
     b.add_argument(
         "--workload",
@@ -170,17 +200,10 @@ def _parser() -> argparse.ArgumentParser:
         choices=["concurrency", "lengths"],
         help="what --kv-fill sizes (default concurrency)",
     )
-    b.add_argument("--tag", action="append", dest="tags")
-    r.add_argument(
-        "--executor",
-        choices=EXECUTORS,
-        help="where to run it: here (local) or on the Ray cluster at "
-        "SERVELAB_RAY_ADDRESS (ray); default SERVELAB_EXECUTOR",
-    )
-    r.add_argument("--accelerator-type", help="ray: only on nodes with this accelerator (H200)")
-    r.add_argument("--quiet", action="store_true", help="no progress line")
-    r.add_argument("--json", action="store_true", help="print the final status as JSON")
 
+
+def _add_reading(sub: Any) -> None:
+    """``runs``, ``show``, ``cancel``, ``parse-log``: what is stored, and one cancel."""
     ls = sub.add_parser("runs", help="list stored runs")
     ls.add_argument("--engine")
     ls.add_argument("--state")
@@ -198,6 +221,8 @@ def _parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("parse-log", help="server facts from an SGLang start-up log, as JSON")
     pl.add_argument("file", type=Path)
 
+
+def _add_experiment(sub: Any) -> None:
     ex = sub.add_parser(
         "experiment", help="run an experiment (arms x trials) from a plan file, or show one"
     )
@@ -236,6 +261,10 @@ def _parser() -> argparse.ArgumentParser:
         help="queue the runs and return (the portal's worker runs them)",
     )
 
+
+def _add_tools(sub: Any) -> None:
+    """``workload``, ``history``, ``reindex``, ``engines``, ``installs``, ``import`` /
+    ``export``, ``explain``."""
     wl = sub.add_parser("workload", help="what a point's workload will send")
     wl_sub = wl.add_subparsers(dest="workload_command", required=True)
     pv = wl_sub.add_parser("preview", help="per request: arrival, input/output/shared tokens")
@@ -276,7 +305,6 @@ def _parser() -> argparse.ArgumentParser:
     xp.add_argument("run_b", metavar="RUN_B", help="the run whose difference is explained")
     xp.add_argument("--trials", type=int, default=3, help="trials per arm (default 3)")
     xp.add_argument("--design", choices=["factorial", "one-at-a-time"], default="factorial")
-    return p
 
 
 def _load_plan_file(path: Path) -> dict[str, Any]:
@@ -318,6 +346,39 @@ def spec_from_args(args: argparse.Namespace, here: Settings | None = None) -> Ru
     from core.settings import load_settings
 
     data: dict[str, Any] = _load_plan_file(args.plan) if args.plan else {}
+    server = _server_from_args(args, data)
+    plan = _plan_from_args(args, data)
+    spec_data = {**data, "server": server, "plan": plan}
+    if getattr(args, "executor", None) or getattr(args, "accelerator_type", None):
+        placement = dict(data.get("placement") or {})
+        if args.executor:
+            placement["executor"] = args.executor
+        if args.accelerator_type:
+            placement["accelerator_type"] = args.accelerator_type
+        spec_data["placement"] = placement
+    if args.tags:
+        spec_data["tags"] = args.tags
+    settings = load_settings()
+    spec, problems = check_spec_data(
+        spec_data, settings.allowed_model_roots, must_exist=False, settings=settings
+    )
+    if here is not None and runs_here(
+        (spec_data.get("placement") or {}).get("executor", here.executor)
+    ):
+        with contextlib.suppress(ValidationError):  # a bad server field is reported above
+            server_cfg = ServerConfig.model_validate(server)
+            problems = {**engine_problems([server_cfg], here), **problems}
+    if spec is not None and here is not None:  # the context check the run would make, now
+        from core.engines import context_problems
+
+        problems = {**context_problems(spec, here.models_dir), **problems}
+    if problems or spec is None:
+        raise FieldErrors(problems)
+    return spec
+
+
+def _server_from_args(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, Any]:
+    """The plan file's server fields, each flag given over them."""
     server = dict(data.get("server") or {})
     for name in (
         "engine",
@@ -342,6 +403,12 @@ def spec_from_args(args: argparse.Namespace, here: Settings | None = None) -> Ru
         value = getattr(args, name)
         if value is not None:
             server[name] = value
+    return server
+
+
+def _plan_from_args(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, Any]:
+    """The plan file's benchmark plan, the flags given over it: the points (one per
+    combination of the listed loads), their workload, the plan's fields and its probe."""
     plan = dict(data.get("plan") or {})
     if any(
         v is not None
@@ -395,33 +462,7 @@ def spec_from_args(args: argparse.Namespace, here: Settings | None = None) -> Ru
         if args.probe_expect is not None:
             probe["expect"] = args.probe_expect or None
         plan["probe"] = probe
-    spec_data = {**data, "server": server, "plan": plan}
-    if getattr(args, "executor", None) or getattr(args, "accelerator_type", None):
-        placement = dict(data.get("placement") or {})
-        if args.executor:
-            placement["executor"] = args.executor
-        if args.accelerator_type:
-            placement["accelerator_type"] = args.accelerator_type
-        spec_data["placement"] = placement
-    if args.tags:
-        spec_data["tags"] = args.tags
-    settings = load_settings()
-    spec, problems = check_spec_data(
-        spec_data, settings.allowed_model_roots, must_exist=False, settings=settings
-    )
-    if here is not None and runs_here(
-        (spec_data.get("placement") or {}).get("executor", here.executor)
-    ):
-        with contextlib.suppress(ValidationError):  # a bad server field is reported above
-            server_cfg = ServerConfig.model_validate(server)
-            problems = {**engine_problems([server_cfg], here), **problems}
-    if spec is not None and here is not None:  # the context check the run would make, now
-        from core.engines import context_problems
-
-        problems = {**context_problems(spec, here.models_dir), **problems}
-    if problems or spec is None:
-        raise FieldErrors(problems)
-    return spec
+    return plan
 
 
 _WORKLOAD_FLAGS = {

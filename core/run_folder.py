@@ -33,7 +33,11 @@ from core.metrics import headline_index
 
 __all__ = [
     "ACTIVE_STATES",
+    "CLEANUP_STEPS",
     "FINAL_STATES",
+    "INDEX_STEPS",
+    "MEASURE_STEPS",
+    "RUN_STEPS",
     "STOP_GRACE_S",
     "EndState",
     "RunFolder",
@@ -45,6 +49,8 @@ __all__ = [
     "is_run_id",
     "kv_pool_tokens",
     "new_run_id",
+    "point_of_step",
+    "point_step",
     "read_json",
     "run_result",
     "stop_step",
@@ -171,6 +177,45 @@ class Step(BaseModel):
     started_at: str | None = None
     duration_s: float | None = None
     detail: str | None = None
+
+
+# THE steps of a run, in the order it takes them, by the names status.json records them:
+# core/run/pipeline.py runs one function per name, in this order; readers take the names
+# from here. The measuring steps run until one fails; the clean-up steps run whatever
+# happened; the index step once the final state is recorded. A step that does not apply is
+# left out of status.json (launch, stop and verify with no server of its own; exact_length
+# unless the engine asks which request field sets the output length; kv_fill and metrics
+# unless there is something to say) or recorded ``skipped`` (probe, warmup). kv_fill sizes
+# twice: before the warm-up, so it runs at the sized concurrency, and after it, with the
+# chat template's tokens the warm-up measured. ``points`` records one step per point,
+# named by ``point_step``.
+MEASURE_STEPS = (
+    "preflight",
+    "launch",
+    "wait_ready",
+    "facts",
+    "probe",
+    "exact_length",
+    "kv_fill",
+    "warmup",
+    "kv_fill",
+    "points",
+)
+CLEANUP_STEPS = ("metrics", "stop", "verify")
+INDEX_STEPS = ("store",)
+RUN_STEPS = (*MEASURE_STEPS, *CLEANUP_STEPS, *INDEX_STEPS)
+_POINT_STEP = re.compile(r"point (\d+)")
+
+
+def point_step(index: int) -> str:
+    """The step of point ``index`` (0-based, the folder's ``points/NNN``): ``point 0``."""
+    return f"point {index}"
+
+
+def point_of_step(step: str) -> int | None:
+    """The point index a step names (``point 3`` → 3), None for any other step."""
+    found = _POINT_STEP.fullmatch(step)
+    return None if found is None else int(found[1])
 
 
 # How long a stopping server has between SIGTERM and SIGKILL (core.run.launcher).

@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from core.settings import Settings
+from tests.helpers import require_chromium
 
 REPO = Path(__file__).resolve().parent.parent
 # Test models live under the temp folder: allow it as a model root (besides the defaults),
@@ -75,6 +76,14 @@ LONGEST_FIRST = (
     # the 2x2 x 3 trials end to end on the fake SGLang: 12 run processes in a row
     "tests/test_explain.py",
 )
+
+
+@pytest.hookimpl(tryfirst=True)  # before the fixtures: a browser test's portal is slow
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked ``browser`` skips where chromium is missing, and fails under CI=true
+    (tests/helpers.require_chromium)."""
+    if item.get_closest_marker("browser") is not None:
+        require_chromium()
 
 
 def _work_unit(nodeid: str) -> str:

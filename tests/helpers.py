@@ -3,11 +3,30 @@
 from __future__ import annotations
 
 import json
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
+
 T = TypeVar("T")
+# Debian's chromium: the browser tests' browser (marker ``browser``, tests/conftest.py).
+CHROMIUM = "/usr/bin/chromium"
+
+
+def require_chromium(executable: str | None = None, env: Mapping[str, str] | None = None) -> None:
+    """A browser test's gate: skip where chromium is missing (a developer's machine), but
+    fail under ``CI=true``: CI installs it (.ci/run), so a missing browser there is a broken
+    set-up, never a dozen browser tests passing unseen as skips."""
+    executable = executable or CHROMIUM
+    if Path(executable).exists():
+        return
+    why = f"needs Debian chromium at {executable} (.ci/run installs it)"
+    if (os.environ if env is None else env).get("CI", "").strip().lower() == "true":
+        pytest.fail(f"{why}; CI=true, so a missing browser fails the test", pytrace=False)
+    pytest.skip(why)
 
 
 def wait_for(pred: Callable[[], T], timeout: float, what: str) -> T:

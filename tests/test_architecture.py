@@ -86,6 +86,7 @@ def _module_name(path: Path) -> str:
 
 
 CORE = {_module_name(p): p for p in (REPO / "core").rglob("*.py")}
+PAGES = {_module_name(p): p for p in (REPO / "pages").rglob("*.py")}
 
 
 def _type_only(tree: ast.AST) -> set[int]:
@@ -98,17 +99,40 @@ def _type_only(tree: ast.AST) -> set[int]:
     return out
 
 
-def _core_targets(path: Path, runtime_only: bool = False) -> set[str]:
+def _from_module(node: ast.ImportFrom, importer: str) -> str | None:
+    """The absolute name of the module a ``from ... import`` reads: a relative one
+    (``from ..run.pipeline import x`` in core.analysis.card) resolved against the module
+    ``importer`` that holds it, as Python resolves it (core.run.pipeline)."""
+    if node.level == 0:
+        return node.module
+    package = importer.split(".")
+    if not _is_package(importer):
+        package = package[:-1]
+    if node.level - 1 >= len(package):
+        return None  # beyond the top package: an ImportError when it runs
+    base = package[: len(package) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def _is_package(module: str) -> bool:
+    path = CORE.get(module) or PAGES.get(module)
+    return path is not None and path.name == "__init__.py"
+
+
+def _core_targets(path: Path, runtime_only: bool = False, module: str | None = None) -> set[str]:
     """The core modules ``path`` imports, anywhere in it (a function-level import is a
-    dependency too): ``from core.a import b`` is ``core.a.b`` when that is a module.
-    ``runtime_only`` leaves out imports under ``if TYPE_CHECKING:``: they are layer edges
-    (checked against LAYERS) but cannot make an import cycle."""
+    dependency too): ``from core.a import b`` is ``core.a.b`` when that is a module; a
+    relative import counts as the absolute one it is (``module``: the name ``path`` is
+    imported as, by default its place in the repository). ``runtime_only`` leaves out
+    imports under ``if TYPE_CHECKING:``: they are layer edges (checked against LAYERS) but
+    cannot make an import cycle."""
 
     def owner(name: str) -> str | None:
         while name and name not in CORE:
             name = name.rpartition(".")[0]
         return name or None
 
+    importer = module or _module_name(path)
     tree = ast.parse(path.read_text())
     skip = _type_only(tree) if runtime_only else set()
     out: set[str] = set()
@@ -117,10 +141,10 @@ def _core_targets(path: Path, runtime_only: bool = False) -> set[str]:
             continue
         if isinstance(node, ast.Import):
             out |= {m for a in node.names if (m := owner(a.name))}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        elif isinstance(node, ast.ImportFrom) and (source := _from_module(node, importer)):
             for a in node.names:
-                full = f"{node.module}.{a.name}"
-                if (m := full if full in CORE else owner(node.module)) is not None:
+                full = f"{source}.{a.name}"
+                if (m := full if full in CORE else owner(source)) is not None:
                     out.add(m)
     return out
 
@@ -307,21 +331,86 @@ def test_pages_import_only_portal_facing_packages() -> None:
     assert bad == []
 
 
-def _private_imports(path: Path) -> list[str]:
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_imports(path: Path, module: str | None = None) -> list[str]:
     """``from core.x import _name`` where ``_name`` is private to another module (dunders are
-    not private; a package's own ``__init__`` may gather its modules)."""
-    try:
-        own = _module_name(path)
-    except ValueError:  # a file outside the repository (the check's own test)
-        own = path.stem
+    not private; a package's own ``__init__`` may gather its modules); a relative import
+    counts as the absolute one it is."""
+    own = module or _module_name(path)
     bad = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if not node.module.startswith("core") or node.module == own:
+        if isinstance(node, ast.ImportFrom) and (source := _from_module(node, own)):
+            if not source.startswith("core") or source == own:
                 continue
             for a in node.names:
-                if a.name.startswith("_") and not a.name.startswith("__"):
-                    bad.append(f"{own}: from {node.module} import {a.name}")
+                if _private(a.name):
+                    bad.append(f"{own}: from {source} import {a.name}")
+    return bad
+
+
+def _module_bindings(tree: ast.AST, own: str) -> set[str]:
+    """The names a file binds to core modules: ``import core.x`` (``core``), ``import core.x
+    as y``, ``from core import x`` / ``from . import x`` where x is a module."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == "core":
+                    names.add(a.asname or "core")
+        elif isinstance(node, ast.ImportFrom) and (source := _from_module(node, own)):
+            names |= {a.asname or a.name for a in node.names if f"{source}.{a.name}" in CORE}
+    return names
+
+
+def _own_names(tree: ast.AST) -> set[str]:
+    """Every name a file defines itself: functions, classes, assigned names and attributes
+    (``self._x = ...``), class fields, parameters."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+    return names
+
+
+def _private_attributes(path: Path, module: str | None = None) -> list[str]:
+    """Private attributes read across modules. ``m._x`` on a name bound to a core module
+    (``import core.x as m``, ``from core.run import launcher``) is always another module's
+    private; ``obj._x`` on anything but ``self`` / ``cls`` is one unless this file defines
+    ``_x`` itself (its own class's attribute, read by its own functions). A name bound to a
+    module outside core (``os._exit``) is that library's documented business, not ours."""
+    own = module or _module_name(path)
+    tree = ast.parse(path.read_text())
+    modules, defined = _module_bindings(tree, own), _own_names(tree)
+    other_imports = {  # names bound by imports from outside core
+        (a.asname or a.name).split(".")[0]
+        for node in ast.walk(tree)
+        if (isinstance(node, ast.Import) or (isinstance(node, ast.ImportFrom) and not node.level))
+        for a in node.names
+        if not (getattr(node, "module", None) or a.name).startswith("core")
+    }
+    bad = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not _private(node.attr):
+            continue
+        root = node.value
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        name = root.id if isinstance(root, ast.Name) else None
+        on_module = name in modules
+        if not on_module and (
+            name in ("self", "cls") or name in other_imports or node.attr in defined
+        ):
+            continue
+        bad.append(f"{own}:{node.lineno}: {ast.unparse(node)}")
     return bad
 
 
@@ -334,7 +423,58 @@ def test_no_private_name_is_imported_across_modules() -> None:
 def test_the_private_import_check_sees_one(tmp_path: Path) -> None:
     f = tmp_path / "x.py"
     f.write_text("from core.run.pipeline import _result\nfrom core.config import RunSpec\n")
-    assert len(_private_imports(f)) == 1
+    assert len(_private_imports(f, "core.analysis.x")) == 1
+    f.write_text("from ..run.pipeline import _result\nfrom .runs import RunView\n")
+    assert _private_imports(f, "core.analysis.x") == [
+        "core.analysis.x: from core.run.pipeline import _result"
+    ]
+
+
+def test_no_private_attribute_is_read_across_modules() -> None:
+    files = [*(REPO / "core").rglob("*.py"), *(REPO / "pages").rglob("*.py"), REPO / "app.py"]
+    bad = [line for p in files for line in _private_attributes(p)]
+    assert bad == []
+
+
+def test_the_private_attribute_check_sees_one(tmp_path: Path) -> None:
+    f = tmp_path / "x.py"
+    f.write_text(
+        "import os\n"
+        "import core.run.launcher as launcher\n"
+        "from core.run import gpu\n"
+        "from . import pipeline\n"
+        "from core.config import RunSpec\n"
+        "class Mine:\n"
+        "    def __init__(self):\n"
+        "        self._mine = 1\n"
+        "def f(run, other):\n"
+        "    os._exit(0)\n"  # a library's own (documented) private: not ours
+        "    other._mine\n"  # this file's own class's attribute
+        "    run.server._pids\n"  # launcher.ManagedServer's, read here
+        "    launcher._die_with_parent\n"
+        "    gpu._nvml\n"
+        "    pipeline._Run\n"
+        "    other.__class__\n"  # a dunder is no private
+        "    RunSpec._fields\n"  # a class of another core module
+    )
+    assert _private_attributes(f, "core.run.x") == [
+        "core.run.x:12: run.server._pids",
+        "core.run.x:13: launcher._die_with_parent",
+        "core.run.x:14: gpu._nvml",
+        "core.run.x:15: pipeline._Run",
+        "core.run.x:17: RunSpec._fields",
+    ]
+
+
+def test_the_layer_check_sees_a_relative_import(tmp_path: Path) -> None:
+    """``from ..run.pipeline import x`` in an analysis module is the edge analysis → run."""
+    f = tmp_path / "card.py"
+    f.write_text("from ..run.pipeline import execute_run\nfrom . import runs\n")
+    edges = {"core.analysis.card": _core_targets(f, module="core.analysis.card")}
+    assert edges["core.analysis.card"] == {"core.run.pipeline", "core.analysis.runs"}
+    assert _layer_violations(edges) == ["core.analysis.card (analysis) -> core.run.pipeline (run)"]
+    # from a package's __init__, "." is the package itself
+    assert _core_targets(f, module="core.views") == {"core.run.pipeline", "core.views"}
 
 
 def test_a_run_process_loads_no_statistics_library(

@@ -177,8 +177,12 @@ def test_the_read_with_care_line_names_a_planted_drift_with_its_size(
 
 
 def test_no_drift_no_line(settings: Settings) -> None:
+    """The same experiment without the drift: the verdict is its one sentence on B's 20 %,
+    with no "Read with care" line after it, and no drift caveat."""
     story = experiment_story(settings, _experiment(settings, _drifting(0.0)))
-    assert not any("Read with care" in v for v in story.verdict)
+    (verdict,) = story.verdict
+    assert verdict.startswith("drifting: +20% output throughput at concurrency 1"), verdict
+    assert not any("drift" in c.sentence() for c in story.caveats)
 
 
 def test_the_closing_baseline_run_bounds_drift_and_is_no_trial(settings: Settings) -> None:

@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.test_e2e_portal import ARTIFACTS, CHROMIUM, _browser, _portal
+from tests.test_e2e_portal import ARTIFACTS, _browser, _portal
 
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(), reason="needs Debian chromium (.ci/run installs it)"
-    ),
+    pytest.mark.browser,
 ]
 
 

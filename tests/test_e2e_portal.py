@@ -26,15 +26,13 @@ from core.executors.queue import cancel
 from core.portal.demo import install_demo
 from core.run_folder import RunFolder
 from core.settings import Settings, load_settings
+from tests.helpers import CHROMIUM
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts"
-CHROMIUM = "/usr/bin/chromium"
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(), reason="needs Debian chromium (.ci/run installs it)"
-    ),
+    pytest.mark.browser,
 ]
 
 

@@ -7,20 +7,17 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from core.portal.demo import install_demo
 from core.settings import Settings
 from tests.helpers import chart_in_frames
-from tests.test_e2e_portal import ARTIFACTS, CHROMIUM, _browser, _portal
+from tests.test_e2e_portal import ARTIFACTS, _browser, _portal
 
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(), reason="needs Debian chromium (.ci/run installs it)"
-    ),
+    pytest.mark.browser,
 ]
 
 H200_EXP = "exp-20261201-041412-6b50"

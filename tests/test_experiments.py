@@ -23,6 +23,7 @@ from core.experiments.design import (
     list_experiments,
     parse_experiment,
 )
+from core.run_folder import RunFolder
 from core.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -116,7 +117,15 @@ def test_aa_experiment_through_the_cli_reports_noise(
     assert "within noise" in out.stdout and "confounders: none." in out.stdout
     (record,) = list_experiments(settings)
     assert [r.trial for r in record.runs] == [0, 0, 1, 1, 2, 2]
-    assert record.spec["order_seed"] >= 0
+    # The order seed it stored is the order its runs ran in: the same spec, read back,
+    # shuffles the arms of every trial the same way (what a re-run of the design relies on).
+    again_spec = ExperimentSpec.model_validate(record.spec)
+    assert again_spec.order_seed == record.spec["order_seed"]
+    assert [(r.arm, r.trial) for r in record.runs] == [
+        (arm, trial) for arm, trial, _ in expand(again_spec, record.experiment_id)
+    ]
+    started = [RunFolder(settings.runs_dir / r.run_id).status()["started_at"] for r in record.runs]
+    assert started == sorted(started)
     again = subprocess.run(
         [sys.executable, "-m", "core", "experiment", "--show", record.experiment_id],
         cwd=REPO,
@@ -126,6 +135,7 @@ def test_aa_experiment_through_the_cli_reports_noise(
         timeout=60,
     )
     assert "A/A noise check:" in again.stdout
+    assert f"order seed {record.spec['order_seed']})" in again.stdout
 
 
 def _grid_plan(**grid: object) -> dict[str, object]:

@@ -129,16 +129,15 @@ def test_cli_explain_queues_the_factorial(
     assert "RUN_B" in capsys.readouterr().err
 
 
-def _compare_page(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch, a: RunFolder, b: RunFolder
-) -> AppTest:
-    """The Compare page of runs a and b, rendered with the worker off (queue, start nothing)."""
+def _compare_page(settings: Settings, monkeypatch: pytest.MonkeyPatch, *runs: RunFolder) -> AppTest:
+    """The Compare page of ``runs`` (the first the baseline), rendered with the worker off
+    (queue, start nothing)."""
     (settings.data_dir / ".demo-installed").write_text("")
     monkeypatch.setenv("SERVELAB_DATA_DIR", str(settings.data_dir))
     monkeypatch.setenv("SERVELAB_WORKER", "off")
     st.cache_resource.clear()
     app = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
-    app.query_params["runs"] = f"{a.run_id},{b.run_id}"
+    app.query_params["runs"] = ",".join(r.run_id for r in runs)
     app.run()
     app.switch_page("pages/compare.py").run()
     assert not app.exception, app.exception
@@ -220,14 +219,21 @@ def test_cli_explain_refuses_what_this_host_cannot_run(
 def test_compare_page_offers_no_button_for_a_one_knob_difference(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    a = make_run(
-        settings.runs_dir, "20990101-000000-aaaa", server={"engine": "sglang", "cuda_graphs": False}
+    """Beside the baseline, a run one knob away gets no "Explain this difference" (a plain
+    A/B answers it) while a run two knobs away, on the same page, does."""
+    server = {"engine": "sglang", "cuda_graphs": False, "mem_fraction_static": 0.85}
+    a = make_run(settings.runs_dir, "20990101-000000-aaaa", server=server)
+    one = make_run(
+        settings.runs_dir, "20990101-000000-bbbb", server={**server, "cuda_graphs": True}
     )
-    b = make_run(
-        settings.runs_dir, "20990101-000000-bbbb", server={"engine": "sglang", "cuda_graphs": True}
+    two = make_run(
+        settings.runs_dir,
+        "20990101-000000-cccc",
+        server={**server, "cuda_graphs": True, "mem_fraction_static": 0.92},
     )
-    app = _compare_page(settings, monkeypatch, a, b)
-    assert not [x for x in app.button if str(x.key).startswith("explain-")]
+    app = _compare_page(settings, monkeypatch, a, one, two)
+    keys = {str(x.key) for x in app.button if str(x.key).startswith("explain-")}
+    assert keys == {f"explain-{a.run_id}-{two.run_id}"}
 
 
 EXP_ID = "exp-20990101-000000-abcd"

@@ -16,7 +16,6 @@ import json
 import os
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -28,13 +27,11 @@ from core.settings import Settings
 from core.store import Catalog
 from tests.conftest import FAKE_SGLANG_PATH, REPO
 from tests.helpers import chart_in_frames
-from tests.test_e2e_portal import ARTIFACTS, CHROMIUM, _browser, _portal
+from tests.test_e2e_portal import ARTIFACTS, _browser, _portal
 from tests.test_explain import EXP_ID as GRID
 from tests.test_explain import _finished_grid
 
-pytestmark = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(), reason="needs Debian chromium (.ci/run installs it)"
-)
+pytestmark = pytest.mark.browser  # chromium: tests/helpers.require_chromium
 
 BEFORE = "20261201-000311-8d8413"  # tag seed:before: graphs off, mem 0.85
 AFTER = "20261201-000511-eb5799"  # tag seed:after: graphs on, mem 0.92

@@ -25,14 +25,11 @@ from core.interop.export import select, verdict_lines
 from core.interop.importers import parse_text, plan_runs, store_runs
 from core.run_folder import RunFolder, write_json_atomic
 from core.settings import Settings
-from tests.helpers import page_tables
+from tests.helpers import CHROMIUM, page_tables
 
 REPO = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
 BENCH = REPO / "tests" / "fixtures" / "bench-outputs"
-needs_chromium = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(), reason="needs Debian chromium (.ci/run installs it)"
-)
+needs_chromium = pytest.mark.browser  # tests/helpers.require_chromium
 
 
 def _bench_line(concurrency: int, ttft: float, out_tput: float) -> str:

@@ -31,7 +31,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -661,8 +660,10 @@ def jobs(lab: Lab) -> Iterator[Jobs]:
 def test_cancel_while_queued(lab: Lab, jobs: Jobs, monkeypatch: pytest.MonkeyPatch) -> None:
     (rid,) = submit(lab.settings, [lab.spec()])
     assert cancel(lab.settings, rid) == f"{rid} cancelled before it started"
-    jobs.worker()
-    time.sleep(0.5)  # a few worker ticks: it never starts
+    w = jobs.worker()
+    # Three looks at the queue (the first may have begun before the cancel): it never starts.
+    wait_for(lambda: w.ticks >= 3, 30, "the worker to look at the queue three times")
+    assert w.snapshot()["running"] == [] and w.snapshot()["queued"] == []
     survived(
         lab,
         monkeypatch,

@@ -63,8 +63,14 @@ def test_the_cuda_graph_sliver_is_labelled_where_it_is_drawn() -> None:
 
 
 def test_an_unstated_part_gets_no_label() -> None:
+    """A part the engine did not state (CUDA graphs here) is neither drawn nor labelled with
+    a size, never "0 GB": it is listed as not reported. The thin part it did state beside
+    100 GB of KV cache (1 GB of weights) is labelled, so the figure does label thin parts."""
     fig = ledger_figure(
         {"a": MemoryLedger(weights_gb=1.0, kv_cache_gb=100.0, free_at_ready_gb=5.0)},
         {"a": "#4c78a8"},
     )
-    assert not any("CUDA graphs" in str(a.text) for a in fig.layout.annotations if a.showarrow)
+    assert [a.text for a in fig.layout.annotations if a.showarrow] == ["weights: 1 GB"]
+    assert "CUDA graphs" not in {t.name for t in fig.data}
+    notes = [a.text for a in fig.layout.annotations if not a.showarrow]
+    assert any("not reported: CUDA graphs (a)" in n for n in notes), notes

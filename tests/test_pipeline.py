@@ -16,7 +16,8 @@ import pytest
 
 from core.analysis.points import point_rows
 from core.analysis.runs import load_run
-from core.run_folder import RunFolder
+from core.run.pipeline import STEP_FUNCTIONS
+from core.run_folder import RUN_STEPS, RunFolder, point_of_step
 from core.settings import Settings
 from core.store import Catalog
 
@@ -90,6 +91,9 @@ def test_full_run_against_fake_sglang(
         "verify",
         "store",
     ]
+    # in the order of THE list (core.run_folder.RUN_STEPS), each point under "points"
+    listed = iter(RUN_STEPS)
+    assert all(("points" if point_of_step(s) is not None else s) in listed for s in steps)
     assert all(s["outcome"] in ("ok", "skipped") for s in status["steps"])
     launch = folder.read("launch.json")
     # 0.5.23 made --cuda-graph-max-bs ambiguous: the adapter must use the per-phase flag.
@@ -276,3 +280,9 @@ def test_a_kv_fill_point_is_sized_from_the_pool_the_fake_sglang_reports(
     assert row["input_tokens_p99"] == 16
     shown = run_cli(settings, "show", folder.run_id)  # where the CLI lists the points
     assert f"0.0005 x {pool} (this run's server) -> c={want} in=16 out=12" in shown.stdout
+
+
+def test_every_step_name_has_its_function_and_nothing_else_does() -> None:
+    """The pipeline runs core.run_folder.RUN_STEPS: one function per name, none unnamed."""
+    assert set(STEP_FUNCTIONS) == set(RUN_STEPS)
+    assert RUN_STEPS[0] == "preflight" and RUN_STEPS[-1] == "store"

@@ -15,7 +15,16 @@ from core.config import RunSpec
 from core.errors import ConfigError, StoreError
 from core.executors.queue import cancel
 from core.launch.explain import submit_explanation
-from core.run_folder import FINAL_STATES, RunFolder, RunStatus, find_runs, is_run_id, utc_now
+from core.run_folder import (
+    FINAL_STATES,
+    RunFolder,
+    RunStatus,
+    find_runs,
+    is_run_id,
+    point_of_step,
+    point_step,
+    utc_now,
+)
 from core.settings import Settings
 from tests.runs_by_hand import make_run
 
@@ -203,3 +212,8 @@ def test_status_json_is_read_only_through_the_typed_readers() -> None:
         ):
             found.append(rel)
     assert found == []
+
+
+def test_a_point_step_names_its_0_based_index_and_reads_back() -> None:
+    assert point_step(0) == "point 0" and point_of_step(point_step(12)) == 12
+    assert point_of_step("preflight") is None and point_of_step("point 1/3") is None

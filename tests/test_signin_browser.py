@@ -17,11 +17,9 @@ import pytest
 from core.portal.demo import install_demo
 from core.portal.session import COOKIE_NAME, SECRET_FILE
 from core.settings import Settings
-from tests.test_e2e_portal import ARTIFACTS, CHROMIUM, DEMO_RUN, _browser, _portal
+from tests.test_e2e_portal import ARTIFACTS, DEMO_RUN, _browser, _portal
 
-pytestmark = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(), reason="needs Debian chromium (.ci/run installs it)"
-)
+pytestmark = pytest.mark.browser  # chromium: tests/helpers.require_chromium
 
 VIEW_TOKEN = "view-token-browser-0123456789"
 LAUNCH_TOKEN = "launch-token-browser-0123456789"

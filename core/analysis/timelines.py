@@ -28,6 +28,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from core.analysis.runs import RunView
+from core.run_folder import point_step
 from core.scheduler_log import parse_scheduler_lines
 
 __all__ = [
@@ -127,7 +128,7 @@ def _step_started(view: RunView, name: str) -> float | None:
 def point_spans(view: RunView) -> dict[int, tuple[float, float]]:
     """Point index -> (start, end) on the run's clock, in s; end is the last request's end
     (or its start when none ended). Points whose start cannot be placed are left out."""
-    origin = _step_started(view, "point 0")
+    origin = _step_started(view, point_step(0))
     spans: dict[int, tuple[float, float]] = {}
     for s in view.points:
         idx = s.get("index")
@@ -276,7 +277,7 @@ def _metric_rows(m: pd.DataFrame) -> list[tuple[str, np.ndarray, np.ndarray]]:
 
 def _log_offset_s(view: RunView, lines: list[dict[str, Any]]) -> float | None:
     """Seconds to add to a line's stamp (read as UTC) to get the run's clock."""
-    origin = _step_started(view, "point 0")
+    origin = _step_started(view, point_step(0))
     launch = _step_started(view, "launch") or origin
     first = next((_epoch(r["ts"]) for r in lines if r.get("ts")), None)
     if origin is None or launch is None or first is None:
@@ -417,7 +418,7 @@ def kv_capacity_tokens(view: RunView) -> float | None:
 def _point_starts(view: RunView) -> dict[int, float]:
     """Point index -> its start on the run's clock (s): ``point_spans`` without reading each
     point's records for its end (a timeline places its rows by the start only)."""
-    origin = _step_started(view, "point 0")
+    origin = _step_started(view, point_step(0))
     starts: dict[int, float] = {}
     for s in view.points:
         idx = s.get("index")

@@ -488,6 +488,8 @@ class RayExecutor:
         return bool(done)
 
     def _advance(self, r: _Remote) -> bool:
+        """One look at a remote run: a cancel passed on, its placement, a poll, its folder
+        collected; True when the folder changed in a way the catalog must see."""
         ray = self._connect()
         folder = self._folder(r.run_id)
         if r.salvage_ref is not None:
@@ -496,6 +498,23 @@ class RayExecutor:
             # Cancelled while waiting for resources (core.executors.queue.cancel), or deleted.
             self._drop(ray, r)
             return False
+        ended = self._pass_cancel(ray, r, folder)
+        if ended is not None:
+            return ended
+        try:
+            answer = self._ask(ray, r, folder)
+        except ray.exceptions.ActorUnavailableError as exc:
+            return self._unavailable(ray, r, folder, exc)
+        except ray.exceptions.RayError as exc:
+            return self._died(ray, r, folder, _short(exc))
+        if isinstance(answer, bool):
+            return answer
+        self._take_poll(r, folder, answer)
+        return False
+
+    def _pass_cancel(self, ray: Any, r: _Remote, folder: RunFolder) -> bool | None:
+        """A requested cancel passed to the actor (or the run ended at once, while it still
+        waited for resources), then its grace kept; None while the run goes on."""
         if folder.cancel_requested and r.cancel_sent is None:
             r.cancel_sent = time.monotonic()
             if r.placement is None and not self._ready(ray, r.info_ref):
@@ -516,73 +535,85 @@ class RayExecutor:
             return self._died(
                 ray, r, folder, f"killed {CANCEL_GRACE_S:.0f} s after the cancel was sent"
             )
-        try:
-            if r.placement is None:
-                if not self._ready(ray, r.info_ref):
-                    return False
-                r.placement = p = ray.get(r.info_ref)
-                # The address the node joined the cluster with (a node may have several).
-                p["node_ip"] = (
-                    next(
-                        (
-                            n.get("NodeManagerAddress")
-                            for n in ray.nodes()
-                            if n.get("NodeID") == p["node_id"]
-                        ),
-                        None,
-                    )
-                    or p["node_ip"]
-                )
-                self._write(
-                    folder,
-                    state="running",
-                    phase="starting",
-                    executor=self.name,
-                    started_at=folder.read_status().started_at or utc_now(),
-                    node_ip=p["node_ip"],
-                    node_id=p["node_id"],
-                    node_name=p["node_name"],
-                    gpu_ids=p["gpu_ids"],
-                    ray_worker_pid=p["ray_worker_pid"],
-                    remote_pid=p.get("run_pid"),
-                    ray_scratch=p["scratch"],
-                )
-                log.info("run %s started on %s, GPUs %s", r.run_id, p["node_ip"], p["gpu_ids"])
-                return True
-            if r.collect_ref is not None:
-                if not self._ready(ray, r.collect_ref):
-                    return False
-                data = ray.get(r.collect_ref)
-                self._finish(ray, r, folder, data)
-                return True
-            if r.poll_ref is None:
-                r.poll_ref, r.poll_sent = r.actor.poll.remote(), time.monotonic()
+        return None
+
+    def _ask(self, ray: Any, r: _Remote, folder: RunFolder) -> bool | dict[str, Any]:
+        """The actor's next answer: its placement, its folder, or a poll's snapshot (the
+        dict); a bool when there is none to read yet (or the run changed: True)."""
+        if r.placement is None:
+            if not self._ready(ray, r.info_ref):
                 return False
-            if not self._ready(ray, r.poll_ref):
-                if time.monotonic() - r.poll_sent > POLL_TIMEOUT_S:
-                    ray.kill(r.actor, no_restart=True)
-                    return self._died(
-                        ray, r, folder, f"its actor did not answer for {POLL_TIMEOUT_S:.0f} s"
-                    )
+            self._placed(ray, r, folder, ray.get(r.info_ref))
+            return True
+        if r.collect_ref is not None:
+            if not self._ready(ray, r.collect_ref):
                 return False
-            snap = ray.get(r.poll_ref)
+            self._finish(ray, r, folder, ray.get(r.collect_ref))
+            return True
+        if r.poll_ref is None:
+            r.poll_ref, r.poll_sent = r.actor.poll.remote(), time.monotonic()
+            return False
+        if not self._ready(ray, r.poll_ref):
+            if time.monotonic() - r.poll_sent > POLL_TIMEOUT_S:
+                ray.kill(r.actor, no_restart=True)
+                return self._died(
+                    ray, r, folder, f"its actor did not answer for {POLL_TIMEOUT_S:.0f} s"
+                )
+            return False
+        snap: dict[str, Any] = ray.get(r.poll_ref)
+        r.poll_ref = None
+        r.unavailable_since = 0.0
+        return snap
+
+    def _placed(self, ray: Any, r: _Remote, folder: RunFolder, p: dict[str, Any]) -> None:
+        """The run started on a node: where, in its status."""
+        r.placement = p
+        # The address the node joined the cluster with (a node may have several).
+        p["node_ip"] = (
+            next(
+                (
+                    n.get("NodeManagerAddress")
+                    for n in ray.nodes()
+                    if n.get("NodeID") == p["node_id"]
+                ),
+                None,
+            )
+            or p["node_ip"]
+        )
+        self._write(
+            folder,
+            state="running",
+            phase="starting",
+            executor=self.name,
+            started_at=folder.read_status().started_at or utc_now(),
+            node_ip=p["node_ip"],
+            node_id=p["node_id"],
+            node_name=p["node_name"],
+            gpu_ids=p["gpu_ids"],
+            ray_worker_pid=p["ray_worker_pid"],
+            remote_pid=p.get("run_pid"),
+            ray_scratch=p["scratch"],
+        )
+        log.info("run %s started on %s, GPUs %s", r.run_id, p["node_ip"], p["gpu_ids"])
+
+    def _unavailable(self, ray: Any, r: _Remote, folder: RunFolder, exc: Exception) -> bool:
+        """Unreachable right now (a network blip, or a node that is dying): ask again until
+        Ray says the actor is dead, or for UNAVAILABLE_GRACE_S."""
+        r.unavailable_since = r.unavailable_since or time.monotonic()
+        if time.monotonic() - r.unavailable_since < UNAVAILABLE_GRACE_S:
+            # A failed reference keeps its error: ask again with a new call.
             r.poll_ref = None
-            r.unavailable_since = 0.0
-        except ray.exceptions.ActorUnavailableError as exc:
-            # Unreachable right now (a network blip, or a node that is dying): ask again
-            # until Ray says the actor is dead, or for UNAVAILABLE_GRACE_S.
-            r.unavailable_since = r.unavailable_since or time.monotonic()
-            if time.monotonic() - r.unavailable_since < UNAVAILABLE_GRACE_S:
-                # A failed reference keeps its error: ask again with a new call.
-                r.poll_ref = None
-                if r.placement is None:
-                    r.info_ref = r.actor.info.remote()
-                elif r.collect_ref is not None:
-                    r.collect_ref = r.actor.collect.remote()
-                return False
-            return self._died(ray, r, folder, _short(exc))
-        except ray.exceptions.RayError as exc:
-            return self._died(ray, r, folder, _short(exc))
+            if r.placement is None:
+                r.info_ref = r.actor.info.remote()
+            elif r.collect_ref is not None:
+                r.collect_ref = r.actor.collect.remote()
+            return False
+        return self._died(ray, r, folder, _short(exc))
+
+    def _take_poll(self, r: _Remote, folder: RunFolder, snap: dict[str, Any]) -> None:
+        """A poll's snapshot into the local folder: the node's status (never a final state:
+        only the unpacked folder ends a run), the server log's tail; at the run process's
+        exit, the folder asked for."""
         status = _remote_status(snap.get("status") or {})
         if status.get("state") != "running":
             # Only the unpacked folder ends a run here: a final state is written once its
@@ -608,7 +639,6 @@ class RayExecutor:
         if snap.get("exit_code") is not None:
             r.start_error = str(snap.get("error") or "")
             r.collect_ref = r.actor.collect.remote()
-        return False
 
     def _finish(self, ray: Any, r: _Remote, folder: RunFolder, data: bytes) -> None:
         node = (r.placement or {}).get("node_ip")

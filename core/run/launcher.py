@@ -112,6 +112,11 @@ class ManagedServer:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
 
+    @property
+    def pids(self) -> frozenset[int]:
+        """Every pid of the server's tree seen so far (the run's GPU check looks for them)."""
+        return frozenset(self._pids)
+
     def start(self) -> None:
         if self.proc is not None:
             raise RuntimeError(f"server already started (pid {self.proc.pid})")

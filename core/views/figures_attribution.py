@@ -27,6 +27,10 @@ def _cum(logs: Sequence[float]) -> list[float]:
     return out
 
 
+# (x, rises, low, high, text): a bar's value label, beyond its whisker
+_Label = tuple[str, bool, float, float, str]
+
+
 def attribution_waterfall(
     parts: Sequence[Part], metric: str, where: str, noise_floor: float | None = None
 ) -> go.Figure:
@@ -41,77 +45,8 @@ def attribution_waterfall(
             "no attribution yet (needs finished runs of every arm)",
         )
     *pieces, total = parts
-    ends = _cum([p.log for p in pieces])
-    starts = [0.0, *ends[:-1]]
-    names = [
-        p.name
-        if p.kind == "main"
-        else f"interaction<br>{p.name}"
-        if p.kind == "interaction"
-        else p.name
-        for p in pieces
-    ]
-    up, down = "rgb(44,160,44)", "rgb(214,39,40)"
-    # Every bar's value label goes beyond its whisker, never on it: plotly's
-    # textposition="outside" puts the text at the bar's end, where the part's own
-    # interval is drawn through it.
-    labels: list[tuple[str, bool, float, float, str]] = []  # (x, rises, low, high, text)
-    for name, p, s, e in zip(names, pieces, starts, ends, strict=True):
-        good = (p.log > 0) == higher_is_better(metric)
-        # the part's own interval, drawn at the bar's end on the cumulative scale
-        lo = None if p.log_low is None else (1 + s) * math.exp(p.log_low) - 1
-        hi = None if p.log_high is None else (1 + s) * math.exp(p.log_high) - 1
-        x = name.replace(" × ", " ×<br>")
-        fig.add_trace(
-            go.Bar(
-                x=[x],
-                y=[e - s],
-                base=[s],
-                showlegend=False,
-                marker={"color": up if good else down, "opacity": 0.35 if p.within_noise else 1},
-                error_y=_whisker(e, lo, hi),
-                hovertemplate=f"{name}: {p.rel * 100:+.1f}% (log {p.log:+.3f})<extra></extra>",
-            )
-        )
-        text = f"{p.rel * 100:+.1f}%" + (" (noise)" if p.within_noise else "")
-        labels.append((x, p.log >= 0, _lo(lo, s, e), _hi(hi, s, e), text))
-    tlo = None if total.log_low is None else math.expm1(total.log_low)
-    thi = None if total.log_high is None else math.expm1(total.log_high)
-    fig.add_trace(
-        go.Bar(
-            x=["total"],
-            y=[total.rel],
-            base=[0],
-            marker={"color": "rgb(90,90,90)"},
-            showlegend=False,
-            error_y=_whisker(total.rel, tlo, thi),
-            hovertemplate=f"total: {total.rel * 100:+.1f}% (log {total.log:+.3f})<extra></extra>",
-        )
-    )
-    labels.append(
-        (
-            "total",
-            total.log >= 0,
-            _lo(tlo, 0.0, total.rel),
-            _hi(thi, 0.0, total.rel),
-            f"{total.rel * 100:+.1f}%",
-        )
-    )
-    for x, rising, low, high, text in labels:  # a rising bar: its label above the whisker
-        fig.add_annotation(
-            x=x,
-            y=high if rising else low,
-            text=text,
-            showarrow=False,
-            yanchor="bottom" if rising else "top",
-            yshift=3 if rising else -3,
-            font={"size": 12},
-        )
-    # room for the labels beyond the whiskers (an axis range fitted to the bars alone
-    # would cut the label over the tallest whisker)
-    ys = [0.0, *(y for _, _, low, high, _ in labels for y in (low, high))]
-    pad = (max(ys) - min(ys)) * 0.14 or 0.1
-    fig.update_yaxes(range=[min(ys) - pad, max(ys) + pad])
+    labels = [*_add_part_bars(fig, pieces, metric), _add_total_bar(fig, total)]
+    _add_labels(fig, labels)
     if noise_floor:
         fig.add_hrect(
             y0=-noise_floor,
@@ -142,6 +77,84 @@ def attribution_waterfall(
     # than the shared layout's (the one-line title was clipped at both ends)
     fig.update_layout(height=WATERFALL_HEIGHT, margin={"l": 90, "b": 100})
     return fig
+
+
+def _add_part_bars(fig: go.Figure, pieces: Sequence[Part], metric: str) -> list[_Label]:
+    """A floating bar per part, from where the parts before it ended, with its interval;
+    green when it moves the metric the good way."""
+    ends = _cum([p.log for p in pieces])
+    starts = [0.0, *ends[:-1]]
+    names = [
+        p.name
+        if p.kind == "main"
+        else f"interaction<br>{p.name}"
+        if p.kind == "interaction"
+        else p.name
+        for p in pieces
+    ]
+    up, down = "rgb(44,160,44)", "rgb(214,39,40)"
+    # Every bar's value label goes beyond its whisker, never on it: plotly's
+    # textposition="outside" puts the text at the bar's end, where the part's own
+    # interval is drawn through it.
+    labels: list[_Label] = []
+    for name, p, s, e in zip(names, pieces, starts, ends, strict=True):
+        good = (p.log > 0) == higher_is_better(metric)
+        # the part's own interval, drawn at the bar's end on the cumulative scale
+        lo = None if p.log_low is None else (1 + s) * math.exp(p.log_low) - 1
+        hi = None if p.log_high is None else (1 + s) * math.exp(p.log_high) - 1
+        x = name.replace(" × ", " ×<br>")
+        fig.add_trace(
+            go.Bar(
+                x=[x],
+                y=[e - s],
+                base=[s],
+                showlegend=False,
+                marker={"color": up if good else down, "opacity": 0.35 if p.within_noise else 1},
+                error_y=_whisker(e, lo, hi),
+                hovertemplate=f"{name}: {p.rel * 100:+.1f}% (log {p.log:+.3f})<extra></extra>",
+            )
+        )
+        text = f"{p.rel * 100:+.1f}%" + (" (noise)" if p.within_noise else "")
+        labels.append((x, p.log >= 0, _lo(lo, s, e), _hi(hi, s, e), text))
+    return labels
+
+
+def _add_total_bar(fig: go.Figure, total: Part) -> _Label:
+    """The total bar, from 0 to the after-configuration, with its interval."""
+    tlo = None if total.log_low is None else math.expm1(total.log_low)
+    thi = None if total.log_high is None else math.expm1(total.log_high)
+    fig.add_trace(
+        go.Bar(
+            x=["total"],
+            y=[total.rel],
+            base=[0],
+            marker={"color": "rgb(90,90,90)"},
+            showlegend=False,
+            error_y=_whisker(total.rel, tlo, thi),
+            hovertemplate=f"total: {total.rel * 100:+.1f}% (log {total.log:+.3f})<extra></extra>",
+        )
+    )
+    low, high = _lo(tlo, 0.0, total.rel), _hi(thi, 0.0, total.rel)
+    return ("total", total.log >= 0, low, high, f"{total.rel * 100:+.1f}%")
+
+
+def _add_labels(fig: go.Figure, labels: Sequence[_Label]) -> None:
+    """Each bar's value beyond its whisker (a rising bar's above it), and the room for them
+    on the axis (a range fitted to the bars alone would cut the label over the tallest
+    whisker)."""
+    for x, rising, low, high, text in labels:
+        fig.add_annotation(
+            x=x,
+            y=high if rising else low,
+            text=text,
+            showarrow=False,
+            yanchor="bottom" if rising else "top",
+            yshift=3 if rising else -3,
+            font={"size": 12},
+        )
+    ys = [0.0, *(y for _, _, low, high, _ in labels for y in (low, high))]
+    pad = (max(ys) - min(ys)) * 0.14 or 0.1
+    fig.update_yaxes(range=[min(ys) - pad, max(ys) + pad])
 
 
 # the y axis title, two lines so it fits the plot's height (one line of 50 characters

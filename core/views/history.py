@@ -12,7 +12,14 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.analysis.history import BAND_LEVEL, HISTORY_METRICS, History, alert_text
+from core.analysis.history import (
+    BAND_LEVEL,
+    HISTORY_METRICS,
+    Band,
+    History,
+    SeriesValue,
+    alert_text,
+)
 from core.analysis.points import PointKey
 from core.metrics import metric_label
 from core.run_folder import epoch_s
@@ -62,113 +69,19 @@ def history_figure(history: History, point: PointKey | None = None) -> go.Figure
         vertical_spacing=0.08,
         subplot_titles=[metric_label(m) for m in metrics],
     )
-    version_of = {r.run_id: r.version for r in history.runs}
     started = {r.run_id: _when(r.started_at) for r in history.runs}
-    colours = version_colours(history)
     regressions = {c.metric for c in history.checks if c.outcome == "regression"}
     for row, metric in enumerate(metrics, start=1):
         values = [v for v in history.values if v.metric == metric and v.point == point]
         band = history.bands.get((point, metric)) if point is not None else None
         times = [t for t in started.values() if t is not None]
+        regression = metric in regressions
         if band is not None and times:
-            # traces, not a shape: the axis range then takes the band in
-            fill = rgb_of(REGRESSION_COLOUR if metric in regressions else "#7f7f7f")
-            span = [min(times), max(times)]
-            fig.add_trace(
-                go.Scatter(
-                    x=span,
-                    y=[band.low] * 2,
-                    mode="lines",
-                    line={"width": 0},
-                    showlegend=False,
-                    hoverinfo="skip",
-                ),
-                row=row,
-                col=1,
-            )
-            fig.add_trace(
-                go.Scatter(
-                    x=span,
-                    y=[band.high] * 2,
-                    mode="lines",
-                    line={"width": 0},
-                    fill="tonexty",
-                    fillcolor=f"rgba({fill},0.15)",
-                    name=f"band ({BAND_LEVEL:.0%}, {band.n} earlier runs)",
-                    legendgroup="band",
-                    showlegend=row == 1,
-                    hovertemplate=f"band {band.low:.4g} … {band.high:.4g}<extra></extra>",
-                ),
-                row=row,
-                col=1,
-            )
-            fig.add_trace(
-                go.Scatter(
-                    x=span,
-                    y=[band.mean] * 2,
-                    mode="lines",
-                    line={"dash": "dash", "color": "#7f7f7f", "width": 1},
-                    name="mean of the earlier runs",
-                    legendgroup="mean",
-                    showlegend=row == 1,
-                    hoverinfo="skip",
-                ),
-                row=row,
-                col=1,
-            )
-        for version, colour in colours.items():
-            mine = [v for v in values if version_of.get(v.run_id) == version]
-            if not mine:
-                continue
-            fig.add_trace(
-                go.Scatter(
-                    x=[started.get(v.run_id) for v in mine],
-                    y=[v.value for v in mine],
-                    mode="markers",
-                    marker={"color": colour, "size": 9},
-                    error_y={
-                        "type": "data",
-                        "symmetric": False,
-                        "array": [
-                            (v.ci_high - v.value) if v.ci_high is not None else 0 for v in mine
-                        ],
-                        "arrayminus": [
-                            (v.value - v.ci_low) if v.ci_low is not None else 0 for v in mine
-                        ],
-                        "color": colour,
-                        "thickness": 1.2,
-                    },
-                    name=version,
-                    legendgroup=version,
-                    showlegend=row == 1,
-                    text=[v.run_id for v in mine],
-                    hovertemplate="%{text}<br>" + version + "<br>%{y:.4g}<extra></extra>",
-                ),
-                row=row,
-                col=1,
-            )
+            _add_band(fig, row, band, [min(times), max(times)], regression)
+        _add_runs(fig, row, history, values, started)
         focus = next((v for v in values if v.run_id == history.focus), None)
         if focus is not None:
-            ring = REGRESSION_COLOUR if metric in regressions else "#222222"
-            fig.add_trace(
-                go.Scatter(
-                    x=[started.get(focus.run_id)],
-                    y=[focus.value],
-                    mode="markers",
-                    marker={
-                        "symbol": "circle-open",
-                        "size": 18,
-                        "color": ring,
-                        "line": {"width": 2},
-                    },
-                    name="checked run",
-                    legendgroup="checked",
-                    showlegend=row == 1,
-                    hoverinfo="skip",
-                ),
-                row=row,
-                col=1,
-            )
+            _add_focus(fig, row, focus, started.get(focus.run_id), regression)
         fig.update_yaxes(title_text=metric_label(metric), row=row, col=1)
     label = next((v.point_label for v in history.values if v.point == point), "")
     band_words = (
@@ -185,6 +98,115 @@ def history_figure(history: History, point: PointKey | None = None) -> go.Figure
     )
     fig.update_xaxes(title_text="run started (UTC)", row=max(len(metrics), 1), col=1)
     return fig
+
+
+def _add_band(fig: go.Figure, row: int, band: Band, span: list[datetime], regression: bool) -> None:
+    """The band of the earlier runs over ``span`` (shaded red for a regression), its mean
+    dashed: traces, not a shape, so the axis range takes the band in."""
+    fill = rgb_of(REGRESSION_COLOUR if regression else "#7f7f7f")
+    fig.add_trace(
+        go.Scatter(
+            x=span,
+            y=[band.low] * 2,
+            mode="lines",
+            line={"width": 0},
+            showlegend=False,
+            hoverinfo="skip",
+        ),
+        row=row,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=span,
+            y=[band.high] * 2,
+            mode="lines",
+            line={"width": 0},
+            fill="tonexty",
+            fillcolor=f"rgba({fill},0.15)",
+            name=f"band ({BAND_LEVEL:.0%}, {band.n} earlier runs)",
+            legendgroup="band",
+            showlegend=row == 1,
+            hovertemplate=f"band {band.low:.4g} … {band.high:.4g}<extra></extra>",
+        ),
+        row=row,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=span,
+            y=[band.mean] * 2,
+            mode="lines",
+            line={"dash": "dash", "color": "#7f7f7f", "width": 1},
+            name="mean of the earlier runs",
+            legendgroup="mean",
+            showlegend=row == 1,
+            hoverinfo="skip",
+        ),
+        row=row,
+        col=1,
+    )
+
+
+def _add_runs(
+    fig: go.Figure,
+    row: int,
+    history: History,
+    values: list[SeriesValue],
+    started: dict[str, datetime | None],
+) -> None:
+    """Each run's value with its own interval, one trace per engine version."""
+    version_of = {r.run_id: r.version for r in history.runs}
+    for version, colour in version_colours(history).items():
+        mine = [v for v in values if version_of.get(v.run_id) == version]
+        if not mine:
+            continue
+        fig.add_trace(
+            go.Scatter(
+                x=[started.get(v.run_id) for v in mine],
+                y=[v.value for v in mine],
+                mode="markers",
+                marker={"color": colour, "size": 9},
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [(v.ci_high - v.value) if v.ci_high is not None else 0 for v in mine],
+                    "arrayminus": [
+                        (v.value - v.ci_low) if v.ci_low is not None else 0 for v in mine
+                    ],
+                    "color": colour,
+                    "thickness": 1.2,
+                },
+                name=version,
+                legendgroup=version,
+                showlegend=row == 1,
+                text=[v.run_id for v in mine],
+                hovertemplate="%{text}<br>" + version + "<br>%{y:.4g}<extra></extra>",
+            ),
+            row=row,
+            col=1,
+        )
+
+
+def _add_focus(
+    fig: go.Figure, row: int, focus: SeriesValue, at: datetime | None, regression: bool
+) -> None:
+    """The checked run ringed, red when it is a regression."""
+    ring = REGRESSION_COLOUR if regression else "#222222"
+    fig.add_trace(
+        go.Scatter(
+            x=[at],
+            y=[focus.value],
+            mode="markers",
+            marker={"symbol": "circle-open", "size": 18, "color": ring, "line": {"width": 2}},
+            name="checked run",
+            legendgroup="checked",
+            showlegend=row == 1,
+            hoverinfo="skip",
+        ),
+        row=row,
+        col=1,
+    )
 
 
 def _num(x: float | None) -> str:

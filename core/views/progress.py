@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
-from core.run_folder import ACTIVE_STATES, RunStatus
+from core.run_folder import ACTIVE_STATES, RunStatus, point_of_step
 
 __all__ = [
     "duration_text",
@@ -106,7 +106,7 @@ def run_time_text(
     if elapsed is None:
         return ""
     out = f"elapsed {duration_text(elapsed)}"
-    first = next((s for s in status.steps if _POINT.fullmatch(s.step)), None)
+    first = next((s for s in status.steps if point_of_step(s.step) is not None), None)
     bench_s = _since(first.started_at, now) if first is not None else None
     done = _fraction(status)
     if done and bench_s:

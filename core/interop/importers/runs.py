@@ -405,10 +405,10 @@ def plan_runs(
     log_file = log if log is not None and log.log_facts is not None else None
     log_facts = parsed.log_facts or (log_file.log_facts if log_file else None)
     log_name = parsed.name if parsed.log_facts else (log_file.name if log_file else None)
+    src = _Source(parsed, given, log_facts, log_name, utc_now())
     groups: list[list[BenchResult]] = _groups(parsed.results, split)
     if not groups and log_facts is not None and log_file is None:
         groups = [[]]  # a start-up log alone: a run with its facts and no points
-    now = utc_now()
     planned: list[PlannedRun] = []
     seen: set[str] = set()
     for group in groups:
@@ -416,131 +416,161 @@ def plan_runs(
         if run_id in seen:
             continue  # the same results twice in one file
         seen.add(run_id)
-        info = next((r.server_info for r in group if r.server_info), None)
-        facts = _facts(info, log_facts)
-        engine, engine_source = _engine(group, facts, log_facts is not None, given)
-        server = _server(group, facts, engine, given)
-        summaries = [_summary(i, r, given) for i, r in enumerate(group)]
-        fmt = (
-            "+".join(
-                dict.fromkeys([*(r.format for r in group), *(["sglang-log"] if log_facts else [])])
-            )
-            or "unknown"
-        )
-        tool = "; ".join(dict.fromkeys(r.tool for r in group)) or "SGLang start-up log"
-        origin: dict[str, Any] = {
-            "origin": "import",
-            "source_file": parsed.name,
-            "format": fmt,
-            "tool": tool,
-            "sha256": parsed.sha256,
-            "imported_at": now,
-            "lines": [r.line for r in group],
-            "log_file": log_name,
-            "engine_source": engine_source,
-            "given": given.as_dict(),
-            "import_version": IMPORT_VERSION,
-        }
-        failure = (log_facts or {}).get("failure")
-        state, reason = "succeeded", ""
-        if failure and not group:
-            state = "failed"
-            reason = f"{FAILURE_REASONS.get(failure, failure)} ({failure}; from the imported log)"
-        elif failure:
-            reason = f"the imported log shows a failure: {failure}"
-        n_points = len(summaries)
-        detail = (
-            f"{n_points} point(s) from {parsed.name} ({fmt})"
-            if n_points
-            else f"server facts from {log_name} (no benchmark result)"
-        )
-        tags = ["imported", *given.tags]
-        spec = {
-            "run_id": run_id,
-            "created_at": now,
-            "origin": "import",
-            "import": origin,
-            "server": server,
-            "plan": {
-                "points": [
-                    {k: v for k, v in s["point"].items() if f"point.{k}" not in s["unknown"]}
-                    for s in summaries
-                ]
-            },
-            "tags": tags,
-            "note": f"imported from {parsed.name}",
-            "intended_diff": [],
-        }
-        status = {
-            "run_id": run_id,
-            "state": state,
-            "phase": "imported",
-            "reason": reason,
-            "origin": "import",
-            "import": origin,
-            "started_at": None,
-            "finished_at": now,
-            "updated_at": now,
-            "steps": [
-                {
-                    "step": "import",
-                    "outcome": "ok",
-                    "detail": detail,
-                    "started_at": now,
-                    "duration_s": 0.0,
-                }
-            ],
-        }
-        launch = {
-            "argv": None,
-            "command": facts.get("launch_command"),
-            "base_url": None,
-            "engine": engine,
-            "engine_version": facts.get("engine_version"),
-            "notes": [f"imported from {parsed.name} ({fmt}): not launched by ServeLab"],
-        }
-        report = {
-            "source_file": parsed.name,
-            "sha256": parsed.sha256,
-            "format": fmt,
-            "not_understood": parsed.not_understood,
-            "log_file": log_name,
-            "log_facts": log_facts,
-            "given": given.as_dict(),
-            "results": [
-                {
-                    "line": r.line,
-                    "format": r.format,
-                    "tool": r.tool,
-                    "values": r.values,
-                    "preamble": r.preamble,
-                    "context": r.context,
-                    "extra": r.extra,
-                    "not_understood": r.not_understood,
-                }
-                for r in group
-            ],
-        }
-        source = parsed.data
-        planned.append(
-            PlannedRun(
-                run_id=run_id,
-                source_name=parsed.name,
-                format=fmt,
-                spec=spec,
-                status=status,
-                facts=facts,
-                launch=launch,
-                summaries=summaries,
-                report=report,
-                source=source,
-                exists=(settings.runs_dir / run_id).exists(),
-                notes=list(parsed.not_understood),
-            )
-        )
+        planned.append(_plan_run(src, group, run_id, settings))
     if log_file is not None and planned:
         planned[0].notes.append(f"server facts from {log_file.name}")
     return planned
+
+
+@dataclass(frozen=True)
+class _Source:
+    """What every run planned from one file shares."""
+
+    parsed: ParsedFile
+    given: Given
+    log_facts: dict[str, Any] | None  # the SGLang start-up log's, if any
+    log_name: str | None
+    now: str  # the import's time
+
+
+def _plan_run(
+    src: _Source, group: list[BenchResult], run_id: str, settings: Settings
+) -> PlannedRun:
+    """One run: the results of one server at their loads (none: a start-up log alone)."""
+    parsed, given, log_facts = src.parsed, src.given, src.log_facts
+    info = next((r.server_info for r in group if r.server_info), None)
+    facts = _facts(info, log_facts)
+    engine, engine_source = _engine(group, facts, log_facts is not None, given)
+    summaries = [_summary(i, r, given) for i, r in enumerate(group)]
+    fmt = (
+        "+".join(
+            dict.fromkeys([*(r.format for r in group), *(["sglang-log"] if log_facts else [])])
+        )
+        or "unknown"
+    )
+    origin = _origin(src, group, fmt, engine_source)
+    spec = {
+        "run_id": run_id,
+        "created_at": src.now,
+        "origin": "import",
+        "import": origin,
+        "server": _server(group, facts, engine, given),
+        "plan": {
+            "points": [
+                {k: v for k, v in s["point"].items() if f"point.{k}" not in s["unknown"]}
+                for s in summaries
+            ]
+        },
+        "tags": ["imported", *given.tags],
+        "note": f"imported from {parsed.name}",
+        "intended_diff": [],
+    }
+    launch = {
+        "argv": None,
+        "command": facts.get("launch_command"),
+        "base_url": None,
+        "engine": engine,
+        "engine_version": facts.get("engine_version"),
+        "notes": [f"imported from {parsed.name} ({fmt}): not launched by ServeLab"],
+    }
+    return PlannedRun(
+        run_id=run_id,
+        source_name=parsed.name,
+        format=fmt,
+        spec=spec,
+        status=_import_status(src, group, run_id, origin, len(summaries)),
+        facts=facts,
+        launch=launch,
+        summaries=summaries,
+        report=_import_report(src, group, fmt),
+        source=parsed.data,
+        exists=(settings.runs_dir / run_id).exists(),
+        notes=list(parsed.not_understood),
+    )
+
+
+def _origin(
+    src: _Source, group: Sequence[BenchResult], fmt: str, engine_source: str
+) -> dict[str, Any]:
+    """Where an imported run came from: spec.json's and status.json's ``import``."""
+    return {
+        "origin": "import",
+        "source_file": src.parsed.name,
+        "format": fmt,
+        "tool": "; ".join(dict.fromkeys(r.tool for r in group)) or "SGLang start-up log",
+        "sha256": src.parsed.sha256,
+        "imported_at": src.now,
+        "lines": [r.line for r in group],
+        "log_file": src.log_name,
+        "engine_source": engine_source,
+        "given": src.given.as_dict(),
+        "import_version": IMPORT_VERSION,
+    }
+
+
+def _import_status(
+    src: _Source, group: Sequence[BenchResult], run_id: str, origin: dict[str, Any], n_points: int
+) -> dict[str, Any]:
+    """status.json of an imported run: succeeded, or failed as its start-up log says."""
+    failure = (src.log_facts or {}).get("failure")
+    state, reason = "succeeded", ""
+    if failure and not group:
+        state = "failed"
+        reason = f"{FAILURE_REASONS.get(failure, failure)} ({failure}; from the imported log)"
+    elif failure:
+        reason = f"the imported log shows a failure: {failure}"
+    detail = (
+        f"{n_points} point(s) from {src.parsed.name} ({origin['format']})"
+        if n_points
+        else f"server facts from {src.log_name} (no benchmark result)"
+    )
+    now = src.now
+    return {
+        "run_id": run_id,
+        "state": state,
+        "phase": "imported",
+        "reason": reason,
+        "origin": "import",
+        "import": origin,
+        "started_at": None,
+        "finished_at": now,
+        "updated_at": now,
+        "steps": [
+            {
+                "step": "import",
+                "outcome": "ok",
+                "detail": detail,
+                "started_at": now,
+                "duration_s": 0.0,
+            }
+        ],
+    }
+
+
+def _import_report(src: _Source, group: Sequence[BenchResult], fmt: str) -> dict[str, Any]:
+    """import.json: what was read, and what of it was not understood."""
+    return {
+        "source_file": src.parsed.name,
+        "sha256": src.parsed.sha256,
+        "format": fmt,
+        "not_understood": src.parsed.not_understood,
+        "log_file": src.log_name,
+        "log_facts": src.log_facts,
+        "given": src.given.as_dict(),
+        "results": [
+            {
+                "line": r.line,
+                "format": r.format,
+                "tool": r.tool,
+                "values": r.values,
+                "preamble": r.preamble,
+                "context": r.context,
+                "extra": r.extra,
+                "not_understood": r.not_understood,
+            }
+            for r in group
+        ],
+    }
 
 
 # --- storing ----------------------------------------------------------------------------------
