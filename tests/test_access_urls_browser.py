@@ -29,7 +29,7 @@ from core.portal.gate import SignInGate, is_open_path
 from core.portal.session import COOKIE_NAME, issue_cookie
 from core.settings import Settings
 from tests.helpers import chart_in_frames
-from tests.test_e2e_portal import ARTIFACTS, CHROMIUM, DEMO_RUN, _browser, _portal
+from tests.test_e2e_portal import ARTIFACTS, DEMO_RUN, _browser, _portal
 
 REPO = Path(__file__).resolve().parent.parent
 VIEW_TOKEN = "view-token-urls-0123456789"
@@ -41,9 +41,6 @@ TOKENS = {
     "SERVELAB_TOKEN_LAUNCH": LAUNCH_TOKEN,
     "SERVELAB_SESSION_SECRET": SECRET,
 }
-needs_chromium = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(), reason="needs Debian chromium (.ci/run installs it)"
-)
 
 
 # --- the gate's rules ----------------------------------------------------------------------------
@@ -280,7 +277,7 @@ def _fetch_alone(url: str, client: httpx.Client, ids: list[str], saved: list[byt
     return False
 
 
-@needs_chromium
+@pytest.mark.browser  # chromium: tests/helpers.require_chromium
 def test_no_url_the_portal_serves_reads_anything_without_the_cookie(
     portal: tuple[str, Path],
 ) -> None:
