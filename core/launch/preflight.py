@@ -113,7 +113,14 @@ def _problems(
         out.setdefault(field, why)
     for field, why in kv_fill_problems(spec, settings).items():
         out.setdefault(field, why)
-    return [Problem(field, why) for field, why in out.items()]
+    return [Problem(field, why, _fix(why)) for field, why in out.items()]
+
+
+def _fix(message: str) -> str:
+    """The fix of a check whose message states only what is wrong (the others name theirs)."""
+    if message.endswith("does not exist on this host"):
+        return "put the model folder there, or give one that exists in the allowed model roots"
+    return ""
 
 
 def _knob_problems(
