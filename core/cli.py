@@ -684,11 +684,6 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
         base["placement"] = {**(base.get("placement") or {}), "executor": args.executor}
         data["base"] = base
     exp = parse_experiment(data)
-    if args.dry_run:
-        from core.launch.queue import dry_run
-
-        print("\n".join(dry_run(settings, exp)))
-        return 0
     from core.executors import executor_for
     from core.experiments.design import expand
     from core.launch.host import host_for
@@ -702,6 +697,11 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
         [s.engine for s in arms],
         [s.engine_install for s in arms],
     )
+    if args.dry_run:
+        from core.launch.queue import dry_run
+
+        print("\n".join(dry_run(settings, exp, host=where)))
+        return 0
     exp_id = queue_experiment(settings, exp, host=where)
     print(f"experiment {exp_id} queued")
     if args.no_wait:

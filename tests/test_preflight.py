@@ -428,3 +428,22 @@ def test_the_grid_over_a_smaller_context_model_is_shown_beside_its_row(env: Env)
     assert not app.exception, app.exception
     assert any("exceed the model's context of 64" in e.value for e in app.error)
     assert _queued(env.settings) == ([], [], [])
+
+
+def test_a_dry_run_says_what_the_gate_would_refuse(env: Env) -> None:
+    """``experiment --dry-run`` queues nothing and names every field queueing would refuse."""
+    bad = next(b for b in BAD if b.name.startswith("tp_size"))
+    plan = env.tmp / "dry.yaml"
+    plan.write_text(yaml.safe_dump(_experiment_data(bad, env)))
+    done = subprocess.run(
+        [sys.executable, "-m", "core", "experiment", "--dry-run", str(plan)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Queueing it would be refused, every field at once:" in done.stdout
+    assert "  server.tp_size: server.tp_size 2 needs a GPU" in done.stdout
+    assert _queued(env.settings) == ([], [], [])

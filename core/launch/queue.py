@@ -138,18 +138,34 @@ def _withdraw(settings: Settings, run_ids: Sequence[str]) -> None:
             shutil.rmtree(folder.path, ignore_errors=True)
 
 
-def dry_run(settings: Settings, exp: ExperimentSpec, *, executor: str | None = None) -> list[str]:
-    """What queueing ``exp`` would do, in words, queueing nothing: its runs in order (arms
-    shuffled per trial), the estimated duration (earlier runs of its engine and model here:
-    ``grid_estimate``) and the smallest effect its trials can resolve on this host
-    (``core.analysis.power``), with a few other trial counts."""
+def dry_run(
+    settings: Settings,
+    exp: ExperimentSpec,
+    *,
+    executor: str | None = None,
+    host: HostInfo | None = None,
+) -> list[str]:
+    """What queueing ``exp`` would do, in words, queueing nothing: what the gate would refuse
+    on ``host`` (``preflight``), its runs in order (arms shuffled per trial), the estimated
+    duration (earlier runs of its engine and model here: ``grid_estimate``) and the smallest
+    effect its trials can resolve on this host (``core.analysis.power``), with a few other
+    trial counts."""
     # imported here: queueing one run (``python -m core run --executor``) needs no scipy
     from core.analysis.power import host_noise, power_lines
 
     if executor is not None:
         exp = exp.model_copy(update={"base": with_executor(exp.base, executor)})
     server = exp.base.server
-    lines = [f"Dry run of {exp.name!r}: nothing queued. It would queue, in this order:"]
+    problems = preflight(exp, host, settings)
+    lines = [f"Dry run of {exp.name!r}: nothing queued."]
+    if problems:
+        lines.append("Queueing it would be refused, every field at once:")
+        lines += [f"  {p.field}: {p.text}" for p in problems]
+    lines.append(
+        "Once it passes, it would queue, in this order:"
+        if problems
+        else "It would queue, in this order:"
+    )
     by_trial: dict[int, list[str]] = {}
     for arm, trial, _ in expand(exp, "dry-run"):
         by_trial.setdefault(trial, []).append(arm)
