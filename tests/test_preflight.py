@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import streamlit as st
 import yaml
 from streamlit.testing.v1 import AppTest
 
@@ -396,6 +397,7 @@ def test_a_write_failing_midway_withdraws_what_it_queued(env: Env) -> None:
 def _launch_page(e: Env) -> AppTest:
     e.settings.data_dir.mkdir(parents=True, exist_ok=True)
     (e.settings.data_dir / ".demo-installed").write_text("")  # no demo runs copied in
+    st.cache_resource.clear()  # the portal's settings and worker: this data folder's
     app = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
     app.run()
     app.switch_page("pages/launch.py").run()

@@ -325,38 +325,37 @@ def preview_from_form(
     return WorkloadPreview(rows, summary, prefix_reuse_share(rows), length_histogram(rows)), {}
 
 
-def launch_from_form(
-    form: dict[str, Any],
-    host: HostInfo,
-    *,
-    model_roots: Sequence[Path] | None = None,
-    settings: Settings | None = None,
-    local: bool = True,
-) -> tuple[list[RunSpec], dict[str, str]]:
-    """(specs to queue, {}) or ([], {form field: message}), every problem at once.
-
-    ``local``: the runs execute on this host, so model folders must exist here and the
-    engine's knobs and flags are checked against what ``host`` detected (a Ray run is
-    checked on its node). ``model_roots``: where model and tokenizer folders may be
-    (default: the settings' allowed model roots)."""
-    settings = settings or load_settings()
-    errors: dict[str, str] = {}
-    engine = str(form.get("engine", "transformers"))
-    install = _text(form, "engine_install") or None
-    # a named installation is checked on its own (cannot_run); the default one here
-    if install is None and (why := host.unavailable(engine)) is not None:
-        errors["engine"] = why
-    preset: Preset | None = next((p for p in PRESETS if p.name == form.get("preset")), None)
-    if preset is None:
-        errors["preset"] = f"unknown preset {form.get('preset')!r}; pick one from the list"
-    elif (why := preset.unavailable(host, engine)) is not None:
-        errors["preset"] = f"{preset.name} is unavailable here: {why}"
-
+def _server_data(form: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
+    """The form's server fields as ServerConfig data; a field that cannot be read goes into
+    ``errors`` beside it."""
     try:
         extra = tuple(shlex.split(str(form.get("extra_args") or "")))
     except ValueError as exc:
         errors["extra_args"] = f"cannot split into flags ({exc}); close the quote"
         extra = ()
+    cuda = {"on": True, "off": False}.get(str(form.get("cuda_graphs")))
+    return {
+        "engine": str(form.get("engine", "transformers")),
+        "engine_install": _text(form, "engine_install") or None,
+        "model": _text(form, "model"),
+        "tokenizer": _text(form, "tokenizer") or None,
+        "endpoint_url": _text(form, "endpoint_url") or None,
+        "device": form.get("device") or "auto",
+        "dtype": form.get("dtype") or "auto",
+        "cuda_graphs": cuda,
+        "cuda_graph_max_bs": _opt_int(form, "cuda_graph_max_bs", errors),
+        "mem_fraction_static": _opt_float(form, "mem_fraction_static", errors),
+        "tp_size": 1 if (tp := _opt_int(form, "tp_size", errors)) is None else tp,
+        "attention_backend": _text(form, "attention_backend") or None,
+        "cb_max_memory_percent": _opt_float(form, "cb_max_memory_percent", errors),
+        "extra_args": extra,
+        "startup_timeout_s": form.get("startup_timeout_s") or 600,
+    }
+
+
+def _plan_data(form: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
+    """The form's plan fields (one point per concurrency) as BenchmarkPlan data; a field
+    that cannot be read goes into ``errors`` beside it."""
     try:
         concurrency = [
             parse_whole_number(c) for c in _text(form, "concurrency").split(",") if c.strip()
@@ -372,24 +371,6 @@ def launch_from_form(
             rate = parse_request_rate(rate_text)
         except ValueError as exc:
             errors["request_rate"] = str(exc)
-    cuda = {"on": True, "off": False}.get(str(form.get("cuda_graphs")))
-    server = {
-        "engine": engine,
-        "engine_install": install,
-        "model": _text(form, "model"),
-        "tokenizer": _text(form, "tokenizer") or None,
-        "endpoint_url": _text(form, "endpoint_url") or None,
-        "device": form.get("device") or "auto",
-        "dtype": form.get("dtype") or "auto",
-        "cuda_graphs": cuda,
-        "cuda_graph_max_bs": _opt_int(form, "cuda_graph_max_bs", errors),
-        "mem_fraction_static": _opt_float(form, "mem_fraction_static", errors),
-        "tp_size": 1 if (tp := _opt_int(form, "tp_size", errors)) is None else tp,
-        "attention_backend": _text(form, "attention_backend") or None,
-        "cb_max_memory_percent": _opt_float(form, "cb_max_memory_percent", errors),
-        "extra_args": extra,
-        "startup_timeout_s": form.get("startup_timeout_s") or 600,
-    }
     numbers = {
         k: _opt_int(form, k, errors) for k in ("num_prompts", "input_len", "output_len", "seed")
     }
@@ -419,6 +400,38 @@ def launch_from_form(
         }
     else:
         plan["probe"] = None
+    return plan
+
+
+def launch_from_form(
+    form: dict[str, Any],
+    host: HostInfo,
+    *,
+    model_roots: Sequence[Path] | None = None,
+    settings: Settings | None = None,
+    local: bool = True,
+) -> tuple[list[RunSpec], dict[str, str]]:
+    """(specs to queue, {}) or ([], {form field: message}), every problem at once.
+
+    ``local``: the runs execute on this host, so model folders must exist here and the
+    engine's knobs and flags are checked against what ``host`` detected (a Ray run is
+    checked on its node). ``model_roots``: where model and tokenizer folders may be
+    (default: the settings' allowed model roots)."""
+    settings = settings or load_settings()
+    errors: dict[str, str] = {}
+    engine = str(form.get("engine", "transformers"))
+    install = _text(form, "engine_install") or None
+    # a named installation is checked on its own (cannot_run); the default one here
+    if install is None and (why := host.unavailable(engine)) is not None:
+        errors["engine"] = why
+    preset: Preset | None = next((p for p in PRESETS if p.name == form.get("preset")), None)
+    if preset is None:
+        errors["preset"] = f"unknown preset {form.get('preset')!r}; pick one from the list"
+    elif (why := preset.unavailable(host, engine)) is not None:
+        errors["preset"] = f"{preset.name} is unavailable here: {why}"
+
+    server = _server_data(form, errors)
+    plan = _plan_data(form, errors)
     tags = tuple(t for t in str(form.get("tags") or "").replace(",", " ").split() if t)
 
     roots = model_roots if model_roots is not None else settings.allowed_model_roots
