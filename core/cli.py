@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from core.config import parse_request_rate
+from core.config import parse_request_rate, parse_whole_number
 from core.errors import ConfigError, ServeLabError, StoreError
 from core.executors.base import EXECUTORS
 from core.executors.registry import runs_here
@@ -29,7 +29,8 @@ from core.interop.transfer import add_parsers as add_transfer_parsers
 from core.run_folder import is_run_id
 
 if TYPE_CHECKING:  # imported where used: `python -m core` starts without them
-    from core.config import RunSpec, ServerConfig
+    from core.config import RunSpec
+    from core.launch.preflight import Problem
     from core.run_folder import RunStatus
     from core.settings import Settings
     from core.store import Catalog
@@ -37,18 +38,27 @@ if TYPE_CHECKING:  # imported where used: `python -m core` starts without them
 __all__ = ["main"]
 
 
+def _whole(text: str) -> int:
+    """A whole-number flag, strictly (``parse_whole_number``: ``1e9`` is refused, never read
+    as another value)."""
+    try:
+        return parse_whole_number(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _csv_ints(text: str) -> list[int]:
     try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated integers") from None
+        return [parse_whole_number(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}; give comma-separated integers") from None
 
 
 def _trials(text: str) -> int | str:
     if text == "auto":
         return text
     try:
-        return int(text)
+        return parse_whole_number(text, 3)
     except ValueError:
         raise argparse.ArgumentTypeError(f"give a number of trials or auto, not {text!r}") from None
 
@@ -111,15 +121,15 @@ def _add_server_flags(r: argparse.ArgumentParser) -> None:
     s.add_argument("--model")
     s.add_argument("--tokenizer")
     s.add_argument("--endpoint-url")
-    s.add_argument("--port", type=int)
+    s.add_argument("--port", type=_whole)
     s.add_argument("--device")
     s.add_argument("--dtype")
     s.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=None)
-    s.add_argument("--cuda-graph-max-bs", type=int)
+    s.add_argument("--cuda-graph-max-bs", type=_whole)
     s.add_argument("--continuous-batching", action=argparse.BooleanOptionalAction, default=None)
     s.add_argument("--cb-max-memory-percent", type=float)
     s.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None)
-    s.add_argument("--tp-size", type=int)
+    s.add_argument("--tp-size", type=_whole)
     s.add_argument("--mem-fraction-static", type=float)
     s.add_argument("--attention-backend")
     s.add_argument(
@@ -135,11 +145,11 @@ def _add_plan_flags(r: argparse.ArgumentParser) -> None:
     b = r.add_argument_group("benchmark plan (lists make one point per combination)")
     b.add_argument("--concurrency", type=_csv_ints, help="e.g. 1,4,16")
     b.add_argument("--request-rate", type=_rate, help="requests/s, or inf (default)")
-    b.add_argument("--num-prompts", type=int)
+    b.add_argument("--num-prompts", type=_whole)
     b.add_argument("--input-len", type=_csv_ints)
     b.add_argument("--output-len", type=_csv_ints)
-    b.add_argument("--seed", type=int)
-    b.add_argument("--warmup-requests", type=int)
+    b.add_argument("--seed", type=_whole)
+    b.add_argument("--warmup-requests", type=_whole)
     b.add_argument("--no-probe", action="store_true", help="skip the sanity probe")
     b.add_argument(
         "--exact-length",
@@ -165,7 +175,7 @@ def _add_plan_flags(r: argparse.ArgumentParser) -> None:
     )
     b.add_argument(
         "--max-point-requests",
-        type=int,
+        type=_whole,
         help="most requests a point sized by --min-steady-s may send",
     )
     b.add_argument(
@@ -208,7 +218,7 @@ def _add_reading(sub: Any) -> None:
     ls.add_argument("--engine")
     ls.add_argument("--state")
     ls.add_argument("--tag")
-    ls.add_argument("--limit", type=int, default=50)
+    ls.add_argument("--limit", type=_whole, default=50)
     ls.add_argument("--json", action="store_true")
 
     sh = sub.add_parser("show", help="one run in full")
@@ -269,8 +279,8 @@ def _add_tools(sub: Any) -> None:
     wl_sub = wl.add_subparsers(dest="workload_command", required=True)
     pv = wl_sub.add_parser("preview", help="per request: arrival, input/output/shared tokens")
     pv.add_argument("source", metavar="SPEC_OR_TRACE", type=Path, help="spec.json or trace .jsonl")
-    pv.add_argument("--limit", type=int, default=None, help="the first N requests")
-    pv.add_argument("--point", type=int, default=0, help="which point of a spec (default 0)")
+    pv.add_argument("--limit", type=_whole, default=None, help="the first N requests")
+    pv.add_argument("--point", type=_whole, default=0, help="which point of a spec (default 0)")
     pv.add_argument("--model", help="model folder (tokenizer, context length); default the spec's")
     pv.add_argument(
         "--over-context", choices=["error", "drop", "clip"], help="trace: over the context"
@@ -303,7 +313,7 @@ def _add_tools(sub: Any) -> None:
     )
     xp.add_argument("run_a", metavar="RUN_A", help="the baseline run")
     xp.add_argument("run_b", metavar="RUN_B", help="the run whose difference is explained")
-    xp.add_argument("--trials", type=int, default=3, help="trials per arm (default 3)")
+    xp.add_argument("--trials", type=_whole, default=3, help="trials per arm (default 3)")
     xp.add_argument("--design", choices=["factorial", "one-at-a-time"], default="factorial")
 
 
@@ -341,7 +351,7 @@ def spec_from_args(args: argparse.Namespace, here: Settings | None = None) -> Ru
     """Merge the plan file (if any) with the flags into a validated RunSpec; every
     problem is reported at once (FieldErrors). ``here`` (Settings): the run executes on
     this host, so its engine and model are checked too (``check_here``), in the same pass."""
-    from core.config import ServerConfig
+    from core.config import RunSpec, ServerConfig
     from core.launch.forms import check_spec_data
     from core.settings import load_settings
 
@@ -359,19 +369,13 @@ def spec_from_args(args: argparse.Namespace, here: Settings | None = None) -> Ru
     if args.tags:
         spec_data["tags"] = args.tags
     settings = load_settings()
-    spec, problems = check_spec_data(
-        spec_data, settings.allowed_model_roots, must_exist=False, settings=settings
-    )
-    if here is not None and runs_here(
-        (spec_data.get("placement") or {}).get("executor", here.executor)
-    ):
+    spec, problems = check_spec_data(spec_data, settings.allowed_model_roots, must_exist=False)
+    if here is not None:  # THE gate, as the queue and the portal ask it
         with contextlib.suppress(ValidationError):  # a bad server field is reported above
-            server_cfg = ServerConfig.model_validate(server)
-            problems = {**engine_problems([server_cfg], here), **problems}
-    if spec is not None and here is not None:  # the context check the run would make, now
-        from core.engines import context_problems
-
-        problems = {**context_problems(spec, here.models_dir), **problems}
+            target = spec or RunSpec(server=ServerConfig.model_validate(server))
+            for p in _preflight_here(target, here):
+                if spec is not None or p.field.startswith("server."):
+                    problems.setdefault(p.field, p.text)
     if problems or spec is None:
         raise FieldErrors(problems)
     return spec
@@ -465,6 +469,17 @@ def _plan_from_args(args: argparse.Namespace, data: dict[str, Any]) -> dict[str,
     return plan
 
 
+def _preflight_here(spec: RunSpec, settings: Settings) -> list[Problem]:
+    """``preflight`` of one run against where it would go (this host, or the Ray cluster)."""
+    from core.executors import executor_for
+    from core.launch.host import host_for
+    from core.launch.preflight import preflight
+
+    executor = executor_for(spec, settings)
+    where = host_for(settings, executor, [spec.server.engine], [spec.server.engine_install])
+    return preflight(spec, where, settings)
+
+
 _WORKLOAD_FLAGS = {
     "workload_kind": "workload",
     "range_ratio": "range_ratio",
@@ -502,35 +517,6 @@ def _workload_from_args(args: argparse.Namespace, plan: dict[str, Any]) -> None:
         extras.pop("workload")
     points = plan.get("points") or [p.model_dump(mode="json") for p in BenchmarkPlan().points]
     plan["points"] = [{**dict(p), **extras} for p in points]
-
-
-def engine_problems(servers: list[ServerConfig], settings: Settings) -> dict[str, str]:
-    """What preflight would refuse on this host in these server configurations (the engine,
-    its knobs and flags against its installed option list, model folders), found before
-    anything is queued or launched. Detection is cached per interpreter and version, so
-    this costs a fraction of a second after the first time."""
-    from core.config import RunSpec
-    from core.engines import get_adapter
-    from core.launch.forms import spec_problems
-
-    problems: dict[str, str] = {}
-    infos: dict[tuple[str, str | None], Any] = {}
-    for server in servers:
-        which = (server.engine, server.engine_install)  # each installation detected once
-        if which not in infos:
-            try:
-                infos[which] = get_adapter(server.engine, settings, server.engine_install).detect()
-            except ConfigError as exc:  # an installation not configured here
-                problems.setdefault(exc.field, exc.message)
-                continue
-        info = infos[which]
-        for field, why in spec_problems(RunSpec(server=server), info, settings).items():
-            if server.engine_install is not None and field == "server.engine":
-                field = "server.engine_install"  # that installation is what cannot run
-            elif server.engine_install is not None:
-                why = f"{server.engine_install} ({info.version or 'version unknown'}): {why}"
-            problems.setdefault(field, why)
-    return problems
 
 
 def _progress_printer(quiet: bool) -> Callable[[RunStatus], None]:
@@ -739,24 +725,12 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
         base["placement"] = {**(base.get("placement") or {}), "executor": args.executor}
         data["base"] = base
     exp = parse_experiment(data)
-    if args.dry_run:
-        from core.launch.queue import dry_run
-
-        print("\n".join(dry_run(settings, exp)))
-        return 0
     from core.executors import executor_for
     from core.experiments.design import expand
-
-    local = runs_here(executor_for(exp.base, settings))  # a Ray run is checked on its node
-    if local and (
-        problems := engine_problems(
-            [spec.server for _, trial, spec in expand(exp, "check") if trial == 0], settings
-        )
-    ):
-        raise FieldErrors(problems)
     from core.launch.host import host_for
 
-    # the engine (here) and a GPU when the plan asks for one (here, or the Ray cluster's)
+    # where it would run: this host (its engines detected), or the Ray cluster's report;
+    # queue_experiment asks THE gate (every arm, every pool run) before it writes anything
     arms = [spec.server for _, trial, spec in expand(exp, "check") if trial == 0]
     where = host_for(
         settings,
@@ -764,6 +738,11 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
         [s.engine for s in arms],
         [s.engine_install for s in arms],
     )
+    if args.dry_run:
+        from core.launch.queue import dry_run
+
+        print("\n".join(dry_run(settings, exp, host=where)))
+        return 0
     exp_id = queue_experiment(settings, exp, host=where)
     print(f"experiment {exp_id} queued")
     if args.no_wait:
@@ -922,6 +901,17 @@ def _cmd_workload(args: argparse.Namespace) -> int:
     return 0
 
 
+def _problems_of(exc: ConfigError) -> dict[str, str]:
+    """Every field a refusal names: FieldErrors' and the gate's (``Refused``), else one."""
+    from core.launch.preflight import Refused
+
+    if isinstance(exc, FieldErrors):
+        return exc.problems
+    if isinstance(exc, Refused):
+        return {p.field: p.text for p in exc.problems}
+    return {exc.field: exc.message}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {
@@ -942,7 +932,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(handler(args))
     except ConfigError as exc:
-        problems = exc.problems if isinstance(exc, FieldErrors) else {exc.field: exc.message}
+        problems = _problems_of(exc)
         for field, message in problems.items():
             flag = _flag_of(field)
             print(

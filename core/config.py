@@ -44,6 +44,7 @@ __all__ = [
     "knob_text",
     "parse_request_rate",
     "parse_spec",
+    "parse_whole_number",
     "plain_error",
     "same_value",
     "spec_errors",
@@ -302,6 +303,13 @@ class Point(_Frozen):
         "concurrency",
         description="kv_fill sizes the concurrency (lengths kept) or the lengths (cap kept)",
     )
+
+    @field_validator("concurrency", "num_prompts", "input_len", "output_len", mode="before")
+    @classmethod
+    def _typed_whole(cls, v: object) -> object:
+        """Typed text (a YAML plan's ``1e9`` is the string "1e9") is read strictly, in the
+        same words as the Launch form (``parse_whole_number``), never as another value."""
+        return parse_whole_number(v) if isinstance(v, str) else v
 
     @model_validator(mode="after")
     def _kv_fill_fits(self) -> Point:
@@ -583,6 +591,23 @@ def parse_request_rate(text: object) -> float:
             "second above 0 (e.g. 2.5), or inf to send every request at once"
         )
     return rate
+
+
+_WHOLE_RE = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_whole_number(text: object, example: int = 256) -> int:
+    """A whole number as a person types it (form, CLI), strictly: ASCII digits with an
+    optional sign. ``1e9``, ``1.5``, ``1_000``, ``abc`` and empty are refused, never read as
+    another value; a float that holds a whole number (a number widget's 8.0) is that number.
+    The one parser every entry point uses; ``ValueError`` says what to type instead."""
+    if isinstance(text, float) and text.is_integer():
+        return int(text)
+    typed = "" if text is None or isinstance(text, bool) else str(text).strip()
+    if isinstance(text, bool) or not _WHOLE_RE.fullmatch(typed):
+        shown = repr(typed[:40]) if typed else "empty"
+        raise ValueError(f"{shown} is not a whole number: type digits only, e.g. {example}")
+    return int(typed)
 
 
 def _fmt(value: object) -> str:

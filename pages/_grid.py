@@ -8,10 +8,10 @@ from typing import Any
 
 import streamlit as st
 
-from core.errors import StoreError
+from core.errors import ConfigError, StoreError
 from core.executors import runs_here
 from core.experiments.design import GRID_KNOB_FIELDS
-from core.launch.forms import is_grid_field
+from core.launch.forms import is_grid_field, refusal_errors
 from core.launch.grid import GRID_ROWS, grid_estimate, grid_from_form
 from core.launch.host import HostInfo, launch_host
 from core.launch.queue import queue_launch
@@ -80,11 +80,12 @@ def queue_grid(settings: Settings, host: HostInfo, defaults: dict[str, Any], sub
     form = {k: st.session_state[k] for k in defaults if k in st.session_state}
     executor = st.session_state.get("executor") or settings.executor
     local = runs_here(executor)  # a Ray run's engine and model are checked on its node
+    where = launch_host(settings, host, executor)
     exp, errors = grid_from_form(
         form,
         _rows(),
         str(st.session_state.get("grid_design") or "auto"),
-        launch_host(settings, host, executor),
+        where,
         settings=settings,
         local=local,
     )
@@ -102,9 +103,11 @@ def queue_grid(settings: Settings, host: HostInfo, defaults: dict[str, Any], sub
     )
     if exp is not None and submit and can_launch():  # never trust a disabled button alone
         try:
-            queued = queue_launch(settings, exp, executor=executor)
+            queued = queue_launch(settings, exp, executor=executor, host=where)
             st.session_state["experiment"] = queued.experiment_id
         except StoreError as exc:
             errors = {"submit": f"could not queue: {exc}"}
+        except ConfigError as exc:  # the queue's gate: every problem beside its field
+            errors = refusal_errors(exc, exp.base)
     st.session_state["launch_errors"] = errors
     st.rerun()

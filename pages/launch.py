@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.analysis.power import host_noise, power_lines
-from core.config import RunSpec
+from core.config import RunSpec, parse_whole_number
 from core.errors import ConfigError, StoreError
 from core.executors import EXECUTORS, executor_summary, ray_address, runs_here, save_ray_address
 from core.experiments.design import load_experiment
@@ -17,6 +17,7 @@ from core.launch.forms import (
     launch_from_form,
     launch_warnings,
     preview_from_form,
+    refusal_errors,
     trace_choices,
 )
 from core.launch.host import detect_host, launch_host
@@ -94,7 +95,7 @@ def estimate() -> str:
     auto = bool(st.session_state.get("trials_auto", D["trials_auto"]))
     key = "max_trials" if auto else "trials"  # trials: auto: at most max_trials
     try:
-        trials = int(st.session_state.get(key, D[key]))
+        trials = parse_whole_number(st.session_state.get(key, D[key]))
     except (TypeError, ValueError):
         trials = int(D[key])
     engine = st.session_state.get("engine", D["engine"])
@@ -119,7 +120,7 @@ def power() -> str:
     if len(preset.arms) < 2:
         return ""
     try:
-        trials = int(st.session_state.get("trials", D["trials"]))
+        trials = parse_whole_number(st.session_state.get("trials", D["trials"]))
     except (TypeError, ValueError):
         trials = int(D["trials"])
     engine = st.session_state.get("engine", D["engine"])
@@ -128,8 +129,9 @@ def power() -> str:
     return "  \n".join(lines)
 
 
-# Number fields have no min/max here: a bad value reaches core's check and gets a
-# message beside it (a browser-clamped widget would silently refuse to submit).
+# Whole-number fields are text fields parsed strictly by core (core.config.parse_whole_number):
+# a number widget read `1e9` as 1 in the browser, a different value and no message. A bad
+# value reaches core's check and gets a message beside it.
 # enter_to_submit=False: Enter in a field ran whichever check the browser picked (the hidden
 # Grid / sweep one) and drew "Press Enter to submit form" over narrow number fields; a
 # button says what runs.
@@ -143,10 +145,9 @@ with st.form("launch", enter_to_submit=False):
         format_func=_preset_label,
     )
     err("preset")
-    st.number_input(
+    st.text_input(
         "Trials per arm (a preset with two arms runs as an experiment; 3 or more give intervals)",
-        value=D["trials"],
-        step=1,
+        str(D["trials"]),
         key="trials",
     )
     err("trials")
@@ -157,8 +158,8 @@ with st.form("launch", enter_to_submit=False):
         key="trials_auto",
     )
     t1, t2, t3 = st.columns(3)
-    t1.number_input("Min trials (first look)", value=D["min_trials"], step=1, key="min_trials")
-    t2.number_input("Max trials", value=D["max_trials"], step=1, key="max_trials")
+    t1.text_input("Min trials (first look)", str(D["min_trials"]), key="min_trials")
+    t2.text_input("Max trials", str(D["max_trials"]), key="max_trials")
     t3.text_input("Max minutes (optional)", D["max_minutes"], key="max_minutes")
     for key in ("min_trials", "max_trials", "max_minutes"):
         err(key)
@@ -215,7 +216,7 @@ with st.form("launch", enter_to_submit=False):
     with c3:
         st.text_input("mem-fraction-static (sglang)", "", key="mem_fraction_static")
         err("mem_fraction_static")
-        st.number_input("Tensor parallel size (sglang)", value=1, step=1, key="tp_size")
+        st.text_input("Tensor parallel size (sglang)", "1", key="tp_size")
         err("tp_size")
         st.text_input("Attention backend (sglang)", "", key="attention_backend")
         err("attention_backend")
@@ -231,20 +232,20 @@ with st.form("launch", enter_to_submit=False):
         st.text_input("Concurrency (comma-separated points)", D["concurrency"], key="concurrency")
         err("concurrency")
     with p2:
-        st.number_input("Prompts per point", value=D["num_prompts"], step=1, key="num_prompts")
+        st.text_input("Prompts per point", str(D["num_prompts"]), key="num_prompts")
         err("num_prompts")
     with p3:
-        st.number_input("Input tokens", value=D["input_len"], step=1, key="input_len")
+        st.text_input("Input tokens", str(D["input_len"]), key="input_len")
         err("input_len")
     with p4:
-        st.number_input("Output tokens", value=D["output_len"], step=1, key="output_len")
+        st.text_input("Output tokens", str(D["output_len"]), key="output_len")
         err("output_len")
     q1, q2, q3, q4 = st.columns(4)
     with q1:
         st.text_input("Request rate (req/s or inf)", "inf", key="request_rate")
         err("request_rate")
     with q2:
-        st.number_input("Seed", value=D["seed"], step=1, key="seed")
+        st.text_input("Seed", str(D["seed"]), key="seed")
         err("seed")
     with q3:
         st.text_input("Warm-up requests (empty = largest concurrency)", "", key="warmup_requests")
@@ -273,17 +274,13 @@ with st.form("launch", enter_to_submit=False):
         )
         err("over_context")
     with w3:
-        st.number_input("Shared prefix: groups", value=D["groups"], step=1, key="groups")
+        st.text_input("Shared prefix: groups", str(D["groups"]), key="groups")
         err("groups")
-        st.number_input(
-            "Prompts per group", value=D["prompts_per_group"], step=1, key="prompts_per_group"
-        )
+        st.text_input("Prompts per group", str(D["prompts_per_group"]), key="prompts_per_group")
         err("prompts_per_group")
-        st.number_input(
-            "System prompt tokens", value=D["system_prompt_len"], step=1, key="system_prompt_len"
-        )
+        st.text_input("System prompt tokens", str(D["system_prompt_len"]), key="system_prompt_len")
         err("system_prompt_len")
-        st.number_input("Question tokens", value=D["question_len"], step=1, key="question_len")
+        st.text_input("Question tokens", str(D["question_len"]), key="question_len")
         err("question_len")
     with w4:
         st.text_input(
@@ -343,18 +340,18 @@ if submitted or checked:
             exp, errors = experiment_from_form(form, form_host, settings=settings, local=local)
             checked_specs = [exp.base] if exp is not None else []
             if exp is not None and submitted:
-                queued = queue_launch(settings, exp, executor=executor)
+                queued = queue_launch(settings, exp, executor=executor, host=form_host)
                 st.session_state["experiment"] = queued.experiment_id
         else:
             specs, errors = launch_from_form(form, form_host, settings=settings, local=local)
             checked_specs = specs
             if not errors and submitted:
-                queued = queue_launch(settings, specs, executor=executor)
+                queued = queue_launch(settings, specs, executor=executor, host=form_host)
                 st.session_state["launched"] = list(queued.run_ids)
     except StoreError as exc:  # data folder not writable, disk full
         errors = {"submit": f"could not queue: {exc}"}
-    except ConfigError as exc:  # what only queueing can find (core/launch/queue.py)
-        errors = {"submit": f"{exc.field}: {exc.message}"}
+    except ConfigError as exc:  # the queue's gate (core/launch/preflight.py), beside the fields
+        errors = refusal_errors(exc, checked_specs[0] if checked_specs else None)
     st.session_state["launch_errors"] = errors
     st.session_state["launch_warnings"] = launch_warnings(checked_specs)
     st.session_state["launch_spec"] = checked_specs[0] if checked_specs else None

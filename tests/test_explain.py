@@ -38,8 +38,10 @@ REPO = Path(__file__).resolve().parent.parent
 GRAPHS, MEM = "server.cuda_graphs", "server.mem_fraction_static"
 
 
-def _pair(runs: Path, gpu_b: str = "NVIDIA H200", **b: object) -> tuple[RunFolder, RunFolder]:
-    common = {"engine": "sglang", "model": "/models/qwen", "attention_backend": "fa3"}
+def _pair(
+    runs: Path, gpu_b: str = "NVIDIA H200", model: str = "/models/qwen", **b: object
+) -> tuple[RunFolder, RunFolder]:
+    common = {"engine": "sglang", "model": model, "attention_backend": "fa3"}
     a = make_run(
         runs,
         "20990101-000000-aaaa",
@@ -114,7 +116,9 @@ def test_cli_explain_queues_the_factorial(
     fake_sglang: Path,  # SGLang installed here: the runs can run (device auto: no GPU asked)
 ) -> None:
     monkeypatch.setenv("SERVELAB_DATA_DIR", str(settings.data_dir))
-    a, b = _pair(settings.runs_dir)
+    model = settings.models_dir / "qwen"  # a local run's model must be here (the gate)
+    model.mkdir(parents=True)
+    a, b = _pair(settings.runs_dir, model=str(model))
     assert cli.main(["explain", a.run_id, b.run_id, "--trials", "2"]) == 0
     out = capsys.readouterr().out
     # what it takes, said before it is queued
@@ -147,7 +151,9 @@ def _compare_page(settings: Settings, monkeypatch: pytest.MonkeyPatch, *runs: Ru
 def test_compare_page_button_queues_exactly_that_grid(
     settings: Settings, monkeypatch: pytest.MonkeyPatch, fake_sglang: Path
 ) -> None:
-    a, b = _pair(settings.runs_dir)
+    model = settings.models_dir / "qwen"  # a local run's model must be here (the gate)
+    model.mkdir(parents=True)
+    a, b = _pair(settings.runs_dir, model=str(model))
     app = _compare_page(settings, monkeypatch, a, b)
     key = f"explain-{a.run_id}-{b.run_id}"
     app.button(key=key).click().run()

@@ -115,7 +115,7 @@ def test_launch_page_checks_then_queues_the_grid(
     assert not app.exception, app.exception
     app.selectbox(key="grid_knob_0").set_value("server.dtype")
     app.text_input(key="grid_values_0").set_value("float32, bfloat16")
-    app.number_input(key="trials").set_value(2)
+    app.text_input(key="trials").set_value("2")
     app.button(key="check_grid").click().run()
     assert not app.exception, app.exception
     assert list_experiments(settings) == []  # checking queues nothing

@@ -11,7 +11,8 @@ from core.config import RunSpec
 from core.engines import EngineInfo
 from core.errors import ConfigError
 from core.executors.base import save_ray_nodes
-from core.launch.host import HostInfo, launch_host, runnable_problems
+from core.launch.host import HostInfo, launch_host
+from core.launch.preflight import preflight
 from core.launch.queue import queue_launch
 from core.settings import Settings
 
@@ -36,16 +37,18 @@ def test_sglang_on_a_gpu_index_is_refused_on_a_cpu_host_naming_what_is_missing()
     assert "this host has none" in problems["server.device"]
 
 
-def test_what_a_host_has_passes_and_what_it_lacks_is_said() -> None:
+def test_what_a_host_has_passes_and_what_it_lacks_is_said(settings: Settings) -> None:
     assert GPU_HOST.cannot_run(_spec(engine="sglang", device="cuda:0")) == {}
     assert CPU_HOST.cannot_run(_spec(engine="transformers", device="cpu")) == {}
     # auto may be SGLang's CPU backend: only the engine is missing
     assert set(CPU_HOST.cannot_run(_spec(engine="sglang"))) == {"server.engine"}
     (why,) = GPU_HOST.cannot_run(_spec(engine="sglang", tp_size=4)).values()
     assert "needs 4 GPUs on one node and this host has at most 1" in why
-    # the first reason per field over every spec of a launch
+    # the gate (core/launch/preflight.py) asks it of every spec of a launch
     specs = [_spec(engine="transformers"), _spec(engine="sglang", device="cuda")]
-    assert set(runnable_problems(specs, CPU_HOST)) == {"server.engine", "server.device"}
+    found = {p.field: p.message for p in preflight(specs, CPU_HOST, settings)}
+    assert {"server.engine", "server.device"} <= set(found)
+    assert found["server.device"] == CPU_HOST.cannot_run(specs[1])["server.device"]
 
 
 def test_ray_is_checked_against_what_the_cluster_reported(settings: Settings) -> None:

@@ -39,7 +39,7 @@ def test_unknown_flag_negative_number_and_bad_model_path_three_errors_nothing_qu
     app: AppTest, tmp_path: Path
 ) -> None:
     app.text_input(key="extra_args").set_value("--foo")
-    app.number_input(key="num_prompts").set_value(-3)
+    app.text_input(key="num_prompts").set_value("-3")
     app.text_input(key="model").set_value("/etc/servelab-model")
     app.button(key="submit_launch").click().run()
     assert not app.exception, app.exception
@@ -58,7 +58,7 @@ def test_check_shows_the_estimate_and_queues_nothing_then_queue_runs_three_trial
     app: AppTest, tmp_path: Path
 ) -> None:
     assert app.selectbox(key="preset").value == "Continuous batching A/B"
-    assert app.number_input(key="trials").value == 3
+    assert app.text_input(key="trials").value == "3"
     assert any(c.value.startswith("Estimate: 6 runs (2 arms × 3 trials)") for c in app.caption)
     # next to it, what 3 trials can resolve here: an empty data folder has shown no noise
     assert any(
@@ -93,7 +93,7 @@ def test_the_form_states_what_the_trials_resolve_from_this_hosts_aa(
             )
             runs.append((arm, trial, f"aa-{arm}-{trial}"))
     save_experiment(settings, exp, runs, "exp-aa")
-    app.number_input(key="trials").set_value(5).run()
+    app.text_input(key="trials").set_value("5").run()
     assert not app.exception, app.exception
     (power,) = [c.value for c in app.caption if "Resolvable effect" in c.value]
     assert "from A/A exp-aa" in power
@@ -112,10 +112,10 @@ def test_workload_fields_preview_and_kv_fill_beside_their_fields(
     shutil.copytree(tiny_tokenizer_dir, model)
     app.text_input(key="model").set_value(str(model))
     app.selectbox(key="workload_kind").set_value("shared_prefix")
-    app.number_input(key="groups").set_value(2)
-    app.number_input(key="prompts_per_group").set_value(3)
-    app.number_input(key="system_prompt_len").set_value(40)
-    app.number_input(key="question_len").set_value(8)
+    app.text_input(key="groups").set_value("2")
+    app.text_input(key="prompts_per_group").set_value("3")
+    app.text_input(key="system_prompt_len").set_value("40")
+    app.text_input(key="question_len").set_value("8")
     app.button(key="preview_workload").click().run()
     assert not app.exception, app.exception
     assert not app.error, [e.value for e in app.error]
@@ -151,7 +151,7 @@ def test_a_point_that_cannot_measure_its_load_is_warned_before_queueing_not_refu
     queue confirmation counts the runs once."""
     app.selectbox(key="preset").set_value("Single run")
     app.text_input(key="concurrency").set_value("4")
-    app.number_input(key="num_prompts").set_value(1)
+    app.text_input(key="num_prompts").set_value("1")
     app.button(key="check_launch").click().run()
     assert not app.exception, app.exception
     assert not app.error, [e.value for e in app.error]
@@ -169,7 +169,7 @@ def test_a_point_that_cannot_measure_its_load_is_warned_before_queueing_not_refu
 
 
 def test_an_experiment_is_confirmed_once_with_its_count(app: AppTest) -> None:
-    app.number_input(key="trials").set_value(3)
+    app.text_input(key="trials").set_value("3")
     app.button(key="submit_launch").click().run()
     assert not app.exception, app.exception
     queued = [s.value for s in app.success if s.value.startswith("Queued")]

@@ -128,7 +128,7 @@ def test_launch_form_queues_an_ab_pair_and_links_to_it(app: AppTest, data_dir: P
     app.run()
     app.switch_page("pages/launch.py").run()
     app.selectbox(key="preset").set_value("Continuous batching A/B")
-    app.number_input(key="trials").set_value(1)  # the default is 3 trials (intervals)
+    app.text_input(key="trials").set_value("1")  # the default is 3 trials (intervals)
     app.button(key="submit_launch").click().run()
     assert not app.exception, app.exception
     new = set(run_ids(data_dir)) - before

@@ -42,7 +42,8 @@ from core.experiments.design import (
     list_experiments,
 )
 from core.launch.grid import grid_estimate, run_count
-from core.launch.host import HostInfo, gpu_need, host_for, runnable_problems
+from core.launch.host import HostInfo, gpu_need, host_for
+from core.launch.preflight import preflight
 from core.launch.queue import queue_experiment
 from core.run_folder import find_runs
 from core.settings import Settings
@@ -257,14 +258,15 @@ def check_explanation(
 ) -> ExplainCheck:
     """Before queueing: the run count, the estimated GPU-minutes (from earlier succeeded runs
     of the same engine and model here), whether ``host`` (default: where the runs would go,
-    this host or the Ray cluster) can run them, and an experiment that already answers.
+    this host or the Ray cluster) can run them (THE gate, ``preflight``: what queueing it
+    would refuse), and an experiment that already answers.
     Raises ConfigError when there is nothing to explain (``explanation_experiment``)."""
     exp, plan = explanation_experiment(a, b, trials, design)
     server = exp.base.server
     executor = executor_for(exp.base, settings)
     arms = [s for _, t, s in expand(exp, "check") if t == 0]
     host = host or _host(settings, executor, arms)
-    problems = runnable_problems(arms, host)
+    problems = {p.field: p.text for p in preflight(exp, host, settings)}
     history = Catalog(settings.catalog_path, settings.runs_dir).recent_durations_s(
         server.engine, server.model
     )

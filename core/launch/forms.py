@@ -7,6 +7,7 @@ here so the same rules apply to the form, the CLI and any import path.
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,14 +21,15 @@ from core.config import (
     RunSpec,
     ServerConfig,
     parse_request_rate,
+    parse_whole_number,
     spec_errors,
     validation_errors,
 )
-from core.engines import EngineInfo, context_problems, kv_fill_problems, launch_problems
 from core.engines.model_setup import model_folder
 from core.errors import ConfigError
 from core.experiments.design import MAX_TRIALS, ExperimentSpec, experiment_from_preset
 from core.launch.host import HostInfo
+from core.launch.preflight import Refused, preflight
 from core.launch.presets import PRESETS, Preset, expand_preset
 from core.load.workloads import prefix_reuse_share, preview_point
 from core.metrics import wave_warning
@@ -42,13 +44,14 @@ __all__ = [
     "errors_summary",
     "experiment_from_form",
     "form_adaptive",
+    "form_key",
     "form_trials",
     "is_grid_field",
     "launch_from_form",
     "launch_warnings",
     "length_histogram",
     "preview_from_form",
-    "spec_problems",
+    "refusal_errors",
     "trace_choices",
     "trace_location",
     "workload_fields",
@@ -108,6 +111,10 @@ WORKLOAD_KINDS = ("fixed", "uniform", "trace_lengths", "trace", "shared_prefix")
 # Histogram bins of the Launch form's preview (input/output tokens per request).
 PREVIEW_BINS = 20
 PREVIEW_LIMIT = 500  # requests previewed: enough for a trace's shape, quick to build
+# A whole-number field's example in its error ("type digits only, e.g. 256"), and the fields
+# that may be left empty (the engine's or the plan's default then).
+_EXAMPLES = {"output_len": 256, "input_len": 256, "num_prompts": 64, "tp_size": 2, "seed": 42}
+_OPTIONAL = frozenset({"cuda_graph_max_bs", "warmup_requests"})
 
 
 def _text(form: dict[str, Any], key: str) -> str:
@@ -120,24 +127,26 @@ def _opt_float(form: dict[str, Any], key: str, errors: dict[str, str]) -> float 
     if not text:
         return None
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
         errors[key] = f"{text[:40]!r} is not a number; give one such as 0.85, or leave it empty"
         return None
+    return value
 
 
 def _opt_int(form: dict[str, Any], key: str, errors: dict[str, str]) -> int | None:
-    """A whole number from a text field or a number widget (which may hold a float)."""
+    """A whole number from a text field, strictly (``core.config.parse_whole_number``:
+    ``1e9``, ``1.5`` or an empty required field is an error beside the field, never another
+    value); None: not given, or an optional field left empty."""
     value = form.get(key)
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    text = "" if value is None else str(value).strip()
-    if not text:
+    if value is None or (key in _OPTIONAL and not str(value).strip()):
         return None
     try:
-        return int(text)
-    except ValueError:
-        errors[key] = f"{text[:40]!r} is not a whole number; give one such as 8, or leave it empty"
+        return parse_whole_number(value, _EXAMPLES.get(key, 8))
+    except ValueError as exc:
+        errors[key] = f"{exc}, or leave it empty" if key in _OPTIONAL else str(exc)
         return None
 
 
@@ -193,8 +202,8 @@ def check_spec_data(
     """A spec as plain data (a form's fields, a CLI's flags and plan file) → (RunSpec, {})
     or (None, {dotted field: message}) with every problem at once: the server and the plan
     are validated apart, and model locations are checked whatever else is wrong. With
-    ``settings``, kv_fill on an engine that reports no KV pool too (it is refused when
-    queued: core/launch/queue.py)."""
+    ``settings``, also what the gate finds wherever the run goes (``preflight`` without a
+    host: over the model's context, kv_fill on an engine that reports no KV pool)."""
     server = dict(data.get("server") or {})
     _, errors = _server_errors(server)
     _, rest = spec_errors({k: v for k, v in data.items() if k != "server"})
@@ -205,26 +214,9 @@ def check_spec_data(
     if errors:
         return None, errors
     spec = RunSpec.model_validate(data)
-    if settings is not None and (kv := kv_fill_problems(spec, settings)):
-        return None, kv
+    if settings is not None and (found := preflight(spec, None, settings)):
+        return None, {p.field: p.text for p in found}
     return spec, {}
-
-
-def spec_problems(
-    spec: RunSpec, info: EngineInfo, settings: Settings, *, must_exist: bool = True
-) -> dict[str, str]:
-    """{field: why} for what the run's preflight would refuse here (model locations, the
-    engine being installed, its knobs and extra flags against its installed option list),
-    found before the run is queued. ``must_exist``: model folders must exist (a local run)."""
-    problems = dict(
-        server_path_problems(spec.server, settings.allowed_model_roots, must_exist=must_exist)
-    )
-    if not info.installed:
-        problems["server.engine"] = f"{spec.server.engine} is not available here: {info.reason}"
-        return problems
-    for field, why in launch_problems(spec.server, info, settings).items():
-        problems.setdefault(field, why)
-    return problems
 
 
 def trace_choices() -> list[str]:
@@ -333,55 +325,18 @@ def preview_from_form(
     return WorkloadPreview(rows, summary, prefix_reuse_share(rows), length_histogram(rows)), {}
 
 
-def launch_from_form(
-    form: dict[str, Any],
-    host: HostInfo,
-    *,
-    model_roots: Sequence[Path] | None = None,
-    settings: Settings | None = None,
-    local: bool = True,
-) -> tuple[list[RunSpec], dict[str, str]]:
-    """(specs to queue, {}) or ([], {form field: message}), every problem at once.
-
-    ``local``: the runs execute on this host, so model folders must exist here and the
-    engine's knobs and flags are checked against what ``host`` detected (a Ray run is
-    checked on its node). ``model_roots``: where model and tokenizer folders may be
-    (default: the settings' allowed model roots)."""
-    settings = settings or load_settings()
-    errors: dict[str, str] = {}
-    engine = str(form.get("engine", "transformers"))
-    install = _text(form, "engine_install") or None
-    # a named installation is checked on its own (cannot_run); the default one here
-    if install is None and (why := host.unavailable(engine)) is not None:
-        errors["engine"] = why
-    preset: Preset | None = next((p for p in PRESETS if p.name == form.get("preset")), None)
-    if preset is None:
-        errors["preset"] = f"unknown preset {form.get('preset')!r}; pick one from the list"
-    elif (why := preset.unavailable(host, engine)) is not None:
-        errors["preset"] = f"{preset.name} is unavailable here: {why}"
-
+def _server_data(form: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
+    """The form's server fields as ServerConfig data; a field that cannot be read goes into
+    ``errors`` beside it."""
     try:
         extra = tuple(shlex.split(str(form.get("extra_args") or "")))
     except ValueError as exc:
         errors["extra_args"] = f"cannot split into flags ({exc}); close the quote"
         extra = ()
-    try:
-        concurrency = [int(c) for c in _text(form, "concurrency").split(",") if c.strip()]
-        if not concurrency:
-            raise ValueError
-    except ValueError:
-        errors["concurrency"] = "give one or more whole numbers separated by commas, e.g. 1,4,16"
-        concurrency = [1]
-    rate = math.inf
-    if rate_text := _text(form, "request_rate"):
-        try:
-            rate = parse_request_rate(rate_text)
-        except ValueError as exc:
-            errors["request_rate"] = str(exc)
     cuda = {"on": True, "off": False}.get(str(form.get("cuda_graphs")))
-    server = {
-        "engine": engine,
-        "engine_install": install,
+    return {
+        "engine": str(form.get("engine", "transformers")),
+        "engine_install": _text(form, "engine_install") or None,
         "model": _text(form, "model"),
         "tokenizer": _text(form, "tokenizer") or None,
         "endpoint_url": _text(form, "endpoint_url") or None,
@@ -396,6 +351,26 @@ def launch_from_form(
         "extra_args": extra,
         "startup_timeout_s": form.get("startup_timeout_s") or 600,
     }
+
+
+def _plan_data(form: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
+    """The form's plan fields (one point per concurrency) as BenchmarkPlan data; a field
+    that cannot be read goes into ``errors`` beside it."""
+    try:
+        concurrency = [
+            parse_whole_number(c) for c in _text(form, "concurrency").split(",") if c.strip()
+        ]
+        if not concurrency:
+            raise ValueError
+    except ValueError:
+        errors["concurrency"] = "give one or more whole numbers separated by commas, e.g. 1,4,16"
+        concurrency = [1]
+    rate = math.inf
+    if rate_text := _text(form, "request_rate"):
+        try:
+            rate = parse_request_rate(rate_text)
+        except ValueError as exc:
+            errors["request_rate"] = str(exc)
     numbers = {
         k: _opt_int(form, k, errors) for k in ("num_prompts", "input_len", "output_len", "seed")
     }
@@ -425,49 +400,109 @@ def launch_from_form(
         }
     else:
         plan["probe"] = None
+    return plan
+
+
+def launch_from_form(
+    form: dict[str, Any],
+    host: HostInfo,
+    *,
+    model_roots: Sequence[Path] | None = None,
+    settings: Settings | None = None,
+    local: bool = True,
+) -> tuple[list[RunSpec], dict[str, str]]:
+    """(specs to queue, {}) or ([], {form field: message}), every problem at once.
+
+    ``local``: the runs execute on this host, so model folders must exist here and the
+    engine's knobs and flags are checked against what ``host`` detected (a Ray run is
+    checked on its node). ``model_roots``: where model and tokenizer folders may be
+    (default: the settings' allowed model roots)."""
+    settings = settings or load_settings()
+    errors: dict[str, str] = {}
+    engine = str(form.get("engine", "transformers"))
+    install = _text(form, "engine_install") or None
+    # a named installation is checked on its own (cannot_run); the default one here
+    if install is None and (why := host.unavailable(engine)) is not None:
+        errors["engine"] = why
+    preset: Preset | None = next((p for p in PRESETS if p.name == form.get("preset")), None)
+    if preset is None:
+        errors["preset"] = f"unknown preset {form.get('preset')!r}; pick one from the list"
+    elif (why := preset.unavailable(host, engine)) is not None:
+        errors["preset"] = f"{preset.name} is unavailable here: {why}"
+
+    server = _server_data(form, errors)
+    plan = _plan_data(form, errors)
     tags = tuple(t for t in str(form.get("tags") or "").replace(",", " ").split() if t)
 
     roots = model_roots if model_roots is not None else settings.allowed_model_roots
     data = {"server": server, "plan": plan, "tags": tags}
-    base, spec_errs = check_spec_data(data, roots, must_exist=local, settings=settings)
+    base, spec_errs = check_spec_data(data, roots, must_exist=local)
     for path, message in spec_errs.items():
         errors.setdefault(_form_key(path, message), message)
-    # the server part alone, when the plan is what is wrong: its engine checks still run
-    server_cfg = base.server if base is not None else _server_errors(server)[0]
-    info = host.info_for(server_cfg) if server_cfg is not None else host.engines.get(engine)
-    if local and server_cfg is not None and info is not None and info.installed:
-        for path, message in launch_problems(server_cfg, info, settings).items():
-            errors.setdefault(_form_key(path), message)
-    if base is not None:
-        # where it would run (this host, or the Ray cluster's report): no GPU, no SGLang
-        for path, message in host.cannot_run(base).items():
-            errors.setdefault(_form_key(path), message)
-        # the context check the run would make, now: for fixed or uniform lengths the lengths
-        # are what to shorten (beside input_len); for a trace, the drop/clip choice
-        fixed = base.plan.points[0].workload.kind in ("fixed", "uniform")
-        for path, message in context_problems(base, settings.models_dir).items():
-            key = _form_key(path)
-            at_length = fixed or key not in FORM_DEFAULTS
-            errors.setdefault("input_len" if at_length else key, message)
+    for key, message in _preflight_errors(base, server, host, settings, local).items():
+        errors.setdefault(key, message)
     if errors or base is None or preset is None:
         return [], errors
     specs = expand_preset(preset, base)
     # An arm may set a knob the engine cannot take (graphs on a CPU-only engine...).
     for spec, (label, _) in zip(specs, preset.arms, strict=True):
         _, arm_errs = spec_errors(spec.model_dump())
-        if local and info is not None and info.installed:
-            arm_errs = {**launch_problems(spec.server, info, settings), **arm_errs}
-        for path, message in arm_errs.items():
+        found = preflight(spec, host, settings, local=local)
+        for path, message in {**{p.field: p.text for p in found}, **arm_errs}.items():
             errors.setdefault("preset", f"arm {label!r}: {path}: {message}")
     return (specs, {}) if not errors else ([], errors)
+
+
+def _preflight_errors(
+    base: RunSpec | None,
+    server: dict[str, Any],
+    host: HostInfo,
+    settings: Settings,
+    local: bool,
+) -> dict[str, str]:
+    """THE gate's problems (core.launch.preflight) by form field. When the plan is what is
+    wrong, the server part is still checked alone (its model, engine, knobs): every problem
+    in one pass."""
+    target = base
+    if target is None:
+        server_cfg = _server_errors(server)[0]
+        target = RunSpec(server=server_cfg) if server_cfg is not None else None
+    if target is None:
+        return {}
+    out: dict[str, str] = {}
+    for problem in preflight(target, host, settings, local=local):
+        if base is None and not problem.field.startswith("server."):
+            continue  # a stand-in plan's problem, not the form's
+        out.setdefault(form_key(problem.field, problem.message, target), problem.text)
+    return out
+
+
+def form_key(field: str, message: str = "", spec: RunSpec | None = None) -> str:
+    """The form field a spec field's problem is shown beside. A point longer than the
+    model's context goes beside Input tokens when the lengths are what to shorten (fixed
+    or uniform lengths), beside the trace's drop/clip choice otherwise."""
+    key = _form_key(field, message)
+    if spec is not None and re.fullmatch(r"plan\.points\.\d+\.workload\.\w+", field):
+        fixed = spec.plan.points[0].workload.kind in ("fixed", "uniform")
+        if fixed or key not in FORM_DEFAULTS:
+            return "input_len"
+    return key
+
+
+def refusal_errors(exc: ConfigError, spec: RunSpec | None = None) -> dict[str, str]:
+    """A refusal raised while queueing (``core.launch.preflight.Refused``: every problem;
+    any other ConfigError: one) by form field, to show beside the fields, not raise."""
+    if isinstance(exc, Refused):
+        return {form_key(p.field, p.message, spec): p.text for p in exc.problems}
+    return {form_key(exc.field, exc.message, spec): exc.message}
 
 
 def form_trials(form: dict[str, Any]) -> tuple[int, str | None]:
     """The form's trials per arm (the default when empty), or 0 and what is wrong."""
     value = form.get("trials")
     try:
-        trials = int(FORM_DEFAULTS["trials"] if value in (None, "") else value)
-    except (TypeError, ValueError):
+        trials = parse_whole_number(FORM_DEFAULTS["trials"] if value in (None, "") else value)
+    except ValueError:
         return 0, "give a whole number of trials between 1 and 50 (3 or more for intervals)"
     if not 1 <= trials <= 50:
         return 0, f"give between 1 and 50 trials, not {trials} (3 or more for intervals)"
@@ -486,8 +521,8 @@ def form_adaptive(form: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]
     for key, low in (("min_trials", 2), ("max_trials", 2)):
         value = form.get(key)
         try:
-            n = int(FORM_DEFAULTS[key] if value in (None, "") else value)
-        except (TypeError, ValueError):
+            n = parse_whole_number(FORM_DEFAULTS[key] if value in (None, "") else value)
+        except ValueError:
             errors[key] = f"give a whole number of trials between {low} and {MAX_TRIALS}"
             continue
         if not low <= n <= MAX_TRIALS:

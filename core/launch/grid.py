@@ -2,9 +2,9 @@
 → a grid experiment over the form's configuration, every problem beside its row.
 
 The base configuration is the form's own (checked by ``core.launch.forms`` as for a single run);
-each grid value is then checked against that base (``grid_experiment``) and every arm by the
-engine's preflight rule (``spec_problems``), so a value this host or engine refuses is
-reported before anything is queued.
+each grid value is then checked against that base (``grid_experiment``) and every arm by THE
+gate (``core.launch.preflight``), so a value this host, engine or model refuses is reported
+beside its row before anything is queued.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from core.experiments.design import (
     expand,
     grid_experiment,
 )
-from core.launch.forms import form_adaptive, launch_from_form, spec_problems
+from core.launch.forms import form_adaptive, launch_from_form
 from core.launch.host import HostInfo
+from core.launch.preflight import Problem, preflight
 from core.launch.presets import PRESETS, minutes_text, rough_text
 from core.settings import Settings, load_settings
 
@@ -125,19 +126,27 @@ def grid_from_form(
     except (ConfigError, ValidationError) as exc:
         err = exc if isinstance(exc, ConfigError) else config_error(exc, prefix="grid")
         return None, {_row_of(err.field, err.message, used): err.message}
-    for arm, _, spec in expand(exp, "exp-check")[: len(exp.arms)]:
-        # each arm against its own installation (server.engine_install may be the knob)
-        info = host.info_for(spec.server)
-        if info is None:
-            if spec.server.engine_install is not None:
-                why = host.install_unavailable(spec.server) or ""
-                key = _row_of("grid.knobs.server.engine_install", why, used)
-                errors.setdefault(key, f"arm {arm}: {why}")
-            continue
-        for field, why in spec_problems(spec, info, settings, must_exist=local).items():
-            key = _row_of(f"grid.knobs.{field}", why, used)
-            errors.setdefault(key, f"arm {arm}: {why}")
+    for problem, arm, changed in _arm_problems(exp, host, settings, local):
+        key = _row_of(f"grid.knobs.{problem.field}", problem.message, used)
+        if key == "grid" and changed is not None:
+            key = _row_of(f"grid.knobs.{changed}", "", used)  # found in the arm this knob makes
+        errors.setdefault(key, f"arm {arm}: {problem.text}")
     return (None, errors) if errors else (exp, {})
+
+
+def _arm_problems(
+    exp: ExperimentSpec, host: HostInfo, settings: Settings, local: bool
+) -> list[tuple[Problem, str, str | None]]:
+    """THE gate's problems of each arm (``preflight``), with the arm and the first knob it
+    changes from the baseline (a problem none of its knobs names, such as a context a
+    smaller model cannot hold, belongs to that knob's row)."""
+    out: list[tuple[Problem, str, str | None]] = []
+    changes = {a.label: a.changes for a in exp.arms}
+    base = changes.get(exp.baseline_arm, {})
+    for arm, _, spec in expand(exp, "exp-check")[: len(exp.arms)]:
+        knob = next((k for k, v in changes.get(arm, {}).items() if base.get(k) != v), None)
+        out += [(p, arm, knob) for p in preflight(spec, host, settings, local=local)]
+    return out
 
 
 def run_count(exp: ExperimentSpec) -> int:

@@ -1,16 +1,16 @@
 """What this host (or the chosen executor's cluster) can run: GPUs, engines and their
 versions, for the launch form's defaults and THE check of whether a run can run where it is
 sent (``HostInfo.cannot_run``: engine installed, a GPU when the run needs one), asked before
-anything is queued by the Launch form, the grid and Explain."""
+anything is queued by THE gate (core/launch/preflight.py), which every door calls."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from core.config import EngineName, RunSpec, ServerConfig
-from core.engines import ENGINES, EngineInfo, get_adapter, launch_problems
+from core.engines import ENGINES, EngineInfo, get_adapter
 from core.executors import ray_address, ray_cluster_report
 from core.run.gpu import gpu_memory
 from core.settings import Settings
@@ -20,9 +20,7 @@ __all__ = [
     "detect_host",
     "gpu_need",
     "host_for",
-    "knob_problems",
     "launch_host",
-    "runnable_problems",
 ]
 
 _HOW_TO_GPU = (
@@ -237,33 +235,3 @@ def host_for(
         if n is not None and settings.engine_install(n) is not None
     }
     return HostInfo(gpus=gpus, engines=found, gpus_per_node=len(gpus), installs=named)
-
-
-def runnable_problems(specs: Sequence[RunSpec], host: HostInfo) -> dict[str, str]:
-    """Every field any of ``specs`` cannot run with on ``host`` (first reason per field)."""
-    out: dict[str, str] = {}
-    for spec in specs:
-        for fld, why in host.cannot_run(spec).items():
-            out.setdefault(fld, why)
-    return out
-
-
-def knob_problems(specs: Sequence[RunSpec], host: HostInfo, settings: Settings) -> dict[str, str]:
-    """Every field any of ``specs`` sets that its installation's own option list lacks
-    (``launch_problems``: the argv each installation's run would build), on a host that
-    checks knobs and for installations whose option list was read; {} otherwise (the
-    run's preflight checks it)."""
-    out: dict[str, str] = {}
-    if not host.checks_knobs:
-        return out
-    seen: set[str] = set()
-    for spec in specs:
-        key = spec.server.model_dump_json()
-        info = host.info_for(spec.server)
-        if key in seen or info is None or not info.installed or not info.options:
-            continue
-        seen.add(key)
-        for fld, why in launch_problems(spec.server, info, settings).items():
-            which = spec.server.engine_install or f"the default {spec.server.engine}"
-            out.setdefault(fld, f"{which} ({info.version or 'version unknown'}): {why}")
-    return out

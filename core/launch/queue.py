@@ -1,27 +1,30 @@
-"""Queueing a launch: the one way runs and experiments are queued.
+"""Queueing a launch: the one way runs and experiments are queued, all or nothing.
 
 The Launch page (presets and the grid), Explain (the Compare page's button and
 ``python -m core explain``) and the CLI (``experiment``, and ``run`` on an executor other
-than this process) all queue here, after their own checks (core/launch/forms.py,
-core/launch/grid.py). The queue itself is the run folders (core/executors/queue.py); an
-experiment is recorded next to its runs (core/experiments/design.py: ``expand`` gives the
-interleaved runs, ``save_experiment`` which run is which arm and trial).
+than this process) all queue here. Nothing is written before the whole launch passes THE
+gate (``core.launch.preflight.preflight``: an experiment's every arm and the KV-pool runs it
+adds); if writing then fails midway (disk full), what was written is withdrawn. The queue
+itself is the run folders (core/executors/queue.py); an experiment is recorded next to its
+runs (core/experiments/design.py: ``expand`` gives the interleaved runs, ``save_experiment``
+which run is which arm and trial).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import shutil
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from core.config import RunSpec
-from core.engines import context_problems, kv_fill_problems
-from core.errors import ConfigError
 from core.executors import executor_for, runs_here, with_executor
-from core.executors.queue import submit
+from core.executors.queue import cancel, submit
 from core.experiments.design import ExperimentSpec, expand, new_experiment_id, save_experiment
 from core.launch.grid import grid_estimate
-from core.launch.host import HostInfo, knob_problems, runnable_problems
+from core.launch.host import HostInfo
 from core.launch.kv_pool import plan_pools
+from core.launch.preflight import preflight, refuse
+from core.run_folder import RunFolder
 from core.settings import Settings
 from core.store import Catalog
 
@@ -30,8 +33,6 @@ __all__ = [
     "dry_run",
     "queue_experiment",
     "queue_launch",
-    "refuse_over_context",
-    "refuse_unrunnable",
 ]
 
 
@@ -53,50 +54,15 @@ def queue_launch(
     """Queue one run per spec, or every run of an experiment (interleaved, recorded in
     its experiment.json). ``executor``: place every run there; None keeps each spec's own
     placement (``spec.placement.executor``, else ``SERVELAB_EXECUTOR``). ``host``: where
-    they run (``launch_host`` / ``host_for``): a run it cannot run is refused, nothing
-    queued."""
+    they run (``launch_host`` / ``host_for``; None: only the checks that do not depend on
+    it). Any preflight problem refuses the whole launch (``Refused``, a ConfigError naming
+    every field) and nothing is queued."""
     if isinstance(launch, ExperimentSpec):
         exp_id, run_ids = _queue_experiment(settings, launch, executor, host)
         return Queued(tuple(run_ids), exp_id)
     specs = [s if executor is None else with_executor(s, executor) for s in launch]
-    refuse_unrunnable(specs, host, settings)
-    refuse_over_context(settings, specs)
-    _refuse_kv_fill(settings, specs)
-    return Queued(tuple(submit(settings, specs)))
-
-
-def refuse_over_context(settings: Settings, specs: Sequence[RunSpec]) -> None:
-    """ConfigError for the first point whose requests exceed its model's context without a
-    drop/clip choice (or whose trace is unreadable): refused when queued, not an hour later
-    when the run reaches that point."""
-    for spec in specs:
-        for field, message in context_problems(spec, settings.models_dir).items():
-            raise ConfigError(field, message)
-
-
-def refuse_unrunnable(
-    specs: Sequence[RunSpec], host: HostInfo | None, settings: Settings | None = None
-) -> None:
-    """ConfigError for the first thing ``host`` lacks (``HostInfo.cannot_run``: the engine
-    or the named installation, a GPU), naming what is missing and how to get it; with
-    ``settings``, also a knob or flag an installation's own option list lacks
-    (``knob_problems``): refused when queued, not in every run's preflight. None: the
-    caller checked (or the run's preflight will)."""
-    if host is None:
-        return
-    problems = runnable_problems(specs, host)
-    if settings is not None:
-        for field, why in knob_problems(specs, host, settings).items():
-            problems.setdefault(field, why)
-    for field, why in problems.items():
-        raise ConfigError(field, why)
-
-
-def _refuse_kv_fill(settings: Settings, specs: Sequence[RunSpec]) -> None:
-    """kv_fill on an engine that reports no KV pool, refused before anything is queued."""
-    for spec in specs:
-        for field, why in kv_fill_problems(spec, settings).items():
-            raise ConfigError(field, why)
+    refuse(preflight(specs, host, settings))
+    return Queued(tuple(_write(settings, lambda written: _submit(settings, specs, written))))
 
 
 def queue_experiment(
@@ -115,42 +81,91 @@ def _queue_experiment(
 ) -> tuple[str, list[str]]:
     if executor is not None:
         exp = exp.model_copy(update={"base": with_executor(exp.base, executor)})
+    refuse(preflight(exp, host, settings))  # every arm and every pool run, before any write
     exp_id = new_experiment_id()
-    refuse_unrunnable(
-        [spec for _, trial, spec in expand(exp, exp_id) if trial == 0], host, settings
-    )
-    _refuse_kv_fill(settings, [spec for _, _, spec in expand(exp, exp_id)])
-    # kv_fill: every arm sized from the smallest arm's pool (core/launch/kv_pool.py); the
-    # arms whose pool no earlier run reported get a pool run queued ahead of the experiment.
-    pools = plan_pools(settings, exp, exp_id)
-    if pools is not None:
-        arms = list(pools.to_run)
-        pool_ids = submit(settings, [pools.to_run[a] for a in arms]) if arms else []
-        exp = pools.with_runs(dict(zip(arms, pool_ids, strict=True)))
-    planned = expand(exp, exp_id)
-    refuse_over_context(settings, [spec for _, trial, spec in planned if trial == 0])
-    run_ids = submit(settings, [spec for _, _, spec in planned])
-    save_experiment(
-        settings,
-        exp,
-        [(arm, trial, rid) for (arm, trial, _), rid in zip(planned, run_ids, strict=True)],
-        exp_id,
-    )
-    return exp_id, run_ids
+
+    def write(written: list[str]) -> list[str]:
+        # kv_fill: every arm sized from the smallest arm's pool (core/launch/kv_pool.py);
+        # the arms whose pool no earlier run reported get a pool run queued ahead.
+        planned_exp = exp
+        pools = plan_pools(settings, exp, exp_id)
+        if pools is not None:
+            arms = list(pools.to_run)
+            pool_ids = _submit(settings, [pools.to_run[a] for a in arms], written)
+            planned_exp = pools.with_runs(dict(zip(arms, pool_ids, strict=True)))
+        planned = expand(planned_exp, exp_id)
+        run_ids = _submit(settings, [spec for _, _, spec in planned], written)
+        save_experiment(
+            settings,
+            planned_exp,
+            [(arm, trial, rid) for (arm, trial, _), rid in zip(planned, run_ids, strict=True)],
+            exp_id,
+        )
+        return run_ids
+
+    return exp_id, _write(settings, write)
 
 
-def dry_run(settings: Settings, exp: ExperimentSpec, *, executor: str | None = None) -> list[str]:
-    """What queueing ``exp`` would do, in words, queueing nothing: its runs in order (arms
-    shuffled per trial), the estimated duration (earlier runs of its engine and model here:
-    ``grid_estimate``) and the smallest effect its trials can resolve on this host
-    (``core.analysis.power``), with a few other trial counts."""
+def _write(settings: Settings, write: Callable[[list[str]], list[str]]) -> list[str]:
+    """Run ``write``, which appends every run id it queues to the list it is given; if it
+    fails, withdraw those runs (all or nothing) and raise what failed."""
+    written: list[str] = []
+    try:
+        return write(written)
+    except BaseException:
+        _withdraw(settings, written)
+        raise
+
+
+def _submit(settings: Settings, specs: Sequence[RunSpec], written: list[str]) -> list[str]:
+    """``submit`` one run at a time, each id appended to ``written`` once its folder exists."""
+    ids: list[str] = []
+    for spec in specs:
+        (rid,) = submit(settings, [spec])
+        written.append(rid)
+        ids.append(rid)
+    return ids
+
+
+def _withdraw(settings: Settings, run_ids: Sequence[str]) -> None:
+    """Cancel runs queued by a launch that failed midway; the folder of one that never
+    started is removed, so the failed launch leaves nothing behind."""
+    for rid in run_ids:
+        cancel(settings, rid)
+        folder = RunFolder(settings.runs_dir / rid)
+        status = folder.status_or_empty()
+        if status.state == "cancelled" and not status.started_at:
+            shutil.rmtree(folder.path, ignore_errors=True)
+
+
+def dry_run(
+    settings: Settings,
+    exp: ExperimentSpec,
+    *,
+    executor: str | None = None,
+    host: HostInfo | None = None,
+) -> list[str]:
+    """What queueing ``exp`` would do, in words, queueing nothing: what the gate would refuse
+    on ``host`` (``preflight``), its runs in order (arms shuffled per trial), the estimated
+    duration (earlier runs of its engine and model here: ``grid_estimate``) and the smallest
+    effect its trials can resolve on this host (``core.analysis.power``), with a few other
+    trial counts."""
     # imported here: queueing one run (``python -m core run --executor``) needs no scipy
     from core.analysis.power import host_noise, power_lines
 
     if executor is not None:
         exp = exp.model_copy(update={"base": with_executor(exp.base, executor)})
     server = exp.base.server
-    lines = [f"Dry run of {exp.name!r}: nothing queued. It would queue, in this order:"]
+    problems = preflight(exp, host, settings)
+    lines = [f"Dry run of {exp.name!r}: nothing queued."]
+    if problems:
+        lines.append("Queueing it would be refused, every field at once:")
+        lines += [f"  {p.field}: {p.text}" for p in problems]
+    lines.append(
+        "Once it passes, it would queue, in this order:"
+        if problems
+        else "It would queue, in this order:"
+    )
     by_trial: dict[int, list[str]] = {}
     for arm, trial, _ in expand(exp, "dry-run"):
         by_trial.setdefault(trial, []).append(arm)
