@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from core.errors import ConfigError
+from core.numbers import number_text
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -586,7 +587,7 @@ def parse_request_rate(text: object) -> float:
 
 
 def _fmt(value: object) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
+    return number_text(value) if isinstance(value, float) else str(value)
 
 
 def plain_error(err: ErrorDetails) -> str:

@@ -239,7 +239,7 @@ def test_the_2x2_verdict_leads_with_the_knobs_and_never_calls_the_memory_fractio
     # then the regressions, a paragraph of their own, then every contrast
     assert story.verdict[2].startswith("Regressions: peak GPU memory at c=1, 16, 64: ")
     assert (
-        "+9% output throughput at concurrency 64 (95% CI -26%…+61%), not tested"
+        "+9.1% output throughput at concurrency 64 (95% CI -26.1…+61.1%), not tested"
         in (story.verdict[3])
     )
     alone = [r for r in story.card if r.arm == "graphs=off mem=0.92"]

@@ -6,7 +6,6 @@ commands, engine and ServeLab versions, hosts)."""
 from __future__ import annotations
 
 import html
-import math
 import platform
 import subprocess
 from datetime import UTC, datetime
@@ -21,16 +20,13 @@ from core.interop.export_charts import figures
 from core.interop.export_tables import arm_stats_frame, config_frame, effects_of, summaries_frame
 from core.interop.selection import Selection, origin_of, origin_text, verdict_lines
 from core.metrics import DEFINITION
+from core.numbers import number_text, pct_text
 from core.settings import REPO_ROOT
 from core.views.cells import readable_cells
 
 __all__ = ["html_report"]
 
 REPO = REPO_ROOT
-
-
-def _fmt(value: float) -> str:
-    return f"{value:,.4g}" if abs(value) < 1e5 else f"{value:,.0f}"
 
 
 _CSS = """
@@ -52,10 +48,8 @@ def _e(value: Any) -> str:
 
 
 def _num_text(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if isinstance(value, float):
-        return _fmt(value)
+    if value is None or isinstance(value, int | float):
+        return number_text(value)  # "—" for None and NaN, as on the pages
     return str(value)
 
 
@@ -71,10 +65,7 @@ def _deltas_html(df: pd.DataFrame) -> str:
             # single-run deltas: no interval backs a direction, so no cell is painted
             # better / worse (the summary card colours only confirmed changes)
             cls = ""
-            if str(col).startswith("rel_"):
-                text = "–" if v is None or pd.isna(v) else f"{v:+.1%}"
-            else:
-                text = _num_text(v)
+            text = pct_text(v) if str(col).startswith("rel_") else _num_text(v)
             cells.append(f"<td{cls}>{_e(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"

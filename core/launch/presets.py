@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from core.config import RunSpec
 from core.errors import StoreError
 from core.launch.host import HostInfo
+from core.numbers import minutes_text
 from core.run_folder import RunFolder
 from core.settings import Settings
 from core.store import Catalog
@@ -22,7 +23,6 @@ __all__ = [
     "Preset",
     "estimate_text",
     "expand_preset",
-    "minutes_text",
     "plan_estimate_s",
     "rough_text",
     "run_estimate",
@@ -144,11 +144,6 @@ def estimate_text(
         f"{count}, {how}: about {minutes_text(total)} (median {minutes_text(per_run)} per run "
         f"over the last {len(history_s)} finished run(s) of {what or 'this configuration'})"
     )
-
-
-def minutes_text(seconds: float) -> str:
-    """A duration as an estimate says it: seconds below two minutes, else minutes."""
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def plan_estimate_s(spec: RunSpec) -> float:

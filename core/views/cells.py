@@ -13,7 +13,8 @@ from pandas.io.formats.style import Styler
 
 from core.analysis.roles import field_name
 from core.config import knob_text
-from core.metrics import METRIC_WORDS, metric_label, metric_unit
+from core.metric_info import METRICS, metric_label, metric_unit
+from core.numbers import EMPTY, count_text, gb_text, number_text, share_text
 
 __all__ = [
     "CARD_COLUMNS",
@@ -31,8 +32,6 @@ __all__ = [
     "time_text",
 ]
 
-# What an empty cell reads: never "None" or "nan" (which read like a measured value).
-EMPTY = "—"
 # Column-name endings and the unit each names (``weight_mem_gb`` -> "Weight mem (GB)").
 _UNIT_SUFFIXES = {
     "_gb": "GB",
@@ -74,30 +73,6 @@ DELTA_LEGEND = (
 )
 
 
-def number_text(value: Any, unit: str = "") -> str:
-    """THE number as a reader sees it: three significant digits by magnitude, never fewer
-    than the whole part (127.46550430199999 -> "127", 12.345 -> "12.3", 0.012345 ->
-    "0.0123", 1234.56 -> "1,235"), thousands separators, a whole int in full (5,952,378);
-    ``unit`` after a space. "—" for None, NaN, infinities, text and bools."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return EMPTY
-    if isinstance(value, int) or (float(value).is_integer() and abs(value) >= 1):
-        text = f"{value:,.0f}"
-    elif value == 0:
-        text = "0"
-    else:
-        # digits after the point that show three significant ones, counted again after
-        # rounding (99.96 rounds to 100: "100", not "100.0")
-        decimals = max(0, 2 - math.floor(math.log10(abs(value))))
-        rounded = round(value, decimals)
-        if rounded != 0:
-            decimals = max(0, 2 - math.floor(math.log10(abs(rounded))))
-        text = f"{value:,.{decimals}f}"
-        if "." in text:  # 0.5, not 0.500: no digit that says nothing
-            text = text.rstrip("0").rstrip(".")
-    return f"{text} {unit}" if unit else text
-
-
 def time_text(stamp: Any) -> str:
     """A stored ISO timestamp (UTC, with milliseconds) as a reader sees it: this host's
     local time, to the second ("2026-12-01 04:14:12"); "—" when unset or unreadable."""
@@ -122,7 +97,7 @@ def column_label(column: str) -> str:
     a heading already in words is kept; a share's without a unit (its cells say "%")."""
     if _is_share(column):
         return metric_label(column).removesuffix(f" ({metric_unit(column)})")
-    if column in METRIC_WORDS or (column.endswith("_ms") and metric_label(column) != column):
+    if column in METRICS or (column.endswith("_ms") and metric_label(column) != column):
         return metric_label(column)
     if "_" not in column:
         return column
@@ -149,11 +124,11 @@ def cell_text(value: Any, column: str = "") -> str:
         return knob_text(value)
     if isinstance(value, int | float):
         if _is_share(column):
-            return f"{value:.1%}" if math.isfinite(value) else EMPTY
+            return share_text(value, 1)
         if column.endswith("_gb"):
-            return f"{value:,.2f}"
+            return gb_text(value, unit=False)
         if column.endswith(("_mib", "tokens")):
-            return f"{value:,.0f}"
+            return count_text(value)
         return number_text(value)
     if column.endswith("_at"):
         return time_text(value)
