@@ -551,7 +551,9 @@ class RunSpec(_Frozen):
     @classmethod
     def _tags(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         for tag in v:
-            if not re.fullmatch(r"[\w.\-:=]{1,64}", tag):
+            # an arm's label is kept as given (core.experiments.design.arm_tag): its spaces,
+            # + and / too; every other tag is one word of letters, digits and . - _ : =
+            if not re.fullmatch(r"[\w.\-:=]{1,64}|arm-label:[\w .:+=\-/]{1,40}", tag):
                 raise ValueError(f"tag {tag[:40]!r}: use 1-64 letters, digits, . - _ : =")
         return v
 

@@ -33,6 +33,7 @@ __all__ = [
     "pct_text",
     "share_text",
     "signed_text",
+    "trial_number",
     "trial_text",
 ]
 
@@ -158,9 +159,13 @@ def count_text(value: Any, unit: str = "") -> str:
     return f"{text} {unit}" if unit else text
 
 
+def trial_number(index0: Any) -> Any:
+    """A trial's number as a reader counts it, from 1 (stored from 0); a value that is no
+    whole number is returned as it is (a closing run has no trial)."""
+    x = as_number(index0)
+    return int(x) + 1 if x is not None and x.is_integer() else index0
+
+
 def trial_text(index0: Any) -> str:
-    """A trial as a reader counts it, from 1 (stored from 0): ``trial 1``; a value that is
-    no whole number is shown as it is."""
-    if isinstance(index0, int) and not isinstance(index0, bool):
-        return f"trial {index0 + 1}"
-    return f"trial {index0}"
+    """A trial as a reader counts it, from 1 (stored from 0): ``trial 1``."""
+    return f"trial {trial_number(index0)}"

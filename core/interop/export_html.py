@@ -20,7 +20,7 @@ from core.interop.export_charts import figures
 from core.interop.export_tables import arm_stats_frame, config_frame, effects_of, summaries_frame
 from core.interop.selection import Selection, origin_of, origin_text, verdict_lines
 from core.metrics import DEFINITION
-from core.numbers import number_text, pct_text
+from core.numbers import number_text, pct_text, trial_number, trial_text
 from core.settings import REPO_ROOT
 from core.views.cells import readable_cells
 
@@ -113,7 +113,7 @@ def _provenance(sel: Selection) -> str:
             f"<tr><td>{_e(name)}<br><span class='note'>{_e(lab)}</span></td>"
             f"<td>{_e(v.status.state)}</td>"
             f"<td>{_e(origin_text(v))}</td>"
-            f"<td>{_e(meta.get('arm'))}{' / trial ' + _e(meta.get('trial')) if meta else ''}"
+            f"<td>{_e(meta.get('arm'))}{' / ' + _e(trial_text(meta.get('trial'))) if meta else ''}"
             f"</td><td>{_e(server.get('engine'))} {_e(v.facts.get('engine_version') or '')}</td>"
             f"<td>{_e(server.get('model'))}</td>"
             f"<td><code>{_e(command or '(no launch command recorded)')}</code></td>"
@@ -266,9 +266,10 @@ def html_report(sel: Selection) -> str:
         )
         if c in summ.columns
     ]
-    parts.append(
-        "<h3>Per run and point</h3>" + _frame_html(summ[cols].loc[:, ~pd.Index(cols).duplicated()])
-    )
+    shown = summ[cols].loc[:, ~pd.Index(cols).duplicated()]
+    if "trial" in shown:  # counted from 1, as on the pages (the CSV keeps the stored index)
+        shown = shown.assign(trial=shown["trial"].map(trial_number))
+    parts.append("<h3>Per run and point</h3>" + _frame_html(shown))
     stats = arm_stats_frame(sel)
     if stats is not None:
         parts.append("<h3>Per arm (mean over trials, interval)</h3>" + _frame_html(stats))

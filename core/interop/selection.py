@@ -20,7 +20,7 @@ from core.errors import ConfigError, ServeLabError
 from core.experiments.design import load_experiment
 from core.experiments.records import ExperimentRecord
 from core.metric_info import verdict_metrics
-from core.numbers import is_number, number_text
+from core.numbers import is_number, number_text, trial_text
 from core.run_folder import find_runs, is_run_id
 from core.settings import Settings
 from core.views.figures import arm_colours
@@ -63,8 +63,8 @@ class Selection:
     @cached_property
     def names(self) -> list[str]:
         """One display name per run: what the report shows. An experiment's runs are named
-        by the record's arm label and trial (``graphs on · trial 1``), so the report, the
-        Experiment page and Compare spell an arm one way; otherwise
+        by the record's arm label and trial counted from 1 (``graphs on · trial 1``), so the
+        report, the Experiment page and Compare spell an arm one way; otherwise
         ``core.analysis.roles.arm_names``."""
         if self.experiment is None:
             return arm_names(self.views)
@@ -74,7 +74,7 @@ class Selection:
             if "arm" not in meta:
                 out.append(v.run_id)
                 continue
-            which = "closing" if meta.get("closing") else f"trial {meta.get('trial')}"
+            which = "closing" if meta.get("closing") else trial_text(meta.get("trial"))
             out.append(f"{meta['arm']} · {which}")
         return out
 

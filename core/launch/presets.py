@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from core.config import RunSpec
 from core.errors import StoreError
+from core.experiments.design import arm_tag
 from core.launch.host import HostInfo
 from core.numbers import minutes_text
 from core.run_folder import RunFolder
@@ -92,11 +93,7 @@ def expand_preset(preset: Preset, base: RunSpec) -> list[RunSpec]:
     specs = []
     for label, overrides in preset.arms:
         server = base.server.model_copy(update=overrides)
-        tags = (
-            (*base.tags, group, "arm:" + label.replace(" ", "-"))
-            if len(preset.arms) > 1
-            else base.tags
-        )
+        tags = (*base.tags, group, arm_tag(label)) if len(preset.arms) > 1 else base.tags
         specs.append(
             RunSpec.model_validate(
                 {

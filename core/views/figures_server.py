@@ -12,14 +12,14 @@ so runs that ran at different times overlay.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from core.analysis.server_view import ServerView
 from core.analysis.timelines import Timeline, series_words
-from core.views.figures import apply_template, arm_colours
+from core.views.figures import apply_template, arm_colours, colour_of
 
 __all__ = [
     "LINE_STYLES",
@@ -110,9 +110,12 @@ def timeline_figure(
     baseline: str | None = None,
     title: str = "The server's view",
     point_label: str | None = None,
+    colours: Mapping[str, str] | None = None,
 ) -> go.Figure | None:
     """Overlaid timelines of one point for every run that has a server-side view; None when
-    none has (the page shows ``no_timeline_lines`` instead)."""
+    none has (the page shows ``no_timeline_lines`` instead). ``colours``: the page's (its
+    arms' colours, ``arm_colours``), so an arm keeps its colour on this chart too, even where
+    the baseline has no server view; without, the runs shown are coloured baseline first."""
     shown = [
         (label, t)
         for label, t in zip(labels, timelines, strict=True)
@@ -120,7 +123,8 @@ def timeline_figure(
     ]
     if not shown:
         return None
-    colours = arm_colours([label for label, _ in shown], baseline)
+    if colours is None:
+        colours = arm_colours([label for label, _ in shown], baseline)
     fig = make_subplots(
         rows=len(TIMELINE_PANELS),
         cols=1,
@@ -145,7 +149,11 @@ def timeline_figure(
                         x=s["t_point_s"],
                         y=s["value"] * scale,
                         mode="lines",
-                        line={"color": colours[label], "dash": dash, "width": 1 if faint else 2},
+                        line={
+                            "color": colour_of(colours, label),
+                            "dash": dash,
+                            "width": 1 if faint else 2,
+                        },
                         opacity=0.35 if faint else 1.0,
                         line_shape="hv" if series == "client_in_flight_reqs" else "linear",
                         # one legend entry per run (its colour); the line styles are
