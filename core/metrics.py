@@ -37,7 +37,7 @@ from core.metric_info import (
     metric_unit,
     verdict_metrics,
 )
-from core.numbers import as_number
+from core.numbers import as_number, share_text
 from core.records import CANCELLED, RequestRecord
 
 if TYPE_CHECKING:
@@ -332,7 +332,7 @@ def point_warnings(
         )
     elif share is not None and share < MIN_STEADY_SHARE:
         out.append(
-            f"all slots were busy for {window:.2f} s, {share:.0%} of the point: mostly "
+            f"all slots were busy for {window:.2f} s, {share_text(share)} of the point: mostly "
             "ramp-up and drain; steady_output_throughput is the steady figure"
         )
     if min_steady_s is not None and (window or 0.0) < min_steady_s:
@@ -440,7 +440,9 @@ def point_caveats(summary: Mapping[str, Any], status: RunStatus | None = None) -
         if any(x >= CLIENT_CPU_BOUND_SHARE for x in shares) or not shares:
             out.append(Caveat(CAVEAT_KINDS[1], why, lag))
         else:  # the loop woke late with CPU to spare: stamps late, load offered in full
-            out.append(Caveat(CAVEAT_KINDS[2], f"{why} at {max(shares):.0%} of a core", lag))
+            out.append(
+                Caveat(CAVEAT_KINDS[2], f"{why} at {share_text(max(shares))} of a core", lag)
+            )
     if client.get("client_sent_late"):
         late = client.get("send_late_ms_p99")
         out.append(

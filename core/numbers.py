@@ -32,6 +32,7 @@ __all__ = [
     "pct_number",
     "pct_text",
     "share_text",
+    "short_count_text",
     "signed_text",
     "trial_number",
     "trial_text",
@@ -78,13 +79,15 @@ def number_text(value: Any, unit: str = "") -> str:
     return f"{text} {unit}" if unit else text
 
 
-def signed_text(value: Any, unit: str = "") -> str:
-    """A difference in its own unit, signed: ``+306 MiB``, ``-0.42 GB`` (whole from 10 up,
-    two decimals below); "—" when it is no number."""
+def signed_text(value: Any, unit: str = "", decimals: int | None = None) -> str:
+    """A difference in its own unit, signed: ``+306 MiB``, ``-0.42 GB`` (by default whole
+    from 10 up, two decimals below; else ``decimals``); "—" when it is no number."""
     x = as_number(value)
     if x is None:
         return EMPTY
-    text = f"{x:+,.0f}" if abs(x) >= 10 else f"{x:+.2f}"
+    if decimals is None:
+        decimals = 0 if abs(x) >= 10 else 2
+    text = f"{x:+,.{decimals}f}"
     return f"{text} {unit}" if unit else text
 
 
@@ -157,6 +160,15 @@ def count_text(value: Any, unit: str = "") -> str:
         return EMPTY
     text = f"{x:,.0f}"
     return f"{text} {unit}" if unit else text
+
+
+def short_count_text(value: Any) -> str:
+    """A large count said short, as a chart note or a sentence says a KV pool: ``5.50 M``,
+    ``454 K`` (from 10,000), else whole with separators (``1,234``); "—" when no number."""
+    x = as_number(value)
+    if x is None:
+        return EMPTY
+    return f"{x / 1e6:.2f} M" if x >= 1e6 else f"{x / 1e3:.0f} K" if x >= 1e4 else f"{x:,.0f}"
 
 
 def trial_number(index0: Any) -> Any:

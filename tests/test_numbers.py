@@ -19,6 +19,7 @@ from core.numbers import (
     pct_number,
     pct_text,
     share_text,
+    short_count_text,
     signed_text,
     trial_text,
 )
@@ -76,6 +77,11 @@ def test_estimates_sizes_counts_and_differences() -> None:
     assert gb_text(12.345) == "12.35 GB" and gb_text(1.5, unit=False) == "1.50"
     assert count_text(123456, "tokens") == "123,456 tokens" and count_text(None) == EMPTY
     assert signed_text(306.4, "MiB") == "+306 MiB" and signed_text(-0.4213, "GB") == "-0.42 GB"
+
+
+def test_a_large_count_said_short() -> None:
+    assert short_count_text(5_498_295) == "5.50 M" and short_count_text(479_000) == "479 K"
+    assert short_count_text(4096) == "4,096" and short_count_text(None) == EMPTY
 
 
 def test_trials_count_from_one() -> None:
