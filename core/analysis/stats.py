@@ -27,7 +27,7 @@ from core.analysis.points import point_key
 from core.analysis.runs import RunView
 from core.metric_info import higher_is_better, metrics_for
 from core.metrics import latency_values
-from core.numbers import as_number, pct_interval_text, pct_text, share_text
+from core.numbers import as_number, is_number, pct_interval_text, pct_text, share_text
 from core.records import records_from_table
 
 __all__ = [
@@ -156,7 +156,7 @@ def _pairs(arm: Mapping[int, float], base: Mapping[int, float]) -> list[tuple[fl
     return [
         (float(a), float(base[t]))
         for t, a in arm.items()
-        if t in base and _finite(a) and _finite(base[t])
+        if t in base and is_number(a) and is_number(base[t])
     ]
 
 
@@ -176,10 +176,6 @@ def level_text(level: float) -> str:
     if abs(level - 0.95) < 1e-9:
         return "95% CI"
     return f"{share_text(level, 1)} CI (adjusted for repeated looks)"
-
-
-def _finite(v: float | None) -> bool:
-    return v is not None and not math.isnan(v)
 
 
 def _label(metric: str, low: float | None, high: float | None, rel: float | None) -> str:
