@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 from pandas.io.formats.style import Styler
 
+from core.analysis.points import NO_CHANGE_THRESHOLD
 from core.analysis.roles import field_name
 from core.config import knob_text
 from core.metric_info import METRICS, metric_label, metric_unit
@@ -60,15 +61,17 @@ CARD_COLUMNS = 4
 # The words for "no difference", one meaning each (the numbers that decide them:
 # core.analysis.points.is_no_change and core.analysis.card): "within noise" only where an
 # interval or the host's A/A noise floor covers the change; "no change" where neither
-# exists (one run each) and the change is under 0.5 %.
+# exists (one run each) and the change is under NO_CHANGE_THRESHOLD (0.5%).
 CARD_LEGEND = (
     "▲ better / ▼ worse by each metric's direction (green / red); ≈ within noise: the "
     "interval or the host's A/A noise floor covers the change; = no change: one run per "
-    "arm and under 0.5 %; '?' = one run per arm, no interval; n/t = not tested by this "
-    "workload: the arm differs only in a knob whose resource the load never reached."
+    f"arm and under {share_text(NO_CHANGE_THRESHOLD, 1)}; '?' = one run per arm, no interval; "
+    "n/t = not tested by this workload: the arm differs only in a knob whose resource the "
+    "load never reached."
 )
 DELTA_LEGEND = (
-    'One run each, so no interval: a change under 0.5 % reads "no change" (not "within '
+    f"One run each, so no interval: a change under {share_text(NO_CHANGE_THRESHOLD, 1)} reads "
+    '"no change" (not "within '
     'noise": only an interval or the A/A noise floor, on the card above, can say that).'
 )
 
