@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from core.errors import ConfigError
+from core.numbers import number_text
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -558,7 +559,9 @@ class RunSpec(_Frozen):
     @classmethod
     def _tags(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         for tag in v:
-            if not re.fullmatch(r"[\w.\-:=]{1,64}", tag):
+            # an arm's label is kept as given (core.experiments.design.arm_tag): its spaces,
+            # + and / too; every other tag is one word of letters, digits and . - _ : =
+            if not re.fullmatch(r"[\w.\-:=]{1,64}|arm-label:[\w .:+=\-/]{1,40}", tag):
                 raise ValueError(f"tag {tag[:40]!r}: use 1-64 letters, digits, . - _ : =")
         return v
 
@@ -611,7 +614,7 @@ def parse_whole_number(text: object, example: int = 256) -> int:
 
 
 def _fmt(value: object) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
+    return number_text(value) if isinstance(value, float) else str(value)
 
 
 def plain_error(err: ErrorDetails) -> str:

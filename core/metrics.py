@@ -29,6 +29,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from core.metric_info import (
+    LATENCY_FAMILIES,
+    STAT_NAMES,
+    metric_label,
+    metric_name,
+    metric_unit,
+    verdict_metrics,
+)
+from core.numbers import as_number, share_text
 from core.records import CANCELLED, RequestRecord
 
 if TYPE_CHECKING:
@@ -38,7 +47,6 @@ __all__ = [
     "CAVEAT_KINDS",
     "DEFINITION",
     "LATENCY_FAMILIES",
-    "METRIC_WORDS",
     "STAT_NAMES",
     "VERDICT_METRICS",
     "Caveat",
@@ -64,19 +72,8 @@ __all__ = [
 ]
 
 DEFINITION = "sglang bench_serving (sglang-oai-chat)"
-LATENCY_FAMILIES = ("ttft", "itl", "tpot", "e2e")
-STAT_NAMES = ("mean", "median", "std", "p90", "p95", "p99", "max")
 
 TokenSource = Literal["server", "retokenized"]
-
-
-def as_number(value: Any) -> float | None:
-    """THE "is this a number" rule for a value read from a JSON artifact: an int or a
-    float, finite; a bool (``True == 1`` in Python), NaN, an infinity, text or None is not
-    (None: unknown, never 0)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
 
 
 def rate_value(value: Any) -> float | None:
@@ -90,60 +87,9 @@ def rate_value(value: Any) -> float | None:
         return None
 
 
-# THE headline metrics: what a verdict names at the headline point (Compare's verdict) and
-# what an adaptive experiment's stop rule must decide (core.analysis.sequential).
-VERDICT_METRICS = ("output_throughput", "median_ttft_ms", "median_itl_ms")
-
-
-# THE words for a metric, wherever a reader meets one (page tiles and tables, chart axes,
-# the summary card, the verdict, the HTML report): its name in words and its unit. The
-# latency statistics (``median_ttft_ms`` ...) are read from their name (``metric_name``).
-METRIC_WORDS: dict[str, tuple[str, str]] = {
-    "output_throughput": ("output throughput", "tok/s"),
-    "input_throughput": ("input throughput", "tok/s"),
-    "total_throughput": ("total throughput", "tok/s"),
-    "request_throughput": ("request throughput", "req/s"),
-    "steady_output_throughput": ("steady output throughput", "tok/s"),
-    "max_output_tokens_per_s": ("peak output", "tok/s"),
-    "error_rate": ("error rate", "fraction"),
-    "concurrency": ("achieved concurrency", "requests"),
-    "max_concurrent_requests": ("peak concurrent requests", "requests"),
-    "duration_s": ("duration", "s"),
-    "output_len_ratio": ("output length ratio", "achieved / requested"),
-    "peak_gpu_mib": ("peak GPU memory", "MiB"),
-    "headroom_gb": ("memory headroom", "GB"),
-    "kv_cache_tokens": ("KV pool", "tokens"),
-}
-_FAMILY_WORDS = {"ttft": "TTFT", "itl": "ITL", "tpot": "TPOT", "e2e": "E2E latency"}
-_LATENCY_STAT = re.compile(r"(mean|median|std|p90|p95|p99|max)_(ttft|itl|tpot|e2e)_ms")
-
-
-def _words(metric: str) -> tuple[str, str]:
-    if metric in METRIC_WORDS:
-        return METRIC_WORDS[metric]
-    if m := _LATENCY_STAT.fullmatch(metric):
-        return f"{m[1]} {_FAMILY_WORDS[m[2]]}", "ms"
-    return metric.replace("_", " "), ""
-
-
-def metric_name(metric: str) -> str:
-    """A metric in words, for a sentence: ``median_ttft_ms`` -> ``median TTFT``."""
-    return _words(metric)[0]
-
-
-def metric_unit(metric: str) -> str:
-    """A metric's unit (``tok/s``, ``ms``); empty where it has none."""
-    return _words(metric)[1]
-
-
-def metric_label(metric: str) -> str:
-    """A metric as a heading, tile or axis names it, with its unit:
-    ``output_throughput`` -> ``Output throughput (tok/s)``, ``median_ttft_ms`` ->
-    ``Median TTFT (ms)``."""
-    name, unit = _words(metric)
-    if not re.match(r"p\d", name):  # "p99 TTFT" stays a percentile's name
-        name = name[:1].upper() + name[1:]
-    return f"{name} ({unit})" if unit else name
+# THE headline metrics (core.metric_info: the one table of metric metadata): what a verdict
+# names at the headline point and what an adaptive experiment's stop rule must decide.
+VERDICT_METRICS = verdict_metrics()
 
 
 def headline_index(points: Sequence[Mapping[str, Any]]) -> int | None:
@@ -386,7 +332,7 @@ def point_warnings(
         )
     elif share is not None and share < MIN_STEADY_SHARE:
         out.append(
-            f"all slots were busy for {window:.2f} s, {share:.0%} of the point: mostly "
+            f"all slots were busy for {window:.2f} s, {share_text(share)} of the point: mostly "
             "ramp-up and drain; steady_output_throughput is the steady figure"
         )
     if min_steady_s is not None and (window or 0.0) < min_steady_s:
@@ -494,7 +440,9 @@ def point_caveats(summary: Mapping[str, Any], status: RunStatus | None = None) -
         if any(x >= CLIENT_CPU_BOUND_SHARE for x in shares) or not shares:
             out.append(Caveat(CAVEAT_KINDS[1], why, lag))
         else:  # the loop woke late with CPU to spare: stamps late, load offered in full
-            out.append(Caveat(CAVEAT_KINDS[2], f"{why} at {max(shares):.0%} of a core", lag))
+            out.append(
+                Caveat(CAVEAT_KINDS[2], f"{why} at {share_text(max(shares))} of a core", lag)
+            )
     if client.get("client_sent_late"):
         late = client.get("send_late_ms_p99")
         out.append(

@@ -19,7 +19,8 @@ from core.analysis.attribution import (
 from core.analysis.stats import RunOfArm
 from core.analysis.trials import noise_floor
 from core.experiments.design import ExperimentRecord
-from core.metrics import as_number, metric_label
+from core.metric_info import metric_label
+from core.numbers import as_number
 from core.settings import Settings
 from core.views.figures_attribution import attribution_waterfall, sweep_figure
 from pages._chart import chart

@@ -15,7 +15,7 @@ from core.analysis.stats import EXPERIMENT_METRICS, first_per_arm
 from core.analysis.trials import experiment_runs
 from core.errors import ConfigError
 from core.interop.export import select
-from core.metrics import metric_label
+from core.metric_info import metric_label
 from core.settings import Settings
 from core.views.cells import readable_cells
 from core.views.figures import arm_bands_figure

@@ -4,7 +4,7 @@ core/views/figures_server.py; this only picks the point and draws."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import streamlit as st
 
@@ -26,6 +26,7 @@ def timelines_section(
     baseline: str | None,
     key: str,
     caption: str = "",
+    colours: Mapping[str, str] | None = None,
 ) -> None:
     st.subheader("The server's view over time")
     # the server's series first (which runs and points have a view), the client's for the
@@ -63,7 +64,9 @@ def timelines_section(
     ]
     if lines:
         st.markdown("  \n".join(lines))
-    fig = timeline_figure(labels, timelines, point, baseline, point_label=points[point])
+    fig = timeline_figure(
+        labels, timelines, point, baseline, point_label=points[point], colours=colours
+    )
     if fig is None:
         st.caption(f"No server samples at {points[point]}.")
         return

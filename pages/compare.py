@@ -18,7 +18,9 @@ from core.analysis.points import metric_deltas
 from core.analysis.roles import baseline_index, headline_point, knob_fields
 from core.analysis.runs import has_records, latency_samples, load_run, no_records_note
 from core.interop.export import selection_of
-from core.metrics import DEFINITION, VERDICT_METRICS, metric_label
+from core.metric_info import metric_label, verdict_metrics
+from core.metrics import DEFINITION
+from core.numbers import pct_text
 from core.run_folder import find_runs
 from core.views.cells import (
     DELTA_LEGEND,
@@ -125,10 +127,11 @@ st.caption(
 deltas = metric_deltas(views, baseline=baseline, names=names)
 head = headline_point(views)
 if head is not None:
+    tiles = verdict_metrics()  # one tile per headline metric, however many the table has
     for other in (n for i, n in enumerate(names) if i != baseline):
-        cols = st.columns(4)
+        cols = st.columns(1 + len(tiles))
         cols[0].markdown(f"**{other}** vs **{names[baseline]}**  \n{head.label}")
-        for col, metric in zip(cols[1:], VERDICT_METRICS, strict=True):
+        for col, metric in zip(cols[1:], tiles, strict=True):
             row = deltas[(deltas["point"] == head.label) & (deltas["metric"] == metric)]
             if row.empty or pd.isna(row.iloc[0][other]):
                 col.metric(metric_label(metric), "n/a")
@@ -138,7 +141,7 @@ if head is not None:
             col.metric(
                 metric_label(metric),
                 number_text(r[other]),
-                delta=None if pd.isna(rel) else f"{rel:+.1%}",
+                delta=None if pd.isna(rel) else pct_text(rel),
                 delta_color="off",  # a single-run difference: no interval backs a colour
             )
 if (
@@ -152,7 +155,7 @@ with details(f"Every metric at every point ({len(deltas)} rows)", "cmp_all_metri
     if shown:
         st.dataframe(
             deltas.style.format(
-                {c: "{:+.1%}" for c in deltas.columns if c.startswith("rel_")}, na_rep=EMPTY
+                {c: pct_text for c in deltas.columns if c.startswith("rel_")}, na_rep=EMPTY
             ),
             hide_index=True,
             placeholder=EMPTY,
@@ -198,7 +201,7 @@ if labels:
     if series:
         chart(cdf_figure(series, f"{metric.upper()} (ms) at {point}", colours))
 
-timelines_section(names, views, names[baseline], key="cmp_timeline_point")
+timelines_section(names, views, names[baseline], key="cmp_timeline_point", colours=colours)
 
 ledger_section(story.ledger, colours, key="cmp_ledger")
 

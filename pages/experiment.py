@@ -28,7 +28,9 @@ from core.analysis.trials import experiment_runs
 from core.experiments.design import list_experiments, load_experiment
 from core.interop.export import select
 from core.launch.presets import stored_run_estimate
-from core.metrics import DEFINITION, metric_label
+from core.metric_info import metric_label
+from core.metrics import DEFINITION
+from core.numbers import trial_number
 from core.run_folder import is_run_id
 from core.views.cells import EMPTY, column_label, headroom_table, readable_table
 from core.views.figures import (
@@ -127,7 +129,7 @@ def progress() -> None:
         pd.DataFrame(
             [
                 {
-                    "trial": r.trial + 1,
+                    "trial": trial_number(r.trial),
                     "arm": r.arm,
                     "state": r.view.status.state,
                     "run": f"run?run={r.view.run_id}",
@@ -244,6 +246,7 @@ timelines_section(
     story.baseline,
     key="exp_timeline_point",
     caption="One run per arm: its first trial (the other trials' runs open from the list above).",
+    colours=colours,  # the arms' colours of every chart on this page
 )
 
 ledger_section(story.ledger, colours, key="exp_ledger")

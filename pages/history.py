@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.analysis.history import BAND_LEVEL, alert_text, is_series_key, load_history
+from core.numbers import share_text
 from core.run_folder import is_run_id
 from core.views.history import history_figure, history_path, history_table
 from pages._chart import chart
@@ -70,8 +71,9 @@ st.dataframe(
     },
 )
 st.caption(
-    f"Band: the {BAND_LEVEL:.0%} prediction interval of the next run from the runs before the "
-    "checked one, on the log scale (mean ± t·s·√(1+1/n)); a value beyond it on the worse side "
-    "is a regression. It needs 3 earlier runs; an A/A series alerts at most 2 % of the time "
+    f"Band: the {share_text(BAND_LEVEL)} prediction interval of the next run from the runs "
+    "before the checked one, on the log scale (mean ± t·s·√(1+1/n)); a value beyond it on the "
+    "worse side is a regression. It needs 3 earlier runs; an A/A series alerts at most 2% of "
+    "the time "
     "(docs/METRICS.md, History). Error bars: each run's own 95% interval from its requests."
 )

@@ -7,7 +7,7 @@ import streamlit as st
 from core.errors import StoreError
 from core.executors import run_nodes
 from core.executors.queue import cancel
-from core.metrics import metric_label
+from core.metric_info import metric_label
 from core.store import Catalog, folder_rows
 from core.views.cells import EMPTY, readable_table
 from core.views.runs_table import knob_columns, live_runs, runs_frame
@@ -116,7 +116,7 @@ def run_table() -> None:
                 help="this configuration's runs over time and versions, with the band",
             ),
             metric_label("output_throughput"): st.column_config.Column(
-                help="at the point named in 'headline at' (the plan's heaviest load)"
+                help="at the point named in 'headline at' (the heaviest load the run measured)"
             ),
         },
     )

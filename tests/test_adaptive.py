@@ -182,7 +182,7 @@ def test_a_failed_arm_is_queued_again_once_then_the_trial_stays_incomplete(
     assert out.runs[-1].run_id == retry.run_id and out.runs[-1].trial == 1
     assert out.adaptive.looks == []  # no look before the trial could complete
     again = json.loads((settings.runs_dir / retry.run_id / "spec.json").read_text())
-    assert "trial:1" in again["tags"] and "arm:on" in again["tags"]
+    assert "trial:1" in again["tags"] and "arm-label:on" in again["tags"]
     _finish(settings, retry.run_id, 0, "interrupted")  # fails again: no third try
     out = advance(settings, _record(settings, exp_id), clock)
     assert out is not None and out.adaptive is not None and len(out.adaptive.retries) == 1

@@ -50,6 +50,8 @@ PAGES_MAY_IMPORT = frozenset(
         "core.interop.importers",
         "core.executors.worker",
         "core.metrics",
+        "core.metric_info",
+        "core.numbers",
         "core.launch.presets",
         "core.views.report",
         "core.run_folder",

@@ -390,12 +390,12 @@ def test_a_knob_the_workload_never_exercised_reads_not_tested_in_the_split() -> 
         pytest.skip("the 2×2 demo is not shipped")
     plain = format_attribution(settings, record)[2]
     told = format_attribution(settings, record, untested=["mem_fraction_static"])[2]
-    assert "mem_fraction_static 0.85→0.92 +9.1% (95% CI -26.1%…+61.1%, within noise)" in plain
+    assert "mem_fraction_static 0.85→0.92 +9.1% (95% CI -26.1…+61.1%, within noise)" in plain
     assert (
-        "mem_fraction_static 0.85→0.92 +9.1% (95% CI -26.1%…+61.1%, not tested by this workload)"
+        "mem_fraction_static 0.85→0.92 +9.1% (95% CI -26.1…+61.1%, not tested by this workload)"
         in told
     )
-    assert "cuda_graphs off→on +226.7% (95% CI +219.6%…+233.9%)," in told
+    assert "cuda_graphs off→on +226.7% (95% CI +219.6…+233.9%)," in told
     # an interaction with a knob the workload never exercised cannot have been tested either
     assert "interaction cuda_graphs off→on × mem_fraction_static 0.85→0.92 " in told
     assert "within noise" not in told.split("interaction ", 1)[1]

@@ -47,7 +47,7 @@ def test_readable_cells_word_each_value_by_its_column() -> None:
 
 def test_no_difference_has_one_word_per_meaning() -> None:
     assert "within noise: the interval or the host's A/A noise floor" in CARD_LEGEND
-    assert "no change: one run per arm and under 0.5 %" in CARD_LEGEND
+    assert "no change: one run per arm and under 0.5%" in CARD_LEGEND
     assert '"no change"' in DELTA_LEGEND and "no interval" in DELTA_LEGEND
 
 

@@ -57,7 +57,7 @@ def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
     sg = texts[SGLANG_EXP]
     assert "runs: succeeded=12" in sg
     assert (
-        "graphs=on mem=0.85 vs graphs=off mem=0.85: +959% output throughput at concurrency 1 "
+        "graphs=on mem=0.85 vs graphs=off mem=0.85: +959.2% output throughput at concurrency 1 "
         "(95% CI +"
     ) in sg
     # the factorial splits the seed's two-knob change into its parts
@@ -69,19 +69,24 @@ def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
     # the workload never filled the KV cache (issue 21): the memory fraction is no noise,
     # it was not tested, and the verdict leads with that
     assert (
-        "mem_fraction_static 0.85→0.92 +9.1% (95% CI -26.1%…+61.1%, not tested by this workload)"
+        "mem_fraction_static 0.85→0.92 +9.1% (95% CI -26.1…+61.1%, not tested by this workload)"
     ) in sg
     assert "mem_fraction_static 0.85→0.92: output throughput at c=64 +9.1%" in sg.splitlines()[1]
     assert "On the log scale the parts add up: +1.184 +0.088 -0.035 = +1.237" in sg
-    assert "KV pool graphs=on mem=0.92 +8%, graphs=off mem=0.92 +8%, graphs=on mem=0.85 +0%" in sg
+    assert (
+        "KV pool graphs=on mem=0.92 +8.3%, graphs=off mem=0.92 +8.3%, graphs=on mem=0.85 +0.0%"
+        in sg
+    )
     assert "confounders: none." in sg
     # the memory-fraction A/B under KV pressure: one 0.85 run failed its verify step and
     # one was never run (device time), so the verdict has no interval; paired by trial,
     # only the one trial both arms completed counts (+6 %, where the unpaired means said +12 %)
     kv = texts[KV_EXP]
     assert "runs: cancelled=1, failed=1, succeeded=4" in kv
-    assert "+6% output throughput at concurrency 640 (interval unknown: fewer than 3 trials)" in kv
-    assert "KV pool +8%; confounders: none." in kv
+    assert (
+        "+6.3% output throughput at concurrency 640 (interval unknown: fewer than 3 trials)" in kv
+    )
+    assert "KV pool +8.3%; confounders: none." in kv
 
 
 def test_kv_pressure_demo_filled_both_pools(settings: Settings) -> None:
@@ -179,7 +184,7 @@ def test_experiment_page_shows_the_demo_verdict(
         labels = [e.label for e in at.expander]
         if record.experiment_id == SGLANG_EXP:
             assert (
-                "graphs=on mem=0.85 vs graphs=off mem=0.85: +959% output throughput at "
+                "graphs=on mem=0.85 vs graphs=off mem=0.85: +959.2% output throughput at "
                 "concurrency 1 (95% CI +"
             ) in text
             assert "Of the +244.4% output throughput at concurrency 64" in text
@@ -190,7 +195,7 @@ def test_experiment_page_shows_the_demo_verdict(
             assert "not tested by this workload" in attribution
             assert any("Runs (12/12 ended: 12 succeeded)" in label for label in labels), labels
         elif record.experiment_id == KV_EXP:
-            assert "+6% output throughput at concurrency 640" in text
+            assert "+6.3% output throughput at concurrency 640" in text
         elif record.experiment_id == KV_AUTO_EXP:
             # trials: auto on the H200: the stop rule's adjusted interval and why it stopped
             assert "output throughput at c=640 -0.7% (97.5% CI -9.0…+8.5%)" in text

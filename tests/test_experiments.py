@@ -17,11 +17,13 @@ from core.experiments.design import (
     Arm,
     ExperimentSpec,
     KnobGrid,
+    arm_of_tags,
     baseline_arm,
     expand,
     grid_arms,
     list_experiments,
     parse_experiment,
+    run_arm,
 )
 from core.run_folder import RunFolder
 from core.settings import Settings
@@ -58,6 +60,34 @@ def test_expansion_interleaves_arms_with_a_recorded_seed() -> None:
         assert spec.server.mem_fraction_static == 0.85
     plans = {spec.plan.model_dump_json() for _, _, spec in runs}
     assert len(plans) == 1  # the same seeded prompts for every arm
+
+
+@pytest.mark.parametrize(
+    "label", ["install=sglang-0.5.14", "graphs=on mem=0.92", "fp8-e4m3 + chunk/512", "a b-c"]
+)
+def test_an_arm_label_is_stored_as_given(label: str) -> None:
+    """The run's tag names its arm's label exactly: a - stays a -, a space a space, and a +
+    or / is no refused tag (the old tag wrote spaces as - and read every - back as a space)."""
+    exp = graphs_ab(trials=1).model_copy(
+        update={
+            "arms": (Arm(label=label, changes={"server.cuda_graphs": True}), graphs_ab().arms[1])
+        }
+    )
+    runs = expand(exp, "exp-x")
+    (spec,) = [spec for arm, _, spec in runs if arm == label]
+    assert arm_of_tags(spec.tags) == label
+    assert arm_of_tags(RunSpec.model_validate_json(spec.model_dump_json()).tags) == label
+
+
+def test_an_older_runs_arm_tag_still_reads_as_its_label() -> None:
+    """Runs stored before: ``arm:<label>`` with spaces written as -. Read against the
+    experiment's labels (the shipped demo's record) each is its label as given."""
+    demo = Path(__file__).resolve().parent.parent / "data" / "demo" / "runs"
+    old = ["exp:exp-20261202-033636-ec50", "arm:install=sglang-0.5.14"]
+    assert run_arm(old, demo) == "install=sglang-0.5.14"
+    assert run_arm(["exp:exp-20261130-045815-42d8", "arm:graphs-off"], demo) == "graphs off"
+    assert arm_of_tags(["arm:graphs-off"]) == "graphs off"  # no record at hand: as before
+    assert arm_of_tags(["arm:a-b"], labels=["a-b", "x y"]) == "a-b"
 
 
 def test_bad_arms_are_refused_with_the_field() -> None:

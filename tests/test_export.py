@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -239,7 +240,13 @@ def test_experiment_export_carries_arm_and_trial(lab: Lab, tmp_path: Path) -> No
     }
     html = lab.cli("export", exp_id, "--format", "html", "--out", str(tmp_path))
     assert html.returncode == 0, html.stderr
-    assert "launched vs imported" in (tmp_path / f"{exp_id}.html").read_text()
+    report = (tmp_path / f"{exp_id}.html").read_text()
+    assert "launched vs imported" in report
+    # trials counted from 1, as on the pages: names, provenance and the per-run table
+    assert "ours · trial 1" in report and "ours / trial 1" in report
+    assert not re.search(r"trial 0(?![.\d])", report)
+    per_run = report.split("Per run and point")[1].split("</table>")[0]
+    assert re.findall(r"<td>imp-\w+</td>\s*<td>theirs</td>\s*<td>(\d+)</td>", per_run) == ["1", "1"]
 
 
 def _browser():  # type: ignore[no-untyped-def]

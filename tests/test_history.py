@@ -160,9 +160,9 @@ def test_a_regression_after_an_upgrade_is_alerted_in_words(tmp_path: Path) -> No
     assert history.headline_label == "c=4" and history.regression
     text = alert_text(history)
     assert text.startswith(f"Regression in {ids[-1]}: output throughput at c=4 fell ")
-    # 840 is 16.0 % below the mean of 1,000 and some % below the band's lower edge
-    assert "fell 16.0 % below the mean of the 5 earlier runs, " in text
-    assert "% below their band (" in text and "99% prediction interval; this run 840.0)" in text
+    # 840 is 16.0% below the mean of 1,000 and some % below the band's lower edge
+    assert "fell 16.0% below the mean of the 5 earlier runs, " in text
+    assert "% below their band (" in text and "99% prediction interval; this run 840)" in text
     ttft = next(c for c in history.checks if c.metric == "median_ttft_ms")
     assert ttft.outcome == "inside"  # identical latencies: inside a band of no width
     # the same series by its key checks its newest run; an earlier run is checked against

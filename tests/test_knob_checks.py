@@ -32,10 +32,10 @@ def test_the_2x2_demo_never_tested_the_memory_fraction_and_ran_all_decode_in_gra
     mem = checks["mem_fraction_static"]
     assert mem["exercised"] is False and mem["capacity"] == 5498295
     assert mem["why"].startswith("not tested by this workload")
-    assert "peak 0.14 % of 5.50 M tokens" in mem["why"]
+    assert "peak 0.14% of 5.50 M tokens" in mem["why"]
     graphs = checks["cuda_graphs"]
     assert graphs["exercised"] is True and graphs["used_peak"] == 1.0
-    assert "100 % of decode passes" in graphs["why"]
+    assert "100% of decode passes" in graphs["why"]
     assert all("within noise" not in line for line in knob_lines(list(checks.values())))
 
 
@@ -79,5 +79,5 @@ def test_a_limit_knob_is_tested_only_once_the_workload_passes_the_smaller_arms_l
         }
     )
     check = next(c for c in chunked if c["knob"] == "chunked_prefill_size")
-    assert check["exercised"] is False and check["suggest"] == "prompts over 4096 tokens"
-    assert "the longest prompt (64 tokens) fits one chunk (4096)" in check["why"]
+    assert check["exercised"] is False and check["suggest"] == "prompts over 4,096 tokens"
+    assert "the longest prompt (64 tokens) fits one chunk (4,096)" in check["why"]

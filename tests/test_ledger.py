@@ -75,7 +75,7 @@ def test_each_knob_costs_what_the_2x2_ledgers_say() -> None:
     assert ledgers[base].kv_cache_tokens == 5498295
     assert ledgers["graphs=on mem=0.92"].graph_gb == 0.4  # the median of its three trials
     assert knob_cost("mem_fraction_static", arms, ledgers, base) == (
-        "mem_fraction_static 0.92: +9.74 GB reserved → +454,083 KV tokens (+8.3 %)"
+        "mem_fraction_static 0.92: +9.74 GB reserved → +454,083 KV tokens (+8.3%)"
     )
     assert knob_cost("cuda_graphs", arms, ledgers, base) == (
         "cuda_graphs on: +0.40 GB graph memory (decode 0.06, prefill 0.34)"

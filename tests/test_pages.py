@@ -648,6 +648,28 @@ def test_compare_tables_read_as_a_person_says_them(states_app: AppTest) -> None:
     assert all(re.fullmatch(r"\d+\.\d\d|—", v) for v in mem.loc["Weight mem (GB)"])
 
 
+def test_compare_shows_a_tile_per_headline_metric_however_many(
+    states_app: AppTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fourth headline metric in core.metric_info's table is a fourth tile on Compare (the
+    page made 4 columns for 3 metrics and raised on a 4th)."""
+    from dataclasses import replace
+
+    from core import metric_info, metrics
+
+    table = dict(metric_info.METRICS)
+    table["p99_ttft_ms"] = replace(table["p99_ttft_ms"], headline=True)
+    monkeypatch.setattr(metric_info, "METRICS", table)
+    monkeypatch.setattr(metrics, "VERDICT_METRICS", metric_info.verdict_metrics())
+    assert len(metric_info.verdict_metrics()) == 4
+    app = open_page(
+        states_app, "pages/compare.py", runs="20261130-045815-c6a73d,20261130-045815-c6b21c"
+    )
+    labels = [m.label for m in app.metric]
+    assert labels.count("p99 TTFT (ms)") == 1 and labels.count("Median ITL (ms)") == 1
+    assert all(re.fullmatch(r"[+-]\d+\.\d%", str(m.delta)) for m in app.metric if m.delta)
+
+
 def test_run_page_counts_points_from_one_and_reads_probe_stop_and_waves(
     states_app: AppTest,
 ) -> None:

@@ -132,9 +132,9 @@ def test_known_difference_is_found_and_aa_is_noise() -> None:
     assert c1["rel"] == pytest.approx(math.prod(ratios) ** (1 / 3) - 1)
     assert c64["label"] == "within noise"
     sentence = verdict("CUDA graphs", table, on + off, "graphs off")
-    assert sentence.startswith("CUDA graphs: +197% output throughput at concurrency 1 (95% CI")
+    assert sentence.startswith("CUDA graphs: +197.5% output throughput at concurrency 1 (95% CI")
     assert "at concurrency 64" in sentence and "within noise" in sentence
-    assert "KV pool +0%" in sentence and "confounders: none." in sentence
+    assert "KV pool +0.0%" in sentence and "confounders: none." in sentence
 
     a1 = [RunOfArm("A1", t, view(f"a{t}", {1: 20 + d})) for t, d in enumerate((0.1, -0.2, 0.3))]
     a2 = [RunOfArm("A2", t, view(f"b{t}", {1: 20 + d})) for t, d in enumerate((-0.1, 0.2, 0))]
@@ -158,7 +158,7 @@ def test_confounder_is_named_in_the_verdict() -> None:
     off = [RunOfArm("off", t, view(f"off{t}", {1: 10}, graphs=False, kv=370_000)) for t in range(3)]
     sentence = verdict("CUDA graphs", arm_stats(on + off, "off"), on + off, "off")
     assert "confounders: server.mem_fraction_static." in sentence
-    assert "KV pool +35%" in sentence
+    assert "KV pool +34.6%" in sentence
 
 
 def test_frontier_and_band_figures() -> None:
@@ -229,7 +229,7 @@ def test_each_arm_names_its_own_kv_pool_change() -> None:
     on = [RunOfArm("on 0.85", t, view(f"c{t}", {1: 30}, kv=370_000)) for t in range(3)]
     runs = base + big + on
     sentence = verdict("2x2", arm_stats(runs, "off 0.85"), runs, "off 0.85")
-    assert "KV pool off 0.92 +35%, on 0.85 +0%;" in sentence
+    assert "KV pool off 0.92 +34.6%, on 0.85 +0.0%;" in sentence
 
 
 def test_a_verdict_of_several_arms_reads_one_sentence_per_arm() -> None:

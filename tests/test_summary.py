@@ -228,18 +228,18 @@ def test_the_2x2_verdict_leads_with_the_knobs_and_never_calls_the_memory_fractio
     mem, graphs = story.verdict[0], story.verdict[1]
     assert mem.startswith("mem_fraction_static 0.85→0.92: output throughput at c=64 +9.1% (95% CI")
     assert "not tested by this workload: the KV cache was never the limit" in mem
-    assert "peak 0.14 % of 5.50 M tokens" in mem
-    assert "+9.74 GB reserved → +454,083 KV tokens (+8.3 %)" in mem
+    assert "peak 0.14% of 5.50 M tokens" in mem
+    assert "+9.74 GB reserved → +454,083 KV tokens (+8.3%)" in mem
     assert "To test it: " in mem and "concurrency ≥ 42,956" in mem  # 5,498,295 / (64 + 64)
     assert graphs.startswith("cuda_graphs off→on: output throughput at c=64 +226.7%")
     assert "better" in graphs and "+0.40 GB graph memory" in graphs
-    assert "100 % of decode passes in CUDA graphs" in graphs
+    assert "100% of decode passes in CUDA graphs" in graphs
     # the contrast of the memory fraction alone: never "within noise", anywhere
     assert not any("within noise" in line for line in story.verdict[:2])
     # then the regressions, a paragraph of their own, then every contrast
     assert story.verdict[2].startswith("Regressions: peak GPU memory at c=1, 16, 64: ")
     assert (
-        "+9% output throughput at concurrency 64 (95% CI -26%…+61%), not tested"
+        "+9.1% output throughput at concurrency 64 (95% CI -26.1…+61.1%), not tested"
         in (story.verdict[3])
     )
     alone = [r for r in story.card if r.arm == "graphs=off mem=0.92"]
@@ -254,7 +254,7 @@ def test_the_2x2_verdict_leads_with_the_knobs_and_never_calls_the_memory_fractio
     assert checks["cuda_graphs"]["exercised"] is True
     assert set(story.ledger) == set(story.arms)
     assert story.costs == (
-        "mem_fraction_static 0.92: +9.74 GB reserved → +454,083 KV tokens (+8.3 %); "
+        "mem_fraction_static 0.92: +9.74 GB reserved → +454,083 KV tokens (+8.3%); "
         "cuda_graphs on: +0.40 GB graph memory (decode 0.06, prefill 0.34)"
     )
 
@@ -286,7 +286,7 @@ def test_the_kv_pressure_verdict_says_the_memory_fraction_was_tested() -> None:
     story = _demo_story("exp-20261201-204553-b919")
     (mem,) = [line for line in story.verdict if line.startswith("mem_fraction_static")]
     assert "tested: the KV cache was a limit" in mem and "not tested" not in mem
-    assert "+39,910 KV tokens (+8.3 %)" in mem and "To test it" not in mem
+    assert "+39,910 KV tokens (+8.3%)" in mem and "To test it" not in mem
     assert story.verdict[0] == mem
 
 
@@ -301,7 +301,7 @@ def test_the_seed_pair_on_compare_says_the_memory_fraction_was_not_tested() -> N
     mem, graphs = story.verdict[0], story.verdict[1]
     assert mem.startswith("mem_fraction_static 0.85→0.92: the difference is cuda_graphs or noise")
     assert "not tested by this workload" in mem and "of 5.50 M tokens" in mem
-    assert graphs.startswith("cuda_graphs off→on:") and "100 % of decode passes" in graphs
+    assert graphs.startswith("cuda_graphs off→on:") and "100% of decode passes" in graphs
     assert [c["exercised"] for c in story.knob_checks] == [False, True]
     assert story.as_json()["knob_checks"] == story.knob_checks
 

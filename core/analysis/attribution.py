@@ -33,13 +33,14 @@ import pandas as pd
 import statsmodels.api as sm
 
 from core.analysis.memory import memory_headroom
-from core.analysis.points import METRIC_DIRECTIONS, point_key
+from core.analysis.points import point_key
 from core.analysis.stats import NOT_TESTED, WITHIN_NOISE, RunOfArm, paired_log_ratio
 from core.analysis.trials import experiment_runs
 from core.config import knob_text, same_value
 from core.experiments.design import baseline_arm
 from core.experiments.records import ExperimentRecord
-from core.metrics import as_number
+from core.metric_info import higher_is_better, metric_name, metrics_for, verdict_metrics
+from core.numbers import as_number, pct_interval_text, pct_text, share_text
 from core.settings import Settings
 
 __all__ = [
@@ -60,24 +61,8 @@ __all__ = [
 ]
 
 # Per point (from each point's summary) and per run (server facts, memory).
-ATTRIBUTION_METRICS = (
-    "output_throughput",
-    "median_ttft_ms",
-    "median_itl_ms",
-    "median_tpot_ms",
-    "kv_cache_tokens",
-    "memory_headroom_gb",
-)
+ATTRIBUTION_METRICS = metrics_for("attribution")  # core.metric_info: the one table
 RUN_LEVEL_METRICS = frozenset({"kv_cache_tokens", "memory_headroom_gb"})
-_DIRECTIONS = {**METRIC_DIRECTIONS, "kv_cache_tokens": "higher", "memory_headroom_gb": "higher"}
-_WORDS = {
-    "output_throughput": "output throughput",
-    "median_ttft_ms": "median TTFT",
-    "median_itl_ms": "median ITL",
-    "median_tpot_ms": "median TPOT",
-    "kv_cache_tokens": "KV pool",
-    "memory_headroom_gb": "memory headroom",
-}
 HIGHER_ORDER = "higher-order interactions"
 
 
@@ -388,7 +373,7 @@ def attribute(
             for k in design.knobs:
                 obs[k] = [_index(design.levels[k], design.arm_levels[a][k]) for a in obs["arm"]]
             missing = [a for a in design.arm_levels if a not in set(obs["arm"])]
-            where = f"{_WORDS.get(metric, metric)} at {label}"
+            where = f"{metric_name(metric)} at {label}"
             if missing:
                 notes.append(f"{where}: no value from arm(s) {', '.join(missing)}")
             fit = _fit(obs, design)
@@ -477,10 +462,6 @@ def _row(
     }
 
 
-def higher_is_better(metric: str) -> bool:
-    return _DIRECTIONS.get(metric, "higher") == "higher"
-
-
 def _label(metric: str, est: float, low: float | None, high: float | None) -> str:
     if low is None or high is None:
         return "interval unknown"
@@ -538,14 +519,10 @@ def effects_table(attr: Attribution) -> pd.DataFrame:
 # --- the sentence -----------------------------------------------------------------------------
 
 
-def _pct(x: float) -> str:
-    return f"{x * 100:+.1f}%"
-
-
 def _ci(p: Part) -> str:
     if p.log_low is None or p.log_high is None:
         return "interval unknown"
-    return f"95% CI {_pct(math.expm1(p.log_low))}…{_pct(math.expm1(p.log_high))}"
+    return f"95% CI {pct_interval_text(math.expm1(p.log_low), math.expm1(p.log_high))}"
 
 
 def _arm_text(design: Design, arm: str) -> str:
@@ -565,7 +542,7 @@ def verdict_sentence(
     the knobs whose resource the workload never reached (``core.analysis.knob_checks``):
     their part reads "not tested by this workload", never "within noise"."""
     parts = decompose(attr, metric, concurrency)
-    words = _WORDS.get(metric, metric)
+    words = metric_name(metric)
     if not parts:
         why = "; ".join(attr.notes[-3:]) or "no comparable results yet"
         return f"No attribution of {words}: {why}."
@@ -594,17 +571,17 @@ def verdict_sentence(
             if p.kind == "interaction"
             else p.name
         )
-        texts.append(f"{name} {_pct(p.rel)} ({_ci(p)}{tail})")
+        texts.append(f"{name} {pct_text(p.rel)} ({_ci(p)}{tail})")
     floor = ""
     if noise_floor and isinstance(noise_floor.get(metric), int | float):
-        floor = f"; A/A noise floor ±{float(noise_floor[metric]) * 100:.0f}%"
+        floor = f"; A/A noise floor ±{share_text(noise_floor[metric])}"
     additive = (
         " (additive model: interactions not estimable)"
         if not any(p.kind == "interaction" for p in pieces) and len(design.changed) > 1
         else ""
     )
     head = (
-        f"Of the {_pct(total.rel)} {words} {where} "
+        f"Of the {pct_text(total.rel)} {words} {where} "
         f"({_arm_text(design, design.after_arm)} vs "
         f"{_arm_text(design, design.baseline_arm)}; {_ci(total)}): "
     )
@@ -643,7 +620,7 @@ def format_attribution(
     if attr is None:
         return []
     out = ["", "Attribution (log-ratio effects, OLS with trial blocks):"]
-    for metric in ("output_throughput", "median_ttft_ms", "median_itl_ms"):
+    for metric in verdict_metrics():
         if decompose(attr, metric):
             out.append(
                 "  " + verdict_sentence(attr, metric, noise_floor=noise_floor, untested=untested)
@@ -663,7 +640,7 @@ def experiment_effects(
         return None
     sentences = [
         verdict_sentence(attr, m, untested=untested)
-        for m in ("output_throughput", "median_ttft_ms")
+        for m in verdict_metrics()[:2]  # output throughput, then TTFT
         if decompose(attr, m)
     ]
     effects = effects_table(attr)

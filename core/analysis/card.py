@@ -38,7 +38,6 @@ from core.analysis.knob_checks import (
 from core.analysis.ledger import MemoryLedger, arm_ledgers, knob_cost
 from core.analysis.memory import gpu_total_gb, headroom_gb, memory_headroom, peak_gpu_mib_by_point
 from core.analysis.points import (
-    METRIC_DIRECTIONS,
     different_prompts,
     first_points,
     is_no_change,
@@ -60,6 +59,7 @@ from core.analysis.stats import (
 from core.analysis.trials import closing_runs, experiment_runs, noise_floor
 from core.experiments.design import ExperimentSpec, baseline_arm
 from core.experiments.records import ExperimentRecord
+from core.metric_info import higher_is_better, metrics_for
 from core.metrics import (
     CAVEAT_KINDS,
     CAVEAT_MEANING,
@@ -70,6 +70,14 @@ from core.metrics import (
     metric_name,
     metric_unit,
     point_caveats,
+)
+from core.numbers import (
+    number_text,
+    pct_interval_text,
+    pct_number,
+    pct_text,
+    share_text,
+    signed_text,
 )
 from core.settings import Settings
 
@@ -108,21 +116,8 @@ _NO_FINDING = (WITHIN_NOISE, "no change", "unknown", NOT_TESTED)
 # pages and the report paint it neither green nor red
 UNCONFIRMED = "unconfirmed"
 
-# metric -> (name in words, unit, higher is better); the words are core.metrics' (THE
-# metric words: the card, the pages and the charts name a metric alike)
-CARD_METRICS: dict[str, tuple[str, str, bool]] = {
-    m: (metric_name(m), metric_unit(m), higher)
-    for m, higher in (
-        ("output_throughput", True),
-        ("median_ttft_ms", False),
-        ("p99_ttft_ms", False),
-        ("median_itl_ms", False),
-        ("median_tpot_ms", False),
-        ("peak_gpu_mib", False),
-        ("headroom_gb", True),
-        ("kv_cache_tokens", True),
-    )
-}
+# The card's metrics, in order (core.metric_info: their words, units and directions)
+CARD_METRICS = metrics_for("card")
 _MEMORY = ("peak_gpu_mib", "headroom_gb", "kv_cache_tokens")
 
 
@@ -149,11 +144,11 @@ class CardRow:
 
     @property
     def name(self) -> str:
-        return CARD_METRICS[self.metric][0]
+        return metric_name(self.metric)
 
     @property
     def unit(self) -> str:
-        return CARD_METRICS[self.metric][1]
+        return metric_unit(self.metric)
 
     @property
     def where(self) -> str:
@@ -163,17 +158,12 @@ class CardRow:
         """``+44% (95% CI +3…+84%)``; memory also in its own unit (``+306 MiB``)."""
         if self.change is None:
             return "n/a"
-        text = f"{self.change * 100:+.1f}%"
+        text = pct_text(self.change)
         if self.metric in _MEMORY and self.mean is not None and self.base_mean is not None:
-            diff = self.mean - self.base_mean
-            text = (
-                f"{diff:+,.0f} {self.unit} ({text})"
-                if abs(diff) >= 10
-                else f"{diff:+.2f} {self.unit} ({text})"
-            )
+            text = f"{signed_text(self.mean - self.base_mean, self.unit)} ({text})"
         if self.low is not None and self.high is not None:
-            ci = "95% CI" if self.level == 0.95 else f"{self.level * 100:.1f}% CI"
-            text += f" ({ci} {self.low * 100:+.1f}…{self.high * 100:+.1f}%)"
+            ci = "95% CI" if self.level == 0.95 else f"{share_text(self.level, 1)} CI"
+            text += f" ({ci} {pct_interval_text(self.low, self.high)})"
         elif self.n < MIN_TRIALS_FOR_CI or self.n_base < MIN_TRIALS_FOR_CI:
             text += f" (no interval: {min(self.n, self.n_base)} run(s) per arm)"
         return text
@@ -182,18 +172,12 @@ class CardRow:
         """The change for a grid cell, short: ``+44% [+1, +105] ▼``."""
         if self.change is None:
             return "n/a"
-
-        def pct(x: float) -> str:
-            return f"{x * 100:+.0f}" if abs(x) >= 0.095 else f"{x * 100:+.1f}"
-
-        text = pct(self.change) + "%"
+        text = pct_text(self.change, decimals=None)
         if self.metric in _MEMORY and self.mean is not None and self.base_mean is not None:
-            diff = self.mean - self.base_mean
-            text = (
-                f"{diff:+,.0f}" if abs(diff) >= 10 else f"{diff:+.2f}"
-            ) + f" {self.unit} ({text})"
+            text = f"{signed_text(self.mean - self.base_mean, self.unit)} ({text})"
         if self.low is not None and self.high is not None:
-            text += f" [{pct(self.low)}, {pct(self.high)}]"
+            low, high = (pct_number(x, decimals=None) for x in (self.low, self.high))
+            text += f" [{low}, {high}]"
         return f"{text} {_MARK[self.verdict]}" + (
             "" if self.confirmed or self.verdict in _NO_FINDING else "?"
         )
@@ -219,12 +203,7 @@ def _verdict(
 ) -> tuple[CardVerdict, bool]:
     if change is None:
         return "unknown", False
-    higher = (
-        CARD_METRICS[metric][2]
-        if metric in CARD_METRICS
-        else (METRIC_DIRECTIONS.get(metric, "higher") == "higher")
-    )
-    direction: CardVerdict = "better" if (change > 0) == higher else "worse"
+    direction: CardVerdict = "better" if (change > 0) == higher_is_better(metric) else "worse"
     noise = as_number((floor or {}).get(metric))
     if low is not None and high is not None:
         if low <= 0 <= high or (noise is not None and abs(change) <= noise):
@@ -597,7 +576,7 @@ def noise_note(floor: Mapping[str, Any] | None, host: str | None) -> str:
     if not floor:
         return f"A/A noise floor: not measured on {where} (run the 'A/A noise check' preset there)."
     parts = ", ".join(
-        f"{metric_name(k)} ±{v:.1%}"
+        f"{metric_name(k)} ±{share_text(v, 1)}"
         for k, v in floor.items()
         if k != "experiment_id" and as_number(v) is not None
     )
@@ -618,15 +597,11 @@ def regression_lines(rows: Sequence[CardRow]) -> list[str]:
         first = group[0]
         group = sorted(group, key=lambda r: (r.concurrency is None, r.concurrency or 0))
         changes = sorted(r.change or 0.0 for r in group)
-        span = (
-            f"{changes[0] * 100:+.1f}%"
-            if f"{changes[0]:.3f}" == f"{changes[-1]:.3f}"
-            else f"{changes[0] * 100:+.1f}% to {changes[-1] * 100:+.1f}%"
-        )
+        low, high = pct_text(changes[0]), pct_text(changes[-1])
+        span = low if low == high else f"{low} to {high}"
         if first.metric in _MEMORY:
             diffs = sorted((r.mean or 0.0) - (r.base_mean or 0.0) for r in group)
-            digits = 0 if max(abs(d) for d in diffs) >= 10 else 2
-            span = f"{diffs[0]:+,.{digits}f} to {diffs[-1]:+,.{digits}f} {first.unit} ({span})"
+            span = f"{signed_text(diffs[0])} to {signed_text(diffs[-1], first.unit)} ({span})"
         where = ", ".join(str(r.concurrency) for r in group)
         lines.append(
             f"{first.name} at c={where}: {span} with {first.arm} vs "
@@ -777,7 +752,7 @@ def experiment_story(
     )
     care = caveat_line(found)
     if (trials_line := progress_text(record)) is not None:
-        level_note = f" Intervals: {level * 100:.1f}%, adjusted for the stop rule's looks."
+        level_note = f" Intervals: {share_text(level, 1)}, adjusted for the stop rule's looks."
         text += f" Trials auto: {trials_line}." + (level_note if runs else "")
     return Story(
         baseline=base,
@@ -856,9 +831,9 @@ def comparison_story(
                 if word is None or pd.isna(r[name]):
                     parts.append(f"{label} unknown")
                 elif pd.isna(rel):
-                    parts.append(f"{label} {r[name]:,.4g} ({word})")
+                    parts.append(f"{label} {number_text(r[name])} ({word})")
                 else:
-                    parts.append(f"{label} {rel:+.1%} ({word})")
+                    parts.append(f"{label} {pct_text(rel)} ({word})")
             line = f"{name} vs {arms[baseline]} at {head.label}: " + ", ".join(parts) + "."
             if conf:
                 line = (

@@ -33,7 +33,7 @@ from scipy import stats as sps
 from core.analysis.points import PointKey, first_points
 from core.analysis.runs import RunView
 from core.analysis.stats import RunOfArm, runs_phrase
-from core.metrics import as_number
+from core.numbers import as_number, pct_text, share_text
 from core.run_folder import epoch_s
 
 __all__ = [
@@ -327,10 +327,10 @@ class Drift:
     point: str = ""
 
     def sentence(self, care: bool = True) -> str:
-        """E.g. ``c=64: throughput of every arm fell 22% from the first to the last trial
+        """E.g. ``c=64: throughput of every arm fell 22.0% from the first to the last trial
         (common trend over 12 runs, p=0.004)``."""
         way = "fell" if self.change < 0 else "rose"
-        size = f"{abs(self.change) * 100:.0f}%"
+        size = share_text(abs(self.change), 1)
         where = f"{self.point}: " if self.point else ""
         if self.kind == "across trials":
             text = (
@@ -352,7 +352,7 @@ class Drift:
             flagged = runs_phrase(self.runs)
             text = (
                 f"{where}output throughput trended within the steady window (worst: "
-                f"{self.change * 100:+.0f}% first to last slice) in {flagged}"
+                f"{pct_text(self.change)} first to last slice) in {flagged}"
             )
             meaning = (
                 "the server had not settled: its mean throughput depends on the point's length"

@@ -32,11 +32,13 @@ import numpy as np
 
 from core.analysis.diff import INERT_FIELDS, gpu_names
 from core.analysis.drift import MIN_SLICES, SLICES, point_slices
-from core.analysis.points import METRIC_DIRECTIONS, NO_CHANGE_THRESHOLD, PointKey, first_points
+from core.analysis.points import NO_CHANGE_THRESHOLD, PointKey, first_points
 from core.analysis.runs import RunView, has_records, latency_samples, load_run
 from core.analysis.stats import mean_ci, t_quantile
 from core.config import BenchmarkPlan, Point, ServerConfig, Workload
-from core.metrics import VERDICT_METRICS, as_number, headline_index, rate_value
+from core.metric_info import higher_is_better, metric_name, metrics_for
+from core.metrics import headline_index, rate_value
+from core.numbers import as_number, number_text, pct_text, share_text
 from core.run_folder import RunFolder, epoch_s, is_run_id
 
 __all__ = [
@@ -71,7 +73,7 @@ SERIES_PREFIX: Final = "ser-"
 SERIES_IGNORED: Final = frozenset(
     {*INERT_FIELDS, "server.engine_install", "server.startup_timeout_s", "plan.probe"}
 )
-HISTORY_METRICS: Final = VERDICT_METRICS
+HISTORY_METRICS: Final = metrics_for("history")  # core.metric_info: the verdict metrics
 # The band: a two-sided 99 % prediction interval of the next run from the earlier ones; only
 # its worse side alerts (0.5 % of A/A runs per metric). Three metrics are checked, so an A/A
 # run alerts at most 3 x 0.5 % = 1.5 % of the time; the stated rate, proven by the seeded
@@ -331,13 +333,13 @@ def check_value(
     metric: str, value: float, earlier: Sequence[float], point_label: str = "", run_id: str = ""
 ) -> Check:
     """One value against the band of ``earlier`` (``prediction_band``): a regression when
-    it lies beyond the band on the metric's worse side (``METRIC_DIRECTIONS``) and at least
+    it lies beyond the band on the worse side (``metric_info.higher_is_better``) and at least
     ``NO_CHANGE_THRESHOLD`` from the earlier runs' mean (a band of identical runs has no
     width: a 0.1 % step is no finding)."""
     band = prediction_band(earlier)
     if band is None:
         return Check(metric, point_label, run_id, value, len(earlier), None, 0.0, "no band")
-    higher_better = METRIC_DIRECTIONS.get(metric, "higher") == "higher"
+    higher_better = higher_is_better(metric)
     if value < band.low:
         change, worse = value / band.low - 1, higher_better
     elif value > band.high:
@@ -482,26 +484,11 @@ def load_history(runs_dir: Path, key_or_run: str, focus: str | None = None) -> H
     )
 
 
-_METRIC_WORDS = {
-    "output_throughput": "output throughput",
-    "median_ttft_ms": "median TTFT",
-    "median_itl_ms": "median ITL",
-}
-
-
-def _metric_words(metric: str) -> str:
-    return _METRIC_WORDS.get(metric, metric.replace("_", " "))
-
-
-def _num(x: float) -> str:
-    return f"{x:,.1f}" if abs(x) >= 10 else f"{x:.3g}"
-
-
 def _band_text(c: Check) -> str:
     assert c.band is not None
     return (
-        f"{_num(c.band.low)}–{_num(c.band.high)}, {BAND_LEVEL:.0%} prediction interval; "
-        f"this run {_num(c.value)}"
+        f"{number_text(c.band.low)}–{number_text(c.band.high)}, {share_text(BAND_LEVEL)} "
+        f"prediction interval; this run {number_text(c.value)}"
     )
 
 
@@ -522,7 +509,7 @@ def alert_text(history: History) -> str:
     better = [c for c in checks if c.outcome == "improvement"]
     tail = (
         "; better than the band: "
-        + ", ".join(f"{_metric_words(c.metric)} ({c.change * 100:+.1f} %)" for c in better)
+        + ", ".join(f"{metric_name(c.metric)} ({pct_text(c.change)})" for c in better)
         if better
         else ""
     )
@@ -532,14 +519,14 @@ def alert_text(history: History) -> str:
             assert c.band is not None
             side = "below" if c.change < 0 else "above"
             parts.append(
-                f"{_metric_words(c.metric)} {at} {'fell' if c.change < 0 else 'rose'} "
-                f"{abs(c.value / c.band.mean - 1) * 100:.1f} % {side} the mean of the "
-                f"{c.n_earlier} earlier runs, {abs(c.change) * 100:.1f} % {side} their band "
+                f"{metric_name(c.metric)} {at} {'fell' if c.change < 0 else 'rose'} "
+                f"{share_text(abs(c.value / c.band.mean - 1), 1)} {side} the mean of the "
+                f"{c.n_earlier} earlier runs, {share_text(abs(c.change), 1)} {side} their band "
                 f"({_band_text(c)})"
             )
         return f"Regression in {history.focus}: " + "; ".join(parts) + tail + "."
-    names = ", ".join(_metric_words(c.metric) for c in checks if c.outcome != "no band")
+    names = ", ".join(metric_name(c.metric) for c in checks if c.outcome != "no band")
     return (
         f"No regression: {names} of {history.focus} {at} are within or better than the band "
-        f"of the {n} earlier runs ({BAND_LEVEL:.0%} prediction interval){tail}."
+        f"of the {n} earlier runs ({share_text(BAND_LEVEL)} prediction interval){tail}."
     )

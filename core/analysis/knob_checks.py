@@ -17,6 +17,7 @@ from core.analysis.runs import RunView
 from core.analysis.server_view import ServerView, server_view
 from core.analysis.stats import NOT_TESTED
 from core.config import knob_text, same_value
+from core.numbers import count_text, share_text, short_count_text
 
 __all__ = [
     "KV_TESTED_USAGE",
@@ -65,10 +66,6 @@ def _server(views: Sequence[RunView], key: str) -> Any:
     return next(((v.spec.get("server") or {}).get(key) for v in views), None)
 
 
-def _tokens(x: float) -> str:
-    return f"{x / 1e6:.2f} M" if x >= 1e6 else f"{x / 1e3:.0f} K" if x >= 1e4 else f"{x:,.0f}"
-
-
 def _check_mem_fraction(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
     cap = _arm_stat(arms, lambda s: s.kv_capacity_tokens)
     known: dict[str, float] = {a: c[0] for a, c in cap.items() if c[0] is not None and c[0] > 0}
@@ -94,13 +91,13 @@ def _check_mem_fraction(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]
     pressure = q > 0 or r > 0
     exercised = usage >= KV_TESTED_USAGE or pressure
     figures = (
-        f"peak {usage * 100:.2f} % of {_tokens(small)} tokens in {_pool(known)},"
-        f" highest trial {top / small * 100:.2f} %"
+        f"peak {share_text(usage, 2)} of {short_count_text(small)} tokens in {_pool(known)},"
+        f" highest trial {share_text(top / small, 2)}"
     )
     if exercised:
         why = (
-            f"tested: the KV cache was a limit ({figures}; up to {q:.0f} requests queued,"
-            f" {r:.0f} retracted)"
+            f"tested: the KV cache was a limit ({figures}; up to {count_text(q)} requests queued,"
+            f" {count_text(r)} retracted)"
         )
     else:
         why = f"{NOT_TESTED}: the KV cache was never the limit ({figures}; no queue, no retraction)"
@@ -127,8 +124,8 @@ def _kv_suggestion(arms: Mapping[str, Sequence[RunView]], pool_tokens: float, po
         return text
     per_request = max(lengths)
     return (
-        f"{text}, i.e. concurrency ≥ {math.ceil(pool_tokens / per_request):,} at"
-        f" {per_request:,.0f} tokens a request, or longer prompts and outputs"
+        f"{text}, i.e. concurrency ≥ {count_text(math.ceil(pool_tokens / per_request))} at"
+        f" {count_text(per_request)} tokens a request, or longer prompts and outputs"
     )
 
 
@@ -143,14 +140,14 @@ def _check_cuda_graphs(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
     broken = [a for a, s in shares.items() if s == 0]
     if broken:
         why = (
-            f"broken arm: {', '.join(broken)} ran 0 % of decode passes in CUDA graphs"
+            f"broken arm: {', '.join(broken)} ran 0% of decode passes in CUDA graphs"
             " although graphs were on; check the capture in its server log"
         )
         return base | _found(low, 1.0, False, why, "a graphs-on arm whose capture works")
     what = (
-        "100 %"
+        "100%"
         if low >= 0.9995
-        else f"{low * 100:.1f} % (the rest ran above the largest captured batch)"
+        else f"{share_text(low, 1)} (the rest ran above the largest captured batch)"
     )
     who = "the graphs-on arms" if len(arms) > 1 else "it"
     why = f"tested: {who} ran {what} of decode passes in CUDA graphs"
@@ -169,9 +166,11 @@ def _check_graph_max_bs(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]
     return base | _past_limit(
         peak,
         small,
-        f"the largest running batch ({peak:.0f}) exceeded the smaller max_bs ({small:.0f})",
-        f"the largest running batch ({peak:.0f}) fits the smaller max_bs ({small:.0f})",
-        f"a concurrency above {small:.0f}",
+        f"the largest running batch ({count_text(peak)}) exceeded the smaller max_bs "
+        f"({count_text(small)})",
+        f"the largest running batch ({count_text(peak)}) fits the smaller max_bs "
+        f"({count_text(small)})",
+        f"a concurrency above {count_text(small)}",
     )
 
 
@@ -200,9 +199,9 @@ def _check_chunked_prefill(arms: Mapping[str, Sequence[RunView]]) -> dict[str, A
     return base | _past_limit(
         longest,
         small,
-        f"prompts of {longest:.0f} tokens exceed the smaller chunk ({small:.0f})",
-        f"the longest prompt ({longest:.0f} tokens) fits one chunk ({small:.0f})",
-        f"prompts over {small:.0f} tokens",
+        f"prompts of {count_text(longest)} tokens exceed the smaller chunk ({count_text(small)})",
+        f"the longest prompt ({count_text(longest)} tokens) fits one chunk ({count_text(small)})",
+        f"prompts over {count_text(small)} tokens",
     )
 
 

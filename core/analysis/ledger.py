@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from core.analysis.memory import gpu_total_gb, headroom_gb, run_peak_gpu_mib
 from core.analysis.runs import RunView
-from core.metrics import as_number
+from core.numbers import as_number, gb_text, pct_text, signed_text
 
 __all__ = ["MemoryLedger", "arm_ledgers", "knob_cost", "run_ledger"]
 
@@ -188,7 +188,7 @@ def knob_cost(
     """What the knob costs and buys in memory, from its baseline value to the other one
     (arms averaged by the knob's value): ``cuda_graphs on: +0.40 GB graph memory (prefill
     0.34, decode 0.06)``, ``mem_fraction_static 0.92: +9.74 GB reserved → +454,083 KV tokens
-    (+8.3 %)``. None where the ledger does not say or the knob has no memory side."""
+    (+8.3%)``. None where the ledger does not say or the knob has no memory side."""
     value = {
         a: (vs[0].spec.get("server") or {}).get(knob) if vs else None for a, vs in arms.items()
     }
@@ -211,10 +211,12 @@ def knob_cost(
         base_tokens = _mean([ledgers[x].kv_cache_tokens for x in old])
         if kv_gb is None and tokens is None:
             return None
-        text = f"{knob} {to}: " + (f"{kv_gb:+.2f} GB reserved" if kv_gb is not None else "")
+        text = f"{knob} {to}: " + (
+            f"{signed_text(kv_gb, 'GB', 2)} reserved" if kv_gb is not None else ""
+        )
         if tokens is not None:
-            pct = f" ({tokens / base_tokens * 100:+.1f} %)" if base_tokens else ""
-            text += (" → " if kv_gb is not None else "") + f"{tokens:+,.0f} KV tokens{pct}"
+            pct = f" ({pct_text(tokens / base_tokens)})" if base_tokens else ""
+            text += (" → " if kv_gb is not None else "") + signed_text(tokens, "KV tokens", 0) + pct
         return text
     if knob in ("cuda_graphs", "cuda_graph_max_bs"):
         graph = diff("graph_gb")
@@ -224,6 +226,8 @@ def knob_cost(
             p: _mean([ledgers[x].graph_gb_by_phase.get(p, 0.0) for x in new])
             for p in dict.fromkeys(p for x in new for p in ledgers[x].graph_gb_by_phase)
         }
-        per = ", ".join(f"{p} {g:.2f}" for p, g in phases.items() if g)
-        return f"{knob} {to}: {graph:+.2f} GB graph memory" + (f" ({per})" if per else "")
+        per = ", ".join(f"{p} {gb_text(g, unit=False)}" for p, g in phases.items() if g)
+        return f"{knob} {to}: {signed_text(graph, 'GB', 2)} graph memory" + (
+            f" ({per})" if per else ""
+        )
     return None

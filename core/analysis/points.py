@@ -18,9 +18,8 @@ import pyarrow.parquet as pq
 
 from core.analysis.runs import RunView, has_records, run_labels
 from core.analysis.server_view import prefix_cache_by_point
+from core.metric_info import METRICS, Direction, direction_of, metrics_for
 from core.metrics import (
-    LATENCY_FAMILIES,
-    STAT_NAMES,
     TokenSource,
     as_number,
     length_distribution,
@@ -49,33 +48,15 @@ __all__ = [
 # |relative change| below this, on single runs (no interval), reads as "no change".
 NO_CHANGE_THRESHOLD = 0.005
 
-Direction = Literal["higher", "lower"]
 Verdict = Literal["better", "worse", "no change", "changed"]
 
+# THE direction of each metric (core.metric_info); a metric without one reads "changed".
 METRIC_DIRECTIONS: dict[str, Direction] = {
-    "request_throughput": "higher",
-    "input_throughput": "higher",
-    "output_throughput": "higher",
-    "total_throughput": "higher",
-    "max_output_tokens_per_s": "higher",
-    "error_rate": "lower",
-    **{f"{stat}_{fam}_ms": "lower" for fam in LATENCY_FAMILIES for stat in STAT_NAMES},
+    k: m.direction for k, m in METRICS.items() if m.direction is not None
 }
 
 # What metric_deltas shows when no metric list is given.
-HEADLINE_METRICS = (
-    "output_throughput",
-    "request_throughput",
-    "total_throughput",
-    "median_ttft_ms",
-    "p99_ttft_ms",
-    "median_itl_ms",
-    "p99_itl_ms",
-    "median_tpot_ms",
-    "median_e2e_ms",
-    "p99_e2e_ms",
-    "error_rate",
-)
+HEADLINE_METRICS = metrics_for("deltas")
 
 
 def point_text(p: dict[str, Any]) -> str:
@@ -236,7 +217,7 @@ def metric_deltas(
     rows = []
     for mp in match_points(views):
         for metric in metrics or HEADLINE_METRICS:
-            direction = METRIC_DIRECTIONS.get(metric)
+            direction = direction_of(metric)
             values = [_metric(s, metric, source) for s in mp.summaries]
             row: dict[str, Any] = {"point": mp.label, "metric": metric, "direction": direction}
             row.update(zip(labels, values, strict=True))

@@ -19,15 +19,15 @@ from core.analysis.diff import (
 )
 from core.analysis.points import MatchedPoint, match_points
 from core.analysis.runs import RunView
-from core.experiments.design import arm_label, arm_of_tags, control_of
+from core.experiments.design import arm_label, control_of, run_arm
 from core.metrics import headline_index
 
 __all__ = ["arm_names", "baseline_index", "field_name", "headline_point", "knob_fields"]
 
 
 def _arm_tag(view: RunView) -> str | None:
-    """The experiment arm a run belongs to (``core.experiments.design.arm_of_tags``)."""
-    return arm_of_tags(view.spec.get("tags"))
+    """The experiment arm a run belongs to (``core.experiments.design.run_arm``)."""
+    return run_arm(view.spec.get("tags"), None if view.path is None else view.path.parent)
 
 
 def knob_fields(views: Sequence[RunView]) -> list[str]:

@@ -25,11 +25,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from core.analysis.points import METRIC_DIRECTIONS, point_key
+from core.analysis.points import point_key
 from core.analysis.roles import headline_point
 from core.analysis.stats import RunOfArm, paired_log_ratio
 from core.experiments.design import ExperimentSpec
 from core.experiments.records import AdaptiveState, ContrastLook, Decision, ExperimentRecord
+from core.metric_info import higher_is_better
 from core.metrics import VERDICT_METRICS, as_number
 
 __all__ = [
@@ -68,8 +69,7 @@ def decide(
     if rel is None or low is None or high is None:
         return "undecided"
     if low > 0 or high < 0:
-        higher_is_better = METRIC_DIRECTIONS.get(metric, "higher") == "higher"
-        return "better" if (low > 0) == higher_is_better else "worse"
+        return "better" if (low > 0) == higher_is_better(metric) else "worse"
     if -margin < low and high < margin:
         return "equivalent"
     return "undecided"

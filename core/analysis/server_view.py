@@ -125,10 +125,6 @@ def server_view(view: RunView, point: int | None = None) -> ServerView:
     return _from_log(lines, kv_capacity)
 
 
-def _number(x: Any) -> float | None:
-    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
-
-
 @lru_cache(maxsize=128)
 def _from_metrics(
     file: str, _mtime_ns: int, _size: int, kv_capacity: float | None, point: int | None = None

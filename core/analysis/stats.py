@@ -23,9 +23,11 @@ import numpy as np
 import pandas as pd
 
 from core.analysis.diff import confounders, environment_differences, version_change
-from core.analysis.points import METRIC_DIRECTIONS, point_key
+from core.analysis.points import point_key
 from core.analysis.runs import RunView
-from core.metrics import as_number, latency_values
+from core.metric_info import higher_is_better, metrics_for
+from core.metrics import latency_values
+from core.numbers import as_number, is_number, pct_interval_text, pct_text, share_text
 from core.records import records_from_table
 
 __all__ = [
@@ -67,15 +69,7 @@ ARM_STATS_COLUMNS = (
     "rel_high",
     "label",
 )
-EXPERIMENT_METRICS = (
-    "output_throughput",
-    "median_ttft_ms",
-    "p99_ttft_ms",
-    "median_itl_ms",
-    "median_tpot_ms",
-    "median_e2e_ms",
-    "error_rate",
-)
+EXPERIMENT_METRICS = metrics_for("experiment")  # core.metric_info: the one table
 
 
 def mean_ci(values: list[float]) -> tuple[float | None, float | None, float | None]:
@@ -162,7 +156,7 @@ def _pairs(arm: Mapping[int, float], base: Mapping[int, float]) -> list[tuple[fl
     return [
         (float(a), float(base[t]))
         for t, a in arm.items()
-        if t in base and _finite(a) and _finite(base[t])
+        if t in base and is_number(a) and is_number(base[t])
     ]
 
 
@@ -181,11 +175,7 @@ def level_text(level: float) -> str:
     looks)``, the interval an adaptive experiment decided on."""
     if abs(level - 0.95) < 1e-9:
         return "95% CI"
-    return f"{level * 100:.1f}% CI (adjusted for repeated looks)"
-
-
-def _finite(v: float | None) -> bool:
-    return v is not None and not math.isnan(v)
+    return f"{share_text(level, 1)} CI (adjusted for repeated looks)"
 
 
 def _label(metric: str, low: float | None, high: float | None, rel: float | None) -> str:
@@ -196,8 +186,7 @@ def _label(metric: str, low: float | None, high: float | None, rel: float | None
     if low <= 0 <= high:
         return WITHIN_NOISE
     up = low > 0
-    higher_is_better = METRIC_DIRECTIONS.get(metric, "higher") == "higher"
-    return "better" if up == higher_is_better else "worse"
+    return "better" if up == higher_is_better(metric) else "worse"
 
 
 @dataclass(frozen=True)
@@ -271,10 +260,6 @@ def first_per_arm(runs: list[RunOfArm]) -> dict[str, RunView]:
     return out
 
 
-def _pct(x: float) -> str:
-    return f"{x * 100:+.0f}%"
-
-
 def verdict(
     name: str,
     table: pd.DataFrame,
@@ -301,7 +286,7 @@ def verdict(
         for c in dict.fromkeys(picks):
             row = tput[(tput["arm"] == arm) & (tput["concurrency"] == c)].iloc[0]
             if row["rel_low"] is not None and not pd.isna(row["rel_low"]):
-                ci = f" ({level_text(level)} {_pct(row['rel_low'])}…{_pct(row['rel_high'])})"
+                ci = f" ({level_text(level)} {pct_interval_text(row['rel_low'], row['rel_high'])})"
             else:
                 ci = f" (interval unknown: fewer than {MIN_TRIALS_FOR_CI} trials)"
             note = (
@@ -309,9 +294,10 @@ def verdict(
                 if row["label"] in ("better", "worse") or "unknown" in row["label"]
                 else f", {row['label']}"
             )
-            parts[-1].append(f"{_pct(row['rel'])} output throughput at concurrency {c}{ci}{note}")
+            change = pct_text(row["rel"])
+            parts[-1].append(f"{change} output throughput at concurrency {c}{ci}{note}")
     if noise_floor and "output_throughput" in noise_floor:
-        parts[-1][-1] += f" [A/A noise floor ±{noise_floor['output_throughput'] * 100:.0f}%]"
+        parts[-1][-1] += f" [A/A noise floor ±{share_text(noise_floor['output_throughput'])}]"
     several = len(parts) > 1
     kv = {
         a: [r.view.facts.get("kv_cache_tokens") for r in runs if r.arm == a]
@@ -324,7 +310,7 @@ def verdict(
     for arm, vals in kv.items():
         nums = [x for v in vals if (x := as_number(v)) is not None]
         if arm != baseline_arm and nums and base_kv:
-            change = _pct(float(np.mean(nums)) / float(np.mean(base_kv)) - 1)
+            change = pct_text(float(np.mean(nums)) / float(np.mean(base_kv)) - 1)
             kv_parts.append(f"{arm} {change}" if len(kv) > 2 else change)
     kv_text = "KV pool " + ", ".join(kv_parts) if kv_parts else "KV pool unknown"
     views = [r.view for r in runs]

@@ -10,6 +10,7 @@ from core.analysis.runs import RunView, load_run
 from core.analysis.stats import RunOfArm, arm_stats
 from core.experiments.design import list_experiments, load_experiment
 from core.experiments.records import ExperimentRecord
+from core.numbers import trial_text
 from core.run_folder import find_runs
 from core.settings import Settings
 
@@ -32,7 +33,7 @@ class RunPlace:
         """What the Run page is titled: "graphs=on mem=0.92 · trial 2 of 3"."""
         if self.closing:
             return f"{self.arm} · closing baseline run"
-        return f"{self.arm} · trial {self.trial + 1} of {self.trials}"
+        return f"{self.arm} · {trial_text(self.trial)} of {self.trials}"
 
 
 def run_place(settings: Settings, view: RunView) -> RunPlace | None:

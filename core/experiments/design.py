@@ -20,6 +20,7 @@ import re
 import secrets
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -46,6 +47,7 @@ from core.safety import redact_spec
 from core.settings import Settings
 
 __all__ = [
+    "ARM_TAG",
     "CLOSING_TAG",
     "DEFAULT_MARGIN",
     "GRID_KNOB_FIELDS",
@@ -58,6 +60,7 @@ __all__ = [
     "KnobGrid",
     "arm_label",
     "arm_of_tags",
+    "arm_tag",
     "baseline_arm",
     "control_of",
     "expand",
@@ -69,6 +72,7 @@ __all__ = [
     "load_experiment",
     "new_experiment_id",
     "parse_experiment",
+    "run_arm",
     "save_experiment",
     "update_experiment",
 ]
@@ -275,13 +279,49 @@ def arm_label(changes: Mapping[str, Any], names: str = "alias") -> str:
     return " ".join(f"{name(k)}={_LABEL_UNSAFE.sub('_', knob_text(v))}" for k, v in changes.items())
 
 
-def arm_of_tags(tags: Any) -> str | None:
-    """The arm label a run's tags name (``arm:<label>``, its spaces written as -); None
-    when they name none."""
+ARM_TAG = "arm-label:"
+_OLD_ARM_TAG = "arm:"  # before the label was kept as given: its spaces written as -
+
+
+def arm_tag(label: str) -> str:
+    """The tag that names a run's arm: its label as given (``arm-label:graphs=on mem=0.92``),
+    so it reads back exactly (``arm_of_tags``)."""
+    return ARM_TAG + label
+
+
+def arm_of_tags(tags: Any, labels: Sequence[str] = ()) -> str | None:
+    """The arm label a run's tags name; None when they name none. An older run's tag
+    (``arm:<label>`` with its spaces written as -) reads as the one of ``labels`` (the
+    experiment's arm labels, where known) it was written from, else with - read as a space,
+    as it always was."""
     for tag in tags or []:
-        if isinstance(tag, str) and tag.startswith("arm:") and len(tag) > 4:
-            return tag[4:].replace("-", " ")
+        if isinstance(tag, str) and tag.startswith(ARM_TAG) and len(tag) > len(ARM_TAG):
+            return tag[len(ARM_TAG) :]
+    for tag in tags or []:
+        if isinstance(tag, str) and tag.startswith(_OLD_ARM_TAG) and len(tag) > 4:
+            old = tag[len(_OLD_ARM_TAG) :]
+            match = [lab for lab in labels if lab.replace(" ", "-") == old]
+            return match[0] if len(match) == 1 else old.replace("-", " ")
     return None
+
+
+@lru_cache(maxsize=256)
+def _arm_labels(record: Path) -> tuple[str, ...]:
+    found = read_experiment(record)  # an experiment's arms never change once it is saved
+    return tuple(found.arm_labels) if found is not None else ()
+
+
+def run_arm(tags: Any, runs_dir: Path | None) -> str | None:
+    """The arm a run's tags name (``arm_of_tags``), an older run's read against its
+    experiment's arm labels (the record beside ``runs_dir``, where the data folder keeps
+    it), so ``install=sglang-0.5.14`` stays that label, not ``install=sglang 0.5.14``."""
+    tags = [t for t in tags or [] if isinstance(t, str)]
+    exp = next((t[4:] for t in tags if t.startswith("exp:")), None)
+    labels: tuple[str, ...] = ()
+    old = not any(t.startswith(ARM_TAG) for t in tags)
+    if old and exp is not None and runs_dir is not None and re.fullmatch(r"exp-[\w-]{1,60}", exp):
+        labels = _arm_labels(runs_dir.parent / "experiments" / exp / EXPERIMENT_FILE)
+    return arm_of_tags(tags, labels)
 
 
 def _cell_label(cell: dict[str, Any], index: int, names: str) -> str:
@@ -500,7 +540,7 @@ def expand_trial(
         data["tags"] = [
             *base.get("tags", []),
             f"exp:{exp_id}",
-            "arm:" + arm.label.replace(" ", "-"),
+            arm_tag(arm.label),
             f"trial:{trial}",
         ]
         data["intended_diff"] = list(exp.knobs)

@@ -53,7 +53,12 @@ def _timeline(sel: Selection, head: MatchedPoint | None, notes: list[str]) -> go
         for v, t in zip(sel.views, servers, strict=True)
     ]
     return timeline_figure(
-        sel.names, timelines, point, sel.names[sel.baseline], point_label=head.label
+        sel.names,
+        timelines,
+        point,
+        sel.names[sel.baseline],
+        point_label=head.label,
+        colours=sel.colours,  # the report's one colour per arm, as on every other chart
     )
 
 

@@ -6,7 +6,6 @@ commands, engine and ServeLab versions, hosts)."""
 from __future__ import annotations
 
 import html
-import math
 import platform
 import subprocess
 from datetime import UTC, datetime
@@ -21,16 +20,13 @@ from core.interop.export_charts import figures
 from core.interop.export_tables import arm_stats_frame, config_frame, effects_of, summaries_frame
 from core.interop.selection import Selection, origin_of, origin_text, verdict_lines
 from core.metrics import DEFINITION
+from core.numbers import number_text, pct_text, trial_number, trial_text
 from core.settings import REPO_ROOT
 from core.views.cells import readable_cells
 
 __all__ = ["html_report"]
 
 REPO = REPO_ROOT
-
-
-def _fmt(value: float) -> str:
-    return f"{value:,.4g}" if abs(value) < 1e5 else f"{value:,.0f}"
 
 
 _CSS = """
@@ -52,10 +48,8 @@ def _e(value: Any) -> str:
 
 
 def _num_text(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if isinstance(value, float):
-        return _fmt(value)
+    if value is None or isinstance(value, int | float):
+        return number_text(value)  # "—" for None and NaN, as on the pages
     return str(value)
 
 
@@ -71,10 +65,7 @@ def _deltas_html(df: pd.DataFrame) -> str:
             # single-run deltas: no interval backs a direction, so no cell is painted
             # better / worse (the summary card colours only confirmed changes)
             cls = ""
-            if str(col).startswith("rel_"):
-                text = "–" if v is None or pd.isna(v) else f"{v:+.1%}"
-            else:
-                text = _num_text(v)
+            text = pct_text(v) if str(col).startswith("rel_") else _num_text(v)
             cells.append(f"<td{cls}>{_e(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -122,7 +113,7 @@ def _provenance(sel: Selection) -> str:
             f"<tr><td>{_e(name)}<br><span class='note'>{_e(lab)}</span></td>"
             f"<td>{_e(v.status.state)}</td>"
             f"<td>{_e(origin_text(v))}</td>"
-            f"<td>{_e(meta.get('arm'))}{' / trial ' + _e(meta.get('trial')) if meta else ''}"
+            f"<td>{_e(meta.get('arm'))}{' / ' + _e(trial_text(meta.get('trial'))) if meta else ''}"
             f"</td><td>{_e(server.get('engine'))} {_e(v.facts.get('engine_version') or '')}</td>"
             f"<td>{_e(server.get('model'))}</td>"
             f"<td><code>{_e(command or '(no launch command recorded)')}</code></td>"
@@ -275,9 +266,10 @@ def html_report(sel: Selection) -> str:
         )
         if c in summ.columns
     ]
-    parts.append(
-        "<h3>Per run and point</h3>" + _frame_html(summ[cols].loc[:, ~pd.Index(cols).duplicated()])
-    )
+    shown = summ[cols].loc[:, ~pd.Index(cols).duplicated()]
+    if "trial" in shown:  # counted from 1, as on the pages (the CSV keeps the stored index)
+        shown = shown.assign(trial=shown["trial"].map(trial_number))
+    parts.append("<h3>Per run and point</h3>" + _frame_html(shown))
     stats = arm_stats_frame(sel)
     if stats is not None:
         parts.append("<h3>Per arm (mean over trials, interval)</h3>" + _frame_html(stats))

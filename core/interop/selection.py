@@ -19,6 +19,8 @@ from core.analysis.runs import RunView, load_run, run_labels
 from core.errors import ConfigError, ServeLabError
 from core.experiments.design import load_experiment
 from core.experiments.records import ExperimentRecord
+from core.metric_info import verdict_metrics
+from core.numbers import is_number, number_text, trial_text
 from core.run_folder import find_runs, is_run_id
 from core.settings import Settings
 from core.views.figures import arm_colours
@@ -61,8 +63,8 @@ class Selection:
     @cached_property
     def names(self) -> list[str]:
         """One display name per run: what the report shows. An experiment's runs are named
-        by the record's arm label and trial (``graphs on · trial 1``), so the report, the
-        Experiment page and Compare spell an arm one way; otherwise
+        by the record's arm label and trial counted from 1 (``graphs on · trial 1``), so the
+        report, the Experiment page and Compare spell an arm one way; otherwise
         ``core.analysis.roles.arm_names``."""
         if self.experiment is None:
             return arm_names(self.views)
@@ -72,7 +74,7 @@ class Selection:
             if "arm" not in meta:
                 out.append(v.run_id)
                 continue
-            which = "closing" if meta.get("closing") else f"trial {meta.get('trial')}"
+            which = "closing" if meta.get("closing") else trial_text(meta.get("trial"))
             out.append(f"{meta['arm']} · {which}")
         return out
 
@@ -214,13 +216,6 @@ def origin_text(view: RunView) -> str:
     return f"imported from {origin.get('source_file')} ({origin.get('format')})"
 
 
-def _fmt(value: float) -> str:
-    return f"{value:,.4g}" if abs(value) < 1e5 else f"{value:,.0f}"
-
-
-_SINGLE_METRICS = ("output_throughput", "median_ttft_ms", "median_itl_ms")
-
-
 def verdict_lines(sel: Selection) -> list[str]:
     """The verdict of the selection: the story's (regressions first, then each arm against
     the baseline at the headline point), or a single run's headline metrics."""
@@ -231,7 +226,7 @@ def verdict_lines(sel: Selection) -> list[str]:
     if last is None:
         return [f"Single run {v.run_id} ({v.status.state}): no benchmark points."]
     m = last.get("metrics") or {}
-    parts = [f"{k} {_fmt(m[k])}" for k in _SINGLE_METRICS if isinstance(m.get(k), int | float)]
+    parts = [f"{k} {number_text(m[k])}" for k in verdict_metrics() if is_number(m.get(k))]
     return [
         f"Single run {v.run_id} at {last.get('label')}: "
         + (", ".join(parts) or "no headline metric known")

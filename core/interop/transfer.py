@@ -22,6 +22,8 @@ from typing import Any
 
 from core.config import parse_request_rate
 from core.errors import ConfigError
+from core.metric_info import verdict_metrics
+from core.numbers import number_text
 
 __all__ = ["HANDLERS", "add_parsers", "import_rate"]
 
@@ -128,9 +130,7 @@ def _given(args: argparse.Namespace) -> Any:
 
 
 def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+    return number_text(value) if isinstance(value, float) else str(value)
 
 
 def _print_text(files: list[dict[str, Any]], dry_run: bool) -> None:
@@ -167,9 +167,7 @@ def _print_text(files: list[dict[str, Any]], dry_run: bool) -> None:
             for p in run["points"]:
                 m = p["metrics"]
                 shown = ", ".join(
-                    f"{k}={_fmt(m[k])}"
-                    for k in ("output_throughput", "median_ttft_ms", "median_itl_ms", "completed")
-                    if k in m
+                    f"{k}={_fmt(m[k])}" for k in (*verdict_metrics(), "completed") if k in m
                 )
                 print(f"    point {p['index']} {p['label']}: {shown}")
                 print(

@@ -55,6 +55,7 @@ from core.experiments.records import (
     Retry,
     Stop,
 )
+from core.metric_info import metric_name
 from core.run_folder import RunFolder
 from core.settings import Settings
 
@@ -124,7 +125,7 @@ def advance(
         base = baseline_arm(record.spec)
         floor = noise_floor(settings, record.host) if record.host else None
         margins = margins_for(spec.equivalence_margin, floor, DEFAULT_MARGIN)
-        names = {m: CARD_METRICS[m][0] for m in CARD_METRICS}
+        names = {m: metric_name(m) for m in CARD_METRICS}
         contrasts = headline_contrasts(runs, base, margins, level, names)
         look = Look(
             complete_trials=complete,

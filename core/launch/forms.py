@@ -27,7 +27,7 @@ from core.config import (
 )
 from core.engines.model_setup import model_folder
 from core.errors import ConfigError
-from core.experiments.design import MAX_TRIALS, ExperimentSpec, experiment_from_preset
+from core.experiments.design import ARM_TAG, MAX_TRIALS, ExperimentSpec, experiment_from_preset
 from core.launch.host import HostInfo
 from core.launch.preflight import Refused, preflight
 from core.launch.presets import PRESETS, Preset, expand_preset
@@ -552,7 +552,9 @@ def experiment_from_form(
         return None, errors
     preset = next(p for p in PRESETS if p.name == form.get("preset"))
     base = specs[0].model_copy(
-        update={"tags": tuple(t for t in specs[0].tags if not t.startswith(("ab-", "arm:")))}
+        update={
+            "tags": tuple(t for t in specs[0].tags if not t.startswith(("ab-", "arm:", ARM_TAG)))
+        }
     )
     kind = "aa" if not preset.intended else "ab"
     return experiment_from_preset(

@@ -30,7 +30,8 @@ from core.experiments.design import (
 from core.launch.forms import form_adaptive, launch_from_form
 from core.launch.host import HostInfo
 from core.launch.preflight import Problem, preflight
-from core.launch.presets import PRESETS, minutes_text, rough_text
+from core.launch.presets import PRESETS, rough_text
+from core.numbers import minutes_text
 from core.settings import Settings, load_settings
 
 __all__ = [

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from core.config import BenchmarkPlan, KvPool, Point, RunSpec, ServerConfig
 from core.errors import StoreError
-from core.experiments.design import ExperimentSpec, expand
+from core.experiments.design import ExperimentSpec, arm_tag, expand
 from core.run_folder import RunFolder, kv_pool_tokens
 from core.settings import Settings
 
@@ -76,7 +76,7 @@ def pool_run_spec(arm_spec: RunSpec, exp_id: str, arm: str) -> RunSpec:
     return RunSpec(
         server=arm_spec.server,
         plan=plan,
-        tags=(f"kvpool-for:{exp_id}", "arm:" + arm.replace(" ", "-")),
+        tags=(f"kvpool-for:{exp_id}", arm_tag(arm)),
         note=f"the KV pool of arm {arm!r}, for the kv_fill points of experiment {exp_id}",
         placement=arm_spec.placement,
     )

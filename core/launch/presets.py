@@ -10,7 +10,9 @@ from dataclasses import dataclass
 
 from core.config import RunSpec
 from core.errors import StoreError
+from core.experiments.design import arm_tag
 from core.launch.host import HostInfo
+from core.numbers import minutes_text
 from core.run_folder import RunFolder
 from core.settings import Settings
 from core.store import Catalog
@@ -22,7 +24,6 @@ __all__ = [
     "Preset",
     "estimate_text",
     "expand_preset",
-    "minutes_text",
     "plan_estimate_s",
     "rough_text",
     "run_estimate",
@@ -92,11 +93,7 @@ def expand_preset(preset: Preset, base: RunSpec) -> list[RunSpec]:
     specs = []
     for label, overrides in preset.arms:
         server = base.server.model_copy(update=overrides)
-        tags = (
-            (*base.tags, group, "arm:" + label.replace(" ", "-"))
-            if len(preset.arms) > 1
-            else base.tags
-        )
+        tags = (*base.tags, group, arm_tag(label)) if len(preset.arms) > 1 else base.tags
         specs.append(
             RunSpec.model_validate(
                 {
@@ -144,11 +141,6 @@ def estimate_text(
         f"{count}, {how}: about {minutes_text(total)} (median {minutes_text(per_run)} per run "
         f"over the last {len(history_s)} finished run(s) of {what or 'this configuration'})"
     )
-
-
-def minutes_text(seconds: float) -> str:
-    """A duration as an estimate says it: seconds below two minutes, else minutes."""
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def plan_estimate_s(spec: RunSpec) -> float:

@@ -11,9 +11,11 @@ from typing import Any
 import pandas as pd
 from pandas.io.formats.style import Styler
 
+from core.analysis.points import NO_CHANGE_THRESHOLD
 from core.analysis.roles import field_name
 from core.config import knob_text
-from core.metrics import METRIC_WORDS, metric_label, metric_unit
+from core.metric_info import METRICS, metric_label, metric_unit
+from core.numbers import EMPTY, count_text, gb_text, number_text, share_text
 
 __all__ = [
     "CARD_COLUMNS",
@@ -31,8 +33,6 @@ __all__ = [
     "time_text",
 ]
 
-# What an empty cell reads: never "None" or "nan" (which read like a measured value).
-EMPTY = "—"
 # Column-name endings and the unit each names (``weight_mem_gb`` -> "Weight mem (GB)").
 _UNIT_SUFFIXES = {
     "_gb": "GB",
@@ -61,41 +61,19 @@ CARD_COLUMNS = 4
 # The words for "no difference", one meaning each (the numbers that decide them:
 # core.analysis.points.is_no_change and core.analysis.card): "within noise" only where an
 # interval or the host's A/A noise floor covers the change; "no change" where neither
-# exists (one run each) and the change is under 0.5 %.
+# exists (one run each) and the change is under NO_CHANGE_THRESHOLD (0.5%).
 CARD_LEGEND = (
     "▲ better / ▼ worse by each metric's direction (green / red); ≈ within noise: the "
     "interval or the host's A/A noise floor covers the change; = no change: one run per "
-    "arm and under 0.5 %; '?' = one run per arm, no interval; n/t = not tested by this "
-    "workload: the arm differs only in a knob whose resource the load never reached."
+    f"arm and under {share_text(NO_CHANGE_THRESHOLD, 1)}; '?' = one run per arm, no interval; "
+    "n/t = not tested by this workload: the arm differs only in a knob whose resource the "
+    "load never reached."
 )
 DELTA_LEGEND = (
-    'One run each, so no interval: a change under 0.5 % reads "no change" (not "within '
+    f"One run each, so no interval: a change under {share_text(NO_CHANGE_THRESHOLD, 1)} reads "
+    '"no change" (not "within '
     'noise": only an interval or the A/A noise floor, on the card above, can say that).'
 )
-
-
-def number_text(value: Any, unit: str = "") -> str:
-    """THE number as a reader sees it: three significant digits by magnitude, never fewer
-    than the whole part (127.46550430199999 -> "127", 12.345 -> "12.3", 0.012345 ->
-    "0.0123", 1234.56 -> "1,235"), thousands separators, a whole int in full (5,952,378);
-    ``unit`` after a space. "—" for None, NaN, infinities, text and bools."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return EMPTY
-    if isinstance(value, int) or (float(value).is_integer() and abs(value) >= 1):
-        text = f"{value:,.0f}"
-    elif value == 0:
-        text = "0"
-    else:
-        # digits after the point that show three significant ones, counted again after
-        # rounding (99.96 rounds to 100: "100", not "100.0")
-        decimals = max(0, 2 - math.floor(math.log10(abs(value))))
-        rounded = round(value, decimals)
-        if rounded != 0:
-            decimals = max(0, 2 - math.floor(math.log10(abs(rounded))))
-        text = f"{value:,.{decimals}f}"
-        if "." in text:  # 0.5, not 0.500: no digit that says nothing
-            text = text.rstrip("0").rstrip(".")
-    return f"{text} {unit}" if unit else text
 
 
 def time_text(stamp: Any) -> str:
@@ -122,7 +100,7 @@ def column_label(column: str) -> str:
     a heading already in words is kept; a share's without a unit (its cells say "%")."""
     if _is_share(column):
         return metric_label(column).removesuffix(f" ({metric_unit(column)})")
-    if column in METRIC_WORDS or (column.endswith("_ms") and metric_label(column) != column):
+    if column in METRICS or (column.endswith("_ms") and metric_label(column) != column):
         return metric_label(column)
     if "_" not in column:
         return column
@@ -149,11 +127,11 @@ def cell_text(value: Any, column: str = "") -> str:
         return knob_text(value)
     if isinstance(value, int | float):
         if _is_share(column):
-            return f"{value:.1%}" if math.isfinite(value) else EMPTY
+            return share_text(value, 1)
         if column.endswith("_gb"):
-            return f"{value:,.2f}"
+            return gb_text(value, unit=False)
         if column.endswith(("_mib", "tokens")):
-            return f"{value:,.0f}"
+            return count_text(value)
         return number_text(value)
     if column.endswith("_at"):
         return time_text(value)

@@ -8,7 +8,7 @@ than an empty plot.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,7 @@ __all__ = [
     "arm_bands_figure",
     "arm_colours",
     "cdf_figure",
+    "colour_of",
     "frontier_figure",
     "gpu_memory_figure",
     "label_small_parts",
@@ -77,6 +78,14 @@ def arm_colours(names: Sequence[str], baseline: str | None = None) -> dict[str, 
         arms.insert(0, _arm_of(baseline))
     colour = {a: ARM_PALETTE[i % len(ARM_PALETTE)] for i, a in enumerate(arms)}
     return {n: colour[_arm_of(n)] for n in names}
+
+
+def colour_of(colours: Mapping[str, str] | None, name: str, position: int = 0) -> str:
+    """THE colour of a run or an arm on a chart: its own in ``colours`` (the page's
+    ``arm_colours``, made once from the experiment's arm order), else its arm's (``graphs on ·
+    c6a73d`` is arm ``graphs on``); by ``position`` only on a chart given no colours."""
+    given = colours or {}
+    return given.get(name) or given.get(_arm_of(name)) or ARM_PALETTE[position % len(ARM_PALETTE)]
 
 
 def apply_template(fig: go.Figure) -> go.Figure:
@@ -149,7 +158,7 @@ def cdf_figure(
     title."""
     fig = go.Figure()
     empty = [name for name, values in series.items() if not values]
-    for name, values in series.items():
+    for i, (name, values) in enumerate(series.items()):
         if not values:
             continue
         x, y = _ecdf(values)
@@ -159,7 +168,7 @@ def cdf_figure(
                 y=y,
                 mode="lines",
                 name=name,
-                line={"shape": "hv", "width": 2, "color": (colours or {}).get(name)},
+                line={"shape": "hv", "width": 2, "color": colour_of(colours, name, i)},
                 hovertemplate=f"{name}<br>%{{x:.2f}} ms<br>fraction ≤: %{{y:.3f}}<extra></extra>",
             )
         )
@@ -208,7 +217,7 @@ def metric_vs_concurrency(
     several = len(shapes) > 1
     xs_all: set[int] = set()
     unbounded = 0
-    for lab, v in zip(labels, views, strict=True):
+    for i, (lab, v) in enumerate(zip(labels, views, strict=True)):
         for shape in shapes:
             pts = []
             for s in v.points:
@@ -231,7 +240,7 @@ def metric_vs_concurrency(
                     customdata=[p[2] for p in pts],
                     mode="lines+markers",
                     name=name,
-                    line={"color": (colours or {}).get(lab)},
+                    line={"color": colour_of(colours, lab, i)},
                     hovertemplate=(
                         f"{name}<br>%{{customdata}}<br>{metric_label(metric)}: "
                         "%{y:.4g}<extra></extra>"
@@ -572,7 +581,7 @@ def arm_bands_figure(
         )
     for i, (arm, group) in enumerate(rows.groupby("arm", sort=False)):
         g = group.sort_values("concurrency")
-        colour = rgb_of((colours or {}).get(str(arm)) or ARM_PALETTE[i % len(ARM_PALETTE)])
+        colour = rgb_of(colour_of(colours, str(arm), i))
         have_ci = g.dropna(subset=["ci_low", "ci_high"])
         if not have_ci.empty:
             fig.add_trace(
@@ -621,7 +630,7 @@ def frontier_figure(
             "needs median TPOT and output throughput",
         )
     for i, (arm, g) in enumerate(points.groupby("arm", sort=False)):
-        colour = (colours or {}).get(str(arm)) or ARM_PALETTE[i % len(ARM_PALETTE)]
+        colour = colour_of(colours, str(arm), i)
         fig.add_trace(
             go.Scatter(
                 x=g["user_tok_s"],

@@ -12,7 +12,8 @@ import plotly.graph_objects as go
 
 from core.analysis.attribution import Design, Part, higher_is_better
 from core.config import knob_text
-from core.metrics import metric_label
+from core.metric_info import metric_label
+from core.numbers import pct_text, share_text
 from core.views.figures import ARM_PALETTE, layout, note, rgb_of
 
 __all__ = ["WATERFALL_HEIGHT", "WATERFALL_Y_TITLE", "attribution_waterfall", "sweep_figure"]
@@ -57,7 +58,7 @@ def attribution_waterfall(
         )
     logs = " ".join(f"{p.log:+.3f}" for p in pieces)
     # the band's name goes under the plot: written on the band it sat on the bars
-    band = f"grey band: A/A noise floor ±{noise_floor:.0%} · " if noise_floor else ""
+    band = f"grey band: A/A noise floor ±{share_text(noise_floor)} · " if noise_floor else ""
     fig.add_annotation(
         text=f"{band}log scale: {logs} = {total.log:+.3f} (the parts add up)",
         xref="paper",
@@ -111,10 +112,10 @@ def _add_part_bars(fig: go.Figure, pieces: Sequence[Part], metric: str) -> list[
                 showlegend=False,
                 marker={"color": up if good else down, "opacity": 0.35 if p.within_noise else 1},
                 error_y=_whisker(e, lo, hi),
-                hovertemplate=f"{name}: {p.rel * 100:+.1f}% (log {p.log:+.3f})<extra></extra>",
+                hovertemplate=f"{name}: {pct_text(p.rel)} (log {p.log:+.3f})<extra></extra>",
             )
         )
-        text = f"{p.rel * 100:+.1f}%" + (" (noise)" if p.within_noise else "")
+        text = pct_text(p.rel) + (" (noise)" if p.within_noise else "")
         labels.append((x, p.log >= 0, _lo(lo, s, e), _hi(hi, s, e), text))
     return labels
 
@@ -131,11 +132,11 @@ def _add_total_bar(fig: go.Figure, total: Part) -> _Label:
             marker={"color": "rgb(90,90,90)"},
             showlegend=False,
             error_y=_whisker(total.rel, tlo, thi),
-            hovertemplate=f"total: {total.rel * 100:+.1f}% (log {total.log:+.3f})<extra></extra>",
+            hovertemplate=f"total: {pct_text(total.rel)} (log {total.log:+.3f})<extra></extra>",
         )
     )
     low, high = _lo(tlo, 0.0, total.rel), _hi(thi, 0.0, total.rel)
-    return ("total", total.log >= 0, low, high, f"{total.rel * 100:+.1f}%")
+    return ("total", total.log >= 0, low, high, pct_text(total.rel))
 
 
 def _add_labels(fig: go.Figure, labels: Sequence[_Label]) -> None:

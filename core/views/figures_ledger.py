@@ -11,7 +11,13 @@ from collections.abc import Mapping
 import plotly.graph_objects as go
 
 from core.analysis.ledger import MemoryLedger
-from core.views.figures import MEMORY_PART_COLOURS, label_small_parts, layout, note
+from core.views.figures import (
+    MEMORY_PART_COLOURS,
+    colour_of,
+    label_small_parts,
+    layout,
+    note,
+)
 
 __all__ = ["LEDGER_PARTS", "ledger_figure", "ledger_parts"]
 
@@ -50,7 +56,9 @@ def ledger_figure(
     fig = go.Figure()
     arms = list(ledger_by_arm)
     parts = {arm: ledger_parts(lg) for arm, lg in ledger_by_arm.items()}
-    ticks = [f'<span style="color:{colours.get(a, "#333")}">■</span> {a}' for a in arms]
+    ticks = [
+        f'<span style="color:{colour_of(colours, a, i)}">■</span> {a}' for i, a in enumerate(arms)
+    ]
     missing: list[str] = []
     for part, fill in LEDGER_PARTS.items():
         values = [parts[a][part] for a in arms]

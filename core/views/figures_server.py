@@ -12,14 +12,15 @@ so runs that ran at different times overlay.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from core.analysis.server_view import ServerView
 from core.analysis.timelines import Timeline, series_words
-from core.views.figures import apply_template, arm_colours
+from core.numbers import count_text, share_text, short_count_text
+from core.views.figures import apply_template, arm_colours, colour_of
 
 __all__ = [
     "LINE_STYLES",
@@ -71,10 +72,6 @@ def no_timeline_lines(
     ]
 
 
-def _tokens(n: float) -> str:
-    return f"{n / 1e6:.2f} M" if n >= 1e6 else f"{n / 1e3:.1f} K" if n >= 1e4 else f"{n:,.0f}"
-
-
 def server_point_line(label: str, sv: ServerView) -> str | None:
     """One point's server view in words: KV peak and p50 of the pool, peak running and
     queued, retracted, decode passes in CUDA graphs. None when the server said nothing."""
@@ -85,19 +82,21 @@ def server_point_line(label: str, sv: ServerView) -> str | None:
         if sv.kv_capacity_tokens:
             p50 = (sv.kv_used_p50_tokens or 0.0) / sv.kv_capacity_tokens
             parts.append(
-                f"KV peak {sv.kv_used_peak_tokens / sv.kv_capacity_tokens:.2%} of "
-                f"{_tokens(sv.kv_capacity_tokens)} tokens (p50 {p50:.2%})"
+                f"KV peak {share_text(sv.kv_used_peak_tokens / sv.kv_capacity_tokens, 2)} of "
+                f"{short_count_text(sv.kv_capacity_tokens)} tokens (p50 {share_text(p50, 2)})"
             )
         else:
-            parts.append(f"KV peak {_tokens(sv.kv_used_peak_tokens)} tokens (pool size unknown)")
+            parts.append(
+                f"KV peak {short_count_text(sv.kv_used_peak_tokens)} tokens (pool size unknown)"
+            )
     if sv.running_peak is not None:
-        parts.append(f"peak {sv.running_peak:.0f} running")
+        parts.append(f"peak {count_text(sv.running_peak)} running")
     if sv.queue_peak is not None:
-        parts.append(f"{sv.queue_peak:.0f} queued")
+        parts.append(f"{count_text(sv.queue_peak)} queued")
     if sv.retracted_peak:
-        parts.append(f"{sv.retracted_peak:.0f} retracted")
+        parts.append(f"{count_text(sv.retracted_peak)} retracted")
     if sv.decode_graph_share is not None:
-        parts.append(f"decode passes in CUDA graphs {sv.decode_graph_share:.0%}")
+        parts.append(f"decode passes in CUDA graphs {share_text(sv.decode_graph_share)}")
     if not parts:
         return None
     return f"**{label}** ({sv.source}): " + ", ".join(parts)
@@ -110,9 +109,12 @@ def timeline_figure(
     baseline: str | None = None,
     title: str = "The server's view",
     point_label: str | None = None,
+    colours: Mapping[str, str] | None = None,
 ) -> go.Figure | None:
     """Overlaid timelines of one point for every run that has a server-side view; None when
-    none has (the page shows ``no_timeline_lines`` instead)."""
+    none has (the page shows ``no_timeline_lines`` instead). ``colours``: the page's (its
+    arms' colours, ``arm_colours``), so an arm keeps its colour on this chart too, even where
+    the baseline has no server view; without, the runs shown are coloured baseline first."""
     shown = [
         (label, t)
         for label, t in zip(labels, timelines, strict=True)
@@ -120,7 +122,8 @@ def timeline_figure(
     ]
     if not shown:
         return None
-    colours = arm_colours([label for label, _ in shown], baseline)
+    if colours is None:
+        colours = arm_colours([label for label, _ in shown], baseline)
     fig = make_subplots(
         rows=len(TIMELINE_PANELS),
         cols=1,
@@ -145,7 +148,11 @@ def timeline_figure(
                         x=s["t_point_s"],
                         y=s["value"] * scale,
                         mode="lines",
-                        line={"color": colours[label], "dash": dash, "width": 1 if faint else 2},
+                        line={
+                            "color": colour_of(colours, label),
+                            "dash": dash,
+                            "width": 1 if faint else 2,
+                        },
                         opacity=0.35 if faint else 1.0,
                         line_shape="hv" if series == "client_in_flight_reqs" else "linear",
                         # one legend entry per run (its colour); the line styles are

@@ -21,7 +21,8 @@ from core.analysis.history import (
     alert_text,
 )
 from core.analysis.points import PointKey
-from core.metrics import metric_label
+from core.metric_info import metric_label
+from core.numbers import number_text, share_text
 from core.run_folder import epoch_s
 from core.views.figures import ARM_PALETTE, TEMPLATE, rgb_of
 
@@ -85,7 +86,7 @@ def history_figure(history: History, point: PointKey | None = None) -> go.Figure
         fig.update_yaxes(title_text=metric_label(metric), row=row, col=1)
     label = next((v.point_label for v in history.values if v.point == point), "")
     band_words = (
-        f"shaded: {BAND_LEVEL:.0%} prediction band of the runs before the checked one"
+        f"shaded: {share_text(BAND_LEVEL)} prediction band of the runs before the checked one"
         if history.bands
         else "no band yet"
     )
@@ -124,10 +125,10 @@ def _add_band(fig: go.Figure, row: int, band: Band, span: list[datetime], regres
             line={"width": 0},
             fill="tonexty",
             fillcolor=f"rgba({fill},0.15)",
-            name=f"band ({BAND_LEVEL:.0%}, {band.n} earlier runs)",
+            name=f"band ({share_text(BAND_LEVEL)}, {band.n} earlier runs)",
             legendgroup="band",
             showlegend=row == 1,
-            hovertemplate=f"band {band.low:.4g} … {band.high:.4g}<extra></extra>",
+            hovertemplate=f"band {number_text(band.low)} … {number_text(band.high)}<extra></extra>",
         ),
         row=row,
         col=1,
@@ -209,12 +210,6 @@ def _add_focus(
     )
 
 
-def _num(x: float | None) -> str:
-    if x is None or not math.isfinite(x):
-        return "-"
-    return f"{x:,.1f}" if abs(x) >= 10 else f"{x:.3g}"
-
-
 def history_lines(history: History) -> list[str]:
     """The CLI's text: the alert (the page's words), the series, and per run its version
     and the headline metrics at the headline point with their intervals, then the band."""
@@ -242,7 +237,11 @@ def history_lines(history: History) -> list[str]:
                 ),
                 None,
             )
-            cell = "-" if v is None else f"{_num(v.value)} [{_num(v.ci_low)}, {_num(v.ci_high)}]"
+            cell = (
+                "-"
+                if v is None
+                else f"{number_text(v.value)} [{number_text(v.ci_low)}, {number_text(v.ci_high)}]"
+            )
             cells.append(f" {cell:>30}")
         mark = " <" if r.run_id == history.focus else ""
         lines.append(
@@ -251,7 +250,7 @@ def history_lines(history: History) -> list[str]:
     band_cells = []
     for m in metrics:
         band = history.bands.get((history.headline, m)) if history.headline else None
-        text = "-" if band is None else f"{_num(band.low)} … {_num(band.high)}"
+        text = "-" if band is None else f"{number_text(band.low)} … {number_text(band.high)}"
         band_cells.append(f" {text:>30}")
     lines.append(f"{'band (' + format(BAND_LEVEL, '.0%') + ' prediction)':76}{''.join(band_cells)}")
     lines.append("[a, b]: the run's own 95% interval; <: the run checked against the band")
@@ -311,7 +310,9 @@ def history_table(history: History, point: PointKey | None = None) -> pd.DataFra
             )
             row[metric_label(m)] = None if v is None else v.value
             row[f"{metric_label(m)} 95% CI"] = (
-                None if v is None or v.ci_low is None else f"{_num(v.ci_low)} … {_num(v.ci_high)}"
+                None
+                if v is None or v.ci_low is None
+                else f"{number_text(v.ci_low)} … {number_text(v.ci_high)}"
             )
         rows.append(row)
     return pd.DataFrame(rows)

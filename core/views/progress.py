@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
+from core.numbers import duration_text
 from core.run_folder import ACTIVE_STATES, RunStatus, point_of_step
 
 __all__ = [
@@ -36,19 +37,6 @@ def point_words(text: str, points_total: int | None) -> str:
         return f"point {n}/{points_total}" if points_total else f"point {n}"
 
     return _POINT.sub(counted, text)
-
-
-def duration_text(seconds: float | None) -> str:
-    """A measured duration in the unit that fits: ``340 ms``, ``12.5 s``, ``3 min 05 s``."""
-    if seconds is None:
-        return ""
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    if seconds < 7200:
-        return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
-    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
 
 
 def ended_text(states: Sequence[str]) -> str:

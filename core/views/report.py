@@ -9,6 +9,7 @@ from typing import Any
 from core.answers import probe_verdict
 from core.experiments.records import ExperimentRecord
 from core.metrics import DEFINITION, caveat_lines, point_cancelled, point_caveats
+from core.numbers import EMPTY, duration_text, is_number, number_text, pct_text, share_text
 from core.run_folder import RunFolder, RunStatus, Step, stop_step_read
 from core.settings import Settings
 from core.views.progress import point_words
@@ -36,12 +37,9 @@ def node_line(status: RunStatus) -> str:
     return f"Ray node {status.node_ip} ({status.node_name or '?'}) · GPU ids {gpus}"
 
 
-def _f(v: Any, digits: int = 1) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.{digits}f}"
-    return str(v)
+def _f(v: Any) -> str:
+    """A cell of the CLI's tables: a number by ``core.numbers.number_text``, text as it is."""
+    return str(v) if isinstance(v, str | bool) else number_text(v)
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
@@ -90,13 +88,7 @@ def step_rows(
 
 
 def _took(seconds: Any) -> str:
-    if not isinstance(seconds, int | float):
-        return ""  # still running, or never timed
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    return f"{int(seconds // 60)} min {seconds % 60:.0f} s"
+    return duration_text(seconds)  # "" while still running, or never timed
 
 
 def run_details(folder: RunFolder) -> dict[str, Any]:
@@ -213,19 +205,16 @@ def _lengths_table(folder: RunFolder) -> str:
     from core.analysis.points import point_rows
     from core.analysis.runs import load_run
 
-    def share(x: Any) -> str:
-        return "-" if x is None else f"{x:.1%}"
-
     rows = [
         [
             str(r["point"]),
-            "/".join(_f(r[f"input_tokens_{k}"], 0) for k in ("p50", "p90", "p99", "max")),
-            "/".join(_f(r[f"output_tokens_{k}"], 0) for k in ("p50", "p90", "p99", "max")),
-            share(r["prefix_cache_hit_rate"]),
-            "-"
+            "/".join(_f(r[f"input_tokens_{k}"]) for k in ("p50", "p90", "p99", "max")),
+            "/".join(_f(r[f"output_tokens_{k}"]) for k in ("p50", "p90", "p99", "max")),
+            share_text(r["prefix_cache_hit_rate"], 1),
+            EMPTY
             if r["kv_fill"] is None
-            else f"{r['kv_fill']:g} x {r['kv_fill_pool_tokens']} ({r['kv_fill_pool_whose']})"
-            f" -> {r['kv_fill_computed']}",
+            else f"{number_text(r['kv_fill'])} x {r['kv_fill_pool_tokens']} "
+            f"({r['kv_fill_pool_whose']}) -> {r['kv_fill_computed']}",
         ]
         for r in point_rows(load_run(folder))
     ]
@@ -304,9 +293,9 @@ def format_experiment(settings: Settings, record: ExperimentRecord) -> str:
     rows = []
     for _, r in table[table["metric"] == "output_throughput"].iterrows():
         ci = (
-            "-"
-            if r["ci_low"] is None or r["ci_low"] != r["ci_low"]
-            else f"{r['ci_low']:.1f}..{r['ci_high']:.1f}"
+            EMPTY
+            if not is_number(r["ci_low"])
+            else f"{number_text(r['ci_low'])}..{number_text(r['ci_high'])}"
         )
         rel = r.get("rel")
         rows.append(
@@ -316,7 +305,7 @@ def format_experiment(settings: Settings, record: ExperimentRecord) -> str:
                 str(r["n"]),
                 _f(r["mean"]),
                 ci,
-                "-" if rel is None or rel != rel else f"{rel:+.1%}",
+                pct_text(rel),
                 "baseline" if r["arm"] == baseline else str(r.get("label")),
             ]
         )

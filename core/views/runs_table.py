@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from core.config import knob_text
-from core.experiments.design import arm_of_tags
+from core.experiments.design import run_arm
 from core.metrics import headline_index
 from core.run_folder import read_json
 from core.settings import DEMO_DIR
@@ -48,15 +48,32 @@ def _tag(tags: Any, prefix: str) -> str | None:
     return None
 
 
-def _headline_label(spec: dict[str, Any]) -> str | None:
-    """The plan's heaviest load (``core.metrics.headline_index``), where the pipeline
-    takes a run's headline metrics."""
+@lru_cache(maxsize=4096)
+def _result(path: Path) -> dict[str, Any]:
+    """An ended run's result.json (written once, when it ended)."""
+    data = read_json(path / "result.json")
+    return data if isinstance(data, dict) else {}
+
+
+def _headline_label(spec: dict[str, Any], result: dict[str, Any]) -> str | None:
+    """Where the headline metrics were measured: the point ``result.json`` took them from
+    (``core.run_folder.run_result``: the heaviest load the run measured), else, before the run
+    ended, the plan's heaviest load (``core.metrics.headline_index``). A run that measured
+    fewer points than planned (cancelled, failed) says so: ``c=1 (1 of 3 points)``; one
+    that measured none has no headline."""
     points = [p for p in (spec.get("plan") or {}).get("points") or [] if isinstance(p, dict)]
-    head = headline_index(points)
+    measured, head = result.get("points"), result.get("headline_point")
+    if measured == 0:
+        return None
+    if not (isinstance(head, int) and 0 <= head < len(points)):
+        head = headline_index(points)
     if head is None:
         return None
     conc = points[head].get("concurrency")
-    return "c=∞" if conc is None else f"c={conc}"
+    text = "c=∞" if conc is None else f"c={conc}"
+    if isinstance(measured, int) and 0 < measured < len(points):
+        text += f" ({measured} of {len(points)} points)"
+    return text
 
 
 def runs_frame(rows: Sequence[dict[str, Any]], runs_dir: Path) -> pd.DataFrame:
@@ -76,7 +93,7 @@ def runs_frame(rows: Sequence[dict[str, Any]], runs_dir: Path) -> pd.DataFrame:
     for r in rows:
         spec = specs[r["run_id"]]
         exp = _tag(r.get("tags"), "exp:")
-        arm = arm_of_tags(r.get("tags"))
+        arm = run_arm(r.get("tags"), runs_dir)
         demo = is_demo_run(str(r["run_id"]))
         row = dict(r)
         row["experiment"] = f"experiment?experiment={exp}" if exp else None
@@ -89,7 +106,9 @@ def runs_frame(rows: Sequence[dict[str, Any]], runs_dir: Path) -> pd.DataFrame:
                 if k in (spec.get("intended_diff") or []) or value is not None
                 else None
             )
-        row["headline at"] = _headline_label(spec)
+        ended = r.get("state") not in LIVE_STATES
+        result = _result(runs_dir / str(r["run_id"])) if ended else {}
+        row["headline at"] = _headline_label(spec, result)
         # a run with results is a point of its configuration's history (pages/history.py)
         row["history"] = f"history?run={r['run_id']}" if r.get("state") == "succeeded" else None
         if demo:
