@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from core.config import DEFAULT_MODEL, ServerConfig
+from core.engines.registry import get_engine
 
 __all__ = [
     "REDACTED",
@@ -105,8 +106,9 @@ def server_path_problems(
     out: dict[str, str] = {}
     model = server.model
     path_like = model.startswith(("/", "~", "."))
-    if model != DEFAULT_MODEL and (server.engine != "endpoint" or path_like):
-        exist = must_exist and server.engine != "endpoint"
+    launched = get_engine(server.engine).launched  # else: an endpoint's served name
+    if model != DEFAULT_MODEL and (launched or path_like):
+        exist = must_exist and launched
         if why := model_path_problem(model, roots, must_exist=exist):
             out["server.model"] = why
     if server.tokenizer and (

@@ -6,6 +6,7 @@ import streamlit as st
 
 from core.analysis.power import host_noise, power_lines
 from core.config import RunSpec
+from core.engines.registry import DEFAULT_ENGINE
 from core.errors import ConfigError, StoreError
 from core.executors import EXECUTORS, executor_summary, ray_address, runs_here, save_ray_address
 from core.experiments.design import load_experiment
@@ -58,13 +59,13 @@ with st.expander("Ray cluster (run on other GPU hosts)", expanded=False):  # cor
 
 D = FORM_DEFAULTS
 default_preset = next(
-    p.name for p in PRESETS if p.unavailable(host, "transformers") is None and len(p.arms) > 1
+    p.name for p in PRESETS if p.unavailable(host, DEFAULT_ENGINE) is None and len(p.arms) > 1
 )
 
 
 def _preset_label(name: str) -> str:
     preset = next(p for p in PRESETS if p.name == name)
-    why = preset.unavailable(host, "transformers")
+    why = preset.unavailable(host, DEFAULT_ENGINE)
     return f"{name} — unavailable: {why}" if why else f"{name} — {preset.description}"
 
 

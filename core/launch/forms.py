@@ -25,6 +25,7 @@ from core.config import (
 )
 from core.engines import EngineInfo, context_problems, kv_fill_problems, launch_problems
 from core.engines.model_setup import model_folder
+from core.engines.registry import DEFAULT_ENGINE
 from core.errors import ConfigError
 from core.experiments.design import MAX_TRIALS, ExperimentSpec, experiment_from_preset
 from core.launch.host import HostInfo
@@ -56,7 +57,7 @@ __all__ = [
 
 FORM_DEFAULTS: dict[str, Any] = {
     "preset": "Single run",
-    "engine": "transformers",
+    "engine": DEFAULT_ENGINE,
     "model": "smollm2-135m-instruct",
     "tokenizer": "",
     "endpoint_url": "",
@@ -349,7 +350,7 @@ def launch_from_form(
     (default: the settings' allowed model roots)."""
     settings = settings or load_settings()
     errors: dict[str, str] = {}
-    engine = str(form.get("engine", "transformers"))
+    engine = str(form.get("engine", DEFAULT_ENGINE))
     install = _text(form, "engine_install") or None
     # a named installation is checked on its own (cannot_run); the default one here
     if install is None and (why := host.unavailable(engine)) is not None:

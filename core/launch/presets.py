@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from core.config import RunSpec
+from core.engines.registry import get_engine
 from core.errors import StoreError
 from core.launch.host import HostInfo
 from core.run_folder import RunFolder
@@ -47,14 +48,15 @@ class Preset:
 
 
 def _graphs_unavailable(host: HostInfo, engine: str) -> str | None:
-    if engine == "endpoint":
+    if not get_engine(engine).launched:
         return "an already-running endpoint cannot be restarted with another setting"
     return host.cuda_graphs_reason
 
 
 def _cb_unavailable(_host: HostInfo, engine: str) -> str | None:
-    if engine != "transformers":
-        return "continuous batching is a transformers serve switch"
+    spec = get_engine(engine)
+    if "continuous_batching" not in spec.knob_names:
+        return f"continuous batching is not a switch of {spec.title}"
     return None
 
 

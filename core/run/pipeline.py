@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 from core.config import BenchmarkPlan, Point, RunSpec
-from core.engines import get_adapter, served_context_tokens
+from core.engines import get_adapter, get_engine, served_context_tokens
 from core.engines.base import LaunchPlan
 from core.engines.endpoint import mechanism_name
 from core.errors import (
@@ -164,7 +164,7 @@ def _preflight(run: _Run) -> tuple[LaunchPlan, Any, dict[str, Any]]:
         raise StoreError(
             f"only {free_mb:.0f} MB free where runs are stored; free at least {MIN_FREE_DISK_MB} MB"
         )
-    if server_cfg.engine == "endpoint":
+    if not get_engine(server_cfg.engine).launched:  # an endpoint: nothing listens here
         port = 0
     elif server_cfg.port is not None:
         port = server_cfg.port
