@@ -182,7 +182,7 @@ with st.form("launch", enter_to_submit=False):
     st.subheader("Server")
     c1, c2, c3 = st.columns(3)
     with c1:
-        # every engine, in core.engines.ENGINES order: detect_host checked each one
+        # every registered engine, in the registry's order: detect_host checked each one
         st.selectbox("Engine", list(host.engines), key="engine", format_func=_engine_label)
         err("engine")
         if host.installs:  # named installations (README "Engines"); "" = the default one

@@ -14,6 +14,9 @@ from pathlib import Path
 import pytest
 
 from core.analysis.card import experiment_story
+from core.analysis.runs import load_run
+from core.analysis.server_view import server_view
+from core.analysis.timelines import run_timeline
 from core.config import ServerConfig
 from core.engines import engine_names, get_adapter
 from core.engines.registry import get_engine
@@ -93,6 +96,13 @@ def test_the_toy_engine_through_form_run_experiment_verdict_and_export(
         assert argv[1].endswith("toy_server.py")
         batching = folder.read("spec.json")["server"]["continuous_batching"]
         assert ("--batching" in argv) == batching
+
+    # the server view reads the /metrics name the toy declares (server_metrics)
+    view = load_run(RunFolder(settings.runs_dir / queued.run_ids[0]))
+    timeline = run_timeline(view)
+    assert timeline.source == "metrics"
+    assert "running_reqs" in set(timeline.frame["series"])
+    assert server_view(view).running_peak is not None
 
     record = load_experiment(settings, queued.experiment_id)
     assert record is not None

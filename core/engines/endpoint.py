@@ -39,6 +39,8 @@ ENGINE = EngineSpec(
     # The remote server's own; recorded with the run (and for Ray/GPU accounting: none).
     knobs=(KnobSpec("tp_size", None, "the remote server's GPUs (recorded only)"),),
     logprobs=LogprobSupport(COMPLETIONS_PATH, ("logprobs",)),
+    # collect_facts reads an SGLang-like /server_info's max_total_num_tokens when it answers
+    memory_facts={"kv_cache_tokens": "kv_cache_tokens"},
 )
 
 # Request fields that ask for exactly max_tokens tokens, tried in this order.
