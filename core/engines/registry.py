@@ -24,6 +24,7 @@ __all__ = [
     "adapter_class",
     "engine_for_backend",
     "engine_names",
+    "engines_with_knob",
     "find_engine",
     "get_engine",
     "known_engine",
@@ -116,6 +117,11 @@ def find_engine(name: str | None) -> EngineSpec | None:
         return get_engine(name)
     except ConfigError:
         return None
+
+
+def engines_with_knob(knob: str) -> tuple[str, ...]:
+    """The engines that declare ``knob`` (a ServerConfig field), e.g. for a form's label."""
+    return tuple(n for n in engine_names() if knob in get_engine(n).knob_names)
 
 
 def engine_for_backend(backend: str) -> str | None:

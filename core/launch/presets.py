@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from core.config import RunSpec
-from core.engines.registry import get_engine
+from core.engines.registry import find_engine
 from core.errors import StoreError
 from core.launch.host import HostInfo
 from core.run_folder import RunFolder
@@ -48,13 +48,18 @@ class Preset:
 
 
 def _graphs_unavailable(host: HostInfo, engine: str) -> str | None:
-    if not get_engine(engine).launched:
+    spec = find_engine(engine)
+    if spec is None:
+        return f"unknown engine {engine!r}"
+    if not spec.launched:
         return "an already-running endpoint cannot be restarted with another setting"
     return host.cuda_graphs_reason
 
 
 def _cb_unavailable(_host: HostInfo, engine: str) -> str | None:
-    spec = get_engine(engine)
+    spec = find_engine(engine)
+    if spec is None:
+        return f"unknown engine {engine!r}"
     if "continuous_batching" not in spec.knob_names:
         return f"continuous batching is not a switch of {spec.title}"
     return None
