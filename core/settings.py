@@ -63,7 +63,7 @@ def model_roots_from_env(env: Mapping[str, str] | None = None) -> tuple[Path, ..
 # sglang-0.5.14. The name is stored with every run, so it is short.
 INSTALL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 # Engines besides the built-in ones (core/engines/registry.py; docs/ENGINES.md): entries
-# NAME=MODULE separated by ";", e.g. "toy=tests.toy_engine". A variable, so that every run
+# NAME=MODULE separated by ";", e.g. "myengine=pkg.engine". A variable, so that every run
 # process the worker starts sees the same engines as the portal that queued the run.
 ENGINES_VAR = "SERVELAB_ENGINES"
 

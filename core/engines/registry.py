@@ -62,7 +62,9 @@ def _from_environment() -> dict[str, str]:
             continue
         name, sep, module = entry.partition("=")
         if not sep or not name.strip() or not module.strip():
-            raise ConfigError(ENGINES_VAR, f"entry {entry!r}: give NAME=MODULE, e.g. toy=pkg.toy")
+            raise ConfigError(
+                ENGINES_VAR, f"entry {entry!r}: give NAME=MODULE, e.g. myengine=pkg.engine"
+            )
         out[name.strip()] = module.strip()
     return out
 
@@ -109,7 +111,7 @@ def get_engine(name: str) -> EngineSpec:
 
 def find_engine(name: str | None) -> EngineSpec | None:
     """The declarations of a stored run's engine; None for one no registration here knows
-    (an imported run's "vllm", a toy engine registered elsewhere): its run still reads,
+    (an imported run's "vllm", an engine registered in another process only): its run still reads,
     with what needs the declarations left out."""
     if name is None or not known_engine(name):
         return None
