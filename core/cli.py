@@ -81,6 +81,7 @@ def _run_id(text: str) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
+
     p = argparse.ArgumentParser(prog="python -m core", description="ServeLab command line")
     sub = p.add_subparsers(dest="command", required=True)
     _add_run(sub)
@@ -111,8 +112,10 @@ def _add_run(sub: Any) -> None:
 
 
 def _add_server_flags(r: argparse.ArgumentParser) -> None:
+    from core.engines.registry import engine_names
+
     s = r.add_argument_group("server")
-    s.add_argument("--engine", choices=["transformers", "sglang", "endpoint"])
+    s.add_argument("--engine", choices=engine_names())
     s.add_argument(
         "--engine-install",
         metavar="NAME",
@@ -823,11 +826,11 @@ def _cmd_reindex(_args: argparse.Namespace) -> int:
 
 
 def _cmd_engines(_args: argparse.Namespace) -> int:
-    from core.engines import ENGINES, get_adapter
+    from core.engines import engine_names, get_adapter
     from core.settings import load_settings
 
     settings = load_settings()
-    for name in ENGINES:
+    for name in engine_names():
         info = get_adapter(name, settings).detect()
         state = f"installed {info.version or ''}".strip() if info.installed else "not installed"
         print(f"{name:14} {state}  {info.reason}")
@@ -838,20 +841,25 @@ def _cmd_engines(_args: argparse.Namespace) -> int:
 
 def _cmd_installs(_args: argparse.Namespace) -> int:
     """Every engine installation: the default ones and the named ones, each detected."""
-    from core.engines import get_adapter
+    from core.engines import engine_names, get_adapter, get_engine
+    from core.errors import ConfigError
     from core.settings import load_settings
 
     settings = load_settings()
     rows: list[tuple[str, str, str | None, str]] = [
-        ("(default)", "sglang", None, settings.sglang_python),
-        ("(default)", "transformers", None, settings.transformers_python),
+        ("(default)", e, None, settings.engine_python(e))
+        for e in engine_names()
+        if get_engine(e).has_install
     ]
     rows += [(i.name, i.engine, i.name, i.python) for i in settings.engine_installs]
     print(f"{'name':24} {'engine':13} {'version':12} {'detected':9} python")
     for label, engine, name, python in rows:
-        info = get_adapter(
-            "sglang" if engine == "sglang" else "transformers", settings, name
-        ).detect()
+        try:
+            info = get_adapter(engine, settings, name).detect()
+        except ConfigError as exc:  # an installation of an engine no registration knows
+            print(f"{label:24} {engine:13} {'-':12} {'no':9} {python}")
+            print(f"{'':24} why: {exc.message}")
+            continue
         detected = "yes" if info.installed else "no"
         print(f"{label:24} {engine:13} {info.version or '-':12} {detected:9} {python}")
         if not info.installed:

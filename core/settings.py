@@ -13,21 +13,24 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.config import INSTALL_NAME
 from core.errors import ConfigError
 
 __all__ = [
+    "ENGINES_VAR",
     "INSTALLS_FILE",
     "INSTALLS_VAR",
+    "INSTALL_NAME",
     "EngineInstall",
     "Settings",
     "browser_path",
     "cuda_visible_devices",
+    "engine_modules_text",
     "environ_values",
     "installs_text",
     "load_settings",
@@ -56,11 +59,21 @@ def model_roots_from_env(env: Mapping[str, str] | None = None) -> tuple[Path, ..
     return tuple(roots)
 
 
+# A named engine installation (README "Engines"): letters, digits and . _ - , e.g.
+# sglang-0.5.14. The name is stored with every run, so it is short.
+INSTALL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+# Engines besides the built-in ones (core/engines/registry.py; docs/ENGINES.md): entries
+# NAME=MODULE separated by ";", e.g. "myengine=pkg.engine". A variable, so that every run
+# process the worker starts sees the same engines as the portal that queued the run.
+ENGINES_VAR = "SERVELAB_ENGINES"
+
 # Named engine installations (README "Engines"): a JSON file in the data folder and this
 # variable; the variable's entry wins over the file's of the same name.
 INSTALLS_FILE = "engine-installs.json"
 INSTALLS_VAR = "SERVELAB_ENGINE_INSTALLS"
-INSTALL_ENGINES = ("sglang", "transformers")
+# An engine's name as an installation entry gives it ("sglang:/opt/..."); which engines
+# exist is the registry's (core/engines/registry.py), checked when the installation is used.
+_ENGINE_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
 _INSTALL_FIX = (
     f'e.g. {{"sglang-0.5.14": {{"engine": "sglang", "python": '
     f'"/opt/sglang-0.5.14/bin/python"}}}} in {INSTALLS_FILE}, or '
@@ -131,7 +144,10 @@ class Settings:
         default one. ConfigError on ``server.engine_install`` for a name not configured
         here or an installation of another engine."""
         if install is None:
-            return self.sglang_python if engine == "sglang" else self.transformers_python
+            # The default: the engine's own setting (SERVELAB_<ENGINE>_PYTHON) where it
+            # has one, else the Python running ServeLab.
+            default = getattr(self, f"{engine}_python", None)
+            return default if isinstance(default, str) else sys.executable
         found = self.engine_install(install)
         if found is None:
             known = ", ".join(i.name for i in self.engine_installs) or "none"
@@ -218,23 +234,21 @@ def _install(name: str, value: object, source: str) -> EngineInstall:
         )
     if isinstance(value, str):
         head, sep, rest = value.partition(":")
-        if sep and head in INSTALL_ENGINES:
+        if sep and _ENGINE_WORD.fullmatch(head):
             value = {"engine": head, "python": rest}
         else:  # the engine from the name: sglang-0.5.14
-            value = {
-                "engine": next((e for e in INSTALL_ENGINES if name.startswith(e)), ""),
-                "python": value,
-            }
+            lead, dash, _ = name.partition("-")
+            value = {"engine": lead if dash else "", "python": value}
     if not isinstance(value, dict) or set(value) - {"engine", "python"}:
         raise ConfigError(
             source, f"{where}: give the python path, or engine and python; " + _INSTALL_FIX
         )
     engine, python = value.get("engine"), value.get("python")
-    if engine not in INSTALL_ENGINES:
+    if not isinstance(engine, str) or not _ENGINE_WORD.fullmatch(engine):
         raise ConfigError(
             source,
-            f"{where}: engine must be one of {', '.join(INSTALL_ENGINES)} (got {engine!r}; a "
-            "name starting with the engine's needs none); " + _INSTALL_FIX,
+            f"{where}: name the engine (got {engine!r}; a name starting with the engine's "
+            "and a dash, e.g. sglang-0.5.14, needs none); " + _INSTALL_FIX,
         )
     if not isinstance(python, str) or not python.strip():
         raise ConfigError(
@@ -322,6 +336,11 @@ def cuda_visible_devices() -> str | None:
 def browser_path() -> str | None:
     """``BROWSER_PATH``: the chromium for PNG export (core/interop/export_png.py), if set."""
     return os.environ.get("BROWSER_PATH") or None
+
+
+def engine_modules_text() -> str:
+    """``SERVELAB_ENGINES`` (ENGINES_VAR) as this process was given it, read each time."""
+    return os.environ.get(ENGINES_VAR, "")
 
 
 def environ_values(names: Iterable[str]) -> dict[str, str]:

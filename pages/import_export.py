@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from core.engines.registry import engine_names
 from core.errors import ServeLabError
 from core.experiments.design import list_experiments
 from core.interop.export import figures, select, write_pngs
@@ -135,9 +136,8 @@ with tab_import:
     errors: dict[str, str] = {}
     with st.expander("What the files do not state (optional; a value in a file wins)"):
         g1, g2, g3 = st.columns(3)
-        engine = g1.selectbox(
-            "Engine", ["", "sglang", "vllm", "transformers", "other"], key="imp_engine"
-        )
+        # the engines ServeLab knows, and "other" for a server it does not (vLLM, ...)
+        engine = g1.selectbox("Engine", ["", *engine_names(), "other"], key="imp_engine")
         model = g2.text_input("Model", key="imp_model")
         rate_text = g3.text_input("Request rate (req/s or inf)", key="imp_rate")
         g4, g5, g6, g7 = st.columns(4)

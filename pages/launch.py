@@ -6,6 +6,7 @@ import streamlit as st
 
 from core.analysis.power import host_noise, power_lines
 from core.config import RunSpec, parse_whole_number
+from core.engines.registry import DEFAULT_ENGINE, engine_names, engines_with_knob, get_engine
 from core.errors import ConfigError, StoreError
 from core.executors import EXECUTORS, executor_summary, ray_address, runs_here, save_ray_address
 from core.experiments.design import load_experiment
@@ -59,14 +60,19 @@ with st.expander("Ray cluster (run on other GPU hosts)", expanded=False):  # cor
 
 D = FORM_DEFAULTS
 default_preset = next(
-    p.name for p in PRESETS if p.unavailable(host, "transformers") is None and len(p.arms) > 1
+    p.name for p in PRESETS if p.unavailable(host, DEFAULT_ENGINE) is None and len(p.arms) > 1
 )
 
 
 def _preset_label(name: str) -> str:
     preset = next(p for p in PRESETS if p.name == name)
-    why = preset.unavailable(host, "transformers")
+    why = preset.unavailable(host, DEFAULT_ENGINE)
     return f"{name} — unavailable: {why}" if why else f"{name} — {preset.description}"
+
+
+def _only(label: str, knob: str) -> str:
+    """A knob's label with the engines that take it: "Attention backend (sglang)"."""
+    return f"{label} ({', '.join(engines_with_knob(knob))})"
 
 
 def _engine_label(name: str) -> str:
@@ -182,7 +188,7 @@ with st.form("launch", enter_to_submit=False):
     st.subheader("Server")
     c1, c2, c3 = st.columns(3)
     with c1:
-        # every engine, in core.engines.ENGINES order: detect_host checked each one
+        # every registered engine, in the registry's order: detect_host checked each one
         st.selectbox("Engine", list(host.engines), key="engine", format_func=_engine_label)
         err("engine")
         if host.installs:  # named installations (README "Engines"); "" = the default one
@@ -197,7 +203,8 @@ with st.form("launch", enter_to_submit=False):
         err("model")
         st.text_input("Tokenizer folder (optional)", "", key="tokenizer")
         err("tokenizer")
-        st.text_input("Endpoint URL (endpoint engine)", "", key="endpoint_url")
+        needs_url = [n for n in engine_names() if get_engine(n).needs_endpoint_url]
+        st.text_input(f"Endpoint URL ({', '.join(needs_url)})", "", key="endpoint_url")
         err("endpoint_url")
     with c2:
         st.selectbox("Device", ["auto", "cpu", "cuda"], key="device")
@@ -214,13 +221,20 @@ with st.form("launch", enter_to_submit=False):
         st.text_input("CUDA graph max batch size", "", key="cuda_graph_max_bs")
         err("cuda_graph_max_bs")
     with c3:
-        st.text_input("mem-fraction-static (sglang)", "", key="mem_fraction_static")
+        # which engines take each knob: their declarations (core/engines/registry.py)
+        st.text_input(
+            _only("mem-fraction-static", "mem_fraction_static"), "", key="mem_fraction_static"
+        )
         err("mem_fraction_static")
-        st.text_input("Tensor parallel size (sglang)", "1", key="tp_size")
+        st.text_input(_only("Tensor parallel size", "tp_size"), "1", key="tp_size")
         err("tp_size")
-        st.text_input("Attention backend (sglang)", "", key="attention_backend")
+        st.text_input(_only("Attention backend", "attention_backend"), "", key="attention_backend")
         err("attention_backend")
-        st.text_input("KV cache memory fraction (transformers)", "", key="cb_max_memory_percent")
+        st.text_input(
+            _only("KV cache memory fraction", "cb_max_memory_percent"),
+            "",
+            key="cb_max_memory_percent",
+        )
         err("cb_max_memory_percent")
     st.text_input(
         "Extra engine flags (checked against the engine's own options)", "", key="extra_args"

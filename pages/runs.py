@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core.engines.registry import engine_names
 from core.errors import StoreError
 from core.executors import run_nodes
 from core.executors.queue import cancel
@@ -19,7 +20,7 @@ catalog = Catalog(settings.catalog_path, settings.runs_dir)
 st.title("Runs")
 
 f1, f2, f3, f4 = st.columns(4)
-engine = f1.selectbox("Engine", ["", "transformers", "sglang", "endpoint"], key="f_engine")
+engine = f1.selectbox("Engine", ["", *engine_names()], key="f_engine")
 state = f2.selectbox(
     "Status",
     ["", "queued", "running", "succeeded", "failed", "invalid", "cancelled", "interrupted"],

@@ -68,6 +68,7 @@ PAGES_MAY_IMPORT = frozenset(
         "core.views.figures_ledger",
         "core.answers",
         "core.views.progress",
+        "core.engines.registry",
     }
 )
 
@@ -284,12 +285,19 @@ PAGES_LAYERS = frozenset(
     {"base", "portal", "launch", "analysis", "views", "interop", "executors", "experiments"}
 )
 ENTRY = {"core", "core.__main__", "core.cli"}
+# The engine registry and its declarations are part of the shared vocabulary: core.config
+# checks an engine name and its knobs against them, the analysis path reads an engine's
+# metric names and knob costs from them. They import base only; an engine's module (and its
+# adapter's dependencies) is imported by name at run time, never by an import statement.
+ENGINE_VOCABULARY = {"core.engines.registry", "core.engines.declare"}
 
 
 def layer_of(module: str) -> str:
     """``core.analysis.card`` → ``analysis``; a module at the top of core/ is ``base``."""
     if module in ENTRY:
         return "cli"
+    if module in ENGINE_VOCABULARY:
+        return "base"
     parts = module.split(".")
     if len(parts) >= 2 and (Path(REPO, *parts[:2])).is_dir():
         return parts[1]

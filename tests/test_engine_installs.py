@@ -119,7 +119,7 @@ def test_installations_come_from_the_file_and_the_variable(tmp_path: Path) -> No
         ("{not json", "cannot be read as JSON"),
         ('["a"]', "must be a JSON object"),
         ('{"bad name!": "/p"}', "entry 'bad name!'"),
-        ('{"mine": "/opt/x/python"}', "engine must be one of sglang, transformers"),
+        ('{"mine": "/opt/x/python"}', "name the engine"),
         ('{"sglang-x": {"engine": "sglang"}}', "python must be the path"),
         ('{"sglang-x": {"python": "/p", "pyhton": "/q"}}', "give the python path"),
     ],
@@ -145,7 +145,9 @@ def test_the_name_is_validated_where_the_run_is_configured() -> None:
     assert ServerConfig(engine="sglang", engine_install=OLD).engine_install == OLD
     with pytest.raises(ValueError, match="installation's name"):
         ServerConfig(engine="sglang", engine_install="../x")
-    with pytest.raises(ValueError, match="engine_install applies to launched engines"):
+    with pytest.raises(
+        ValueError, match="engine_install applies to engines with named installations"
+    ):
         ServerConfig(engine="endpoint", endpoint_url="http://127.0.0.1:1", engine_install=OLD)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.engines import ENGINES, get_adapter
+from core.engines import engine_names, get_adapter
 from core.engines.base import EngineAdapter
 from core.engines.endpoint import EndpointAdapter
 from core.engines.sglang import SGLangAdapter
@@ -14,7 +14,7 @@ from core.engines.transformers_serve import TransformersServeAdapter
 from core.settings import Settings
 
 
-@pytest.mark.parametrize("name", ENGINES)
+@pytest.mark.parametrize("name", engine_names())
 def test_every_adapter_satisfies_the_protocol(name: str, settings: Settings) -> None:
     adapter = get_adapter(name, settings)
     assert isinstance(adapter, EngineAdapter)

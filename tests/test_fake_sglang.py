@@ -782,3 +782,22 @@ def test_no_enable_metrics_means_no_metrics(tmp_path: Path) -> None:
         assert httpx.get(f.base + "/metrics").status_code == 404
         httpx.post(f.base + "/v1/chat/completions", json=_chat(60), timeout=10)
         assert "Decode batch, #running-req: 1" in f.log()
+
+
+def test_generate_returns_token_logprobs_the_sglang_adapter_reads(tmp_path: Path) -> None:
+    """The SGLang adapter's logprob request, sent to the fake's native /generate, comes back
+    in SGLang's shape ([logprob, token_id, text] per token) and parses to one entry per
+    generated token, each with its asked-for alternatives."""
+    from core.engines.sglang import SGLangAdapter
+
+    adapter = SGLangAdapter(sys.executable)
+    path, body = adapter.logprobs_request(MODEL, "The capital of France is", 4, 2)
+    assert path == "/generate" and body["return_logprob"] is True
+    with launch(tmp_path) as fake:
+        resp = httpx.post(fake.base + path, json=body, timeout=30)
+    assert resp.status_code == 200, resp.text
+    tokens = adapter.parse_logprobs(resp.json())
+    assert len(tokens) == 4
+    assert "".join(t.token for t in tokens) == resp.json()["text"]
+    assert all(t.logprob < 0 and len(t.top) == 2 for t in tokens)
+    assert tokens[0].top[tokens[0].token] == tokens[0].logprob

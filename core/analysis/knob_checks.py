@@ -17,6 +17,7 @@ from core.analysis.runs import RunView
 from core.analysis.server_view import ServerView, server_view
 from core.analysis.stats import NOT_TESTED
 from core.config import knob_text, same_value
+from core.engines.registry import find_engine
 from core.numbers import count_text, share_text, short_count_text
 
 __all__ = [
@@ -330,10 +331,11 @@ def knob_sentence(
 def run_knob_checks(view: RunView) -> list[dict[str, Any]]:
     """One run on its own: did it reach the resource each of its server settings acts on
     (its KV usage peak against its pool, its share of decode passes in graphs, its running
-    batch against max_bs, its prompts against the chunk). SGLang only: the other engines
-    report none of these resources."""
+    batch against max_bs, its prompts against the chunk). Only for an engine that declares
+    these knobs and the server metrics that show their resources (core/engines ENGINE)."""
     server = view.spec.get("server") or {}
-    if server.get("engine") != "sglang":
+    spec = find_engine(str(server.get("engine")))
+    if spec is None or not spec.server_metrics:
         return []
     graphs = server.get("cuda_graphs") is True
     applies = {
@@ -343,4 +345,6 @@ def run_knob_checks(view: RunView) -> list[dict[str, Any]]:
         "chunked_prefill_size": True,
     }
     arms = {view.run_id: [view]}
-    return [rule(arms) for knob, rule in _RULES.items() if applies[knob]]
+    return [
+        rule(arms) for knob, rule in _RULES.items() if applies[knob] and knob in spec.knob_names
+    ]

@@ -4,10 +4,12 @@ then used (NVML peak) and left (headroom at the peak); and what each knob under 
 and buys in the same units.
 
 Each figure comes from whichever source the run has, first found wins: ``facts.json``
-(``/get_server_info``'s ``memory_usage`` on newer SGLang, else the start-up log,
-``core.engines.sglang_log``), then the ``sglang:*_memory_usage_gb`` gauges in
-``samples.parquet``. None where no source says; a 0 is a measured value. SGLang's "GB" are
-GiB per GPU, as NVML's MiB / 1024 are, so the figures add up.
+(for SGLang ``/get_server_info``'s ``memory_usage`` on newer versions, else the start-up
+log), then the memory gauges in ``samples.parquet``. Which facts key and which gauge state
+each figure is the engine's declaration (``memory_facts``, ``server_metrics``: its
+``ENGINE`` in core/engines/), as is what a knob is meant to cost (``KnobSpec.meant_cost``).
+None where no source says; a 0 is a measured value. SGLang's "GB" are GiB per GPU, as
+NVML's MiB / 1024 are, so the figures add up.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import pyarrow.parquet as pq
 
 from core.analysis.memory import gpu_total_gb, headroom_gb, run_peak_gpu_mib
 from core.analysis.runs import RunView
+from core.engines.declare import EngineSpec
+from core.engines.registry import find_engine
 from core.numbers import as_number, gb_text, pct_text, signed_text
 
 __all__ = ["MemoryLedger", "arm_ledgers", "knob_cost", "run_ledger"]
@@ -52,31 +56,34 @@ class MemoryLedger:
         return asdict(self) | {"sources": list(self.sources)}
 
 
-# facts.json key → ledger field (the start-up log's and /get_server_info's names)
-_FACTS = {
-    "weights_gb": "weight_mem_gb",
-    "kv_cache_gb": "kv_cache_gb",
-    "kv_cache_tokens": "kv_cache_tokens",
-    "graph_gb": "graph_mem_gb",
-    "free_after_weights_gb": "avail_mem_gb_after_load",
-    "free_after_kv_gb": "avail_mem_gb_after_kv_pool",
-    "free_after_capture_gb": "avail_mem_gb_after_graph",
-    "free_at_ready_gb": "available_gpu_mem_gb",
-}
-# /metrics gauge → ledger field (constants SGLang exports from start-up on)
-_GAUGES = {
-    "weights_gb": "sglang:weight_memory_usage_gb",
-    "kv_cache_gb": "sglang:kv_cache_memory_usage_gb",
-    "kv_cache_tokens": "sglang:max_total_num_tokens",
-    "free_at_ready_gb": "sglang:startup_available_gpu_memory_gb",
-}
-_GRAPH_GAUGE = "sglang:graph_memory_usage_gb"
+# The ledger fields a facts.json key can state (the engine's memory_facts names which)
+_FACT_FIELDS = (
+    "weights_gb",
+    "kv_cache_gb",
+    "kv_cache_tokens",
+    "graph_gb",
+    "free_after_weights_gb",
+    "free_after_kv_gb",
+    "free_after_capture_gb",
+    "free_at_ready_gb",
+)
+# The ledger fields a /metrics gauge can state (constants exported from start-up on); the
+# engine's server_metrics names the gauge of each, and the graph gauge per phase.
+_GAUGE_FIELDS = ("weights_gb", "kv_cache_gb", "kv_cache_tokens", "free_at_ready_gb")
+
+
+def _engine(view: RunView) -> EngineSpec | None:
+    return find_engine((view.spec.get("server") or {}).get("engine"))
 
 
 def run_ledger(view: RunView) -> MemoryLedger:
     """The ledger of one run from its facts, then its gauges."""
     f = view.facts
-    got: dict[str, Any] = {k: as_number(f.get(key)) for k, key in _FACTS.items()}
+    spec = _engine(view)
+    keys = spec.memory_facts if spec is not None else {}
+    got: dict[str, Any] = {
+        k: as_number(f.get(keys[k])) if k in keys else None for k in _FACT_FIELDS
+    }
     sources = ["facts.json"] if any(v is not None for v in got.values()) else []
     stated = f.get("graph_mem_gb_by_phase")  # /get_server_info's memory_usage.graph
     phases = (
@@ -84,16 +91,17 @@ def run_ledger(view: RunView) -> MemoryLedger:
         if isinstance(stated, dict)
         else {}
     )
-    gauges = _gauges(view.path)
+    named = {k: spec.metric_names(k) for k in (*_GAUGE_FIELDS, "graph_gb")} if spec else {}
+    gauges = _gauges(view.path, tuple(n for names in named.values() for n in names))
     if gauges:
-        for k, name in _GAUGES.items():
-            if got[k] is None and name in gauges:
+        for k in _GAUGE_FIELDS:
+            name = next((n for n in named[k] if n in gauges), None)
+            if got[k] is None and name is not None:
                 got[k] = sum(gauges[name].values())
                 sources.append("/metrics")
-        if not phases and _GRAPH_GAUGE in gauges:
-            phases = {
-                _label(labels, "phase"): v for labels, v in gauges[_GRAPH_GAUGE].items() if v > 0
-            }
+        graph = next((n for n in named["graph_gb"] if n in gauges), None)
+        if not phases and graph is not None:
+            phases = {_label(labels, "phase"): v for labels, v in gauges[graph].items() if v > 0}
     if got["graph_gb"] is None and phases:
         got["graph_gb"] = round(sum(phases.values()), 3)
     total = gpu_total_gb(f.get("gpus"))
@@ -117,26 +125,28 @@ def _label(labels: str, key: str) -> str:
     return labels
 
 
-def _gauges(path: Path | None) -> dict[str, dict[str, float]]:
-    if path is None:
+def _gauges(path: Path | None, names: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    if path is None or not names:
         return {}
     file = path / "samples.parquet"
     try:
         stat = file.stat()
     except OSError:
         return {}
-    return _read_gauges(str(file), stat.st_mtime_ns, stat.st_size)
+    return _read_gauges(str(file), stat.st_mtime_ns, stat.st_size, names)
 
 
 @lru_cache(maxsize=256)
-def _read_gauges(file: str, _mtime_ns: int, _size: int) -> dict[str, dict[str, float]]:
-    """name → labels → the last value of every memory gauge (constants after start-up)."""
+def _read_gauges(
+    file: str, _mtime_ns: int, _size: int, names: tuple[str, ...]
+) -> dict[str, dict[str, float]]:
+    """name → labels → the last value of each of the memory gauges ``names`` (constants
+    after start-up)."""
     try:
         table = pq.read_table(file, columns=["t_s", "name", "labels", "value"])
     except (OSError, pa.ArrowInvalid, KeyError):
         return {}
-    names = [*_GAUGES.values(), _GRAPH_GAUGE]
-    table = table.filter(pc.is_in(table["name"], pa.array(names)))
+    table = table.filter(pc.is_in(table["name"], pa.array(list(names))))
     out: dict[str, dict[str, float]] = {}
     rows = sorted(table.to_pylist(), key=lambda r: r["t_s"] or 0.0)
     for r in rows:
@@ -188,7 +198,11 @@ def knob_cost(
     """What the knob costs and buys in memory, from its baseline value to the other one
     (arms averaged by the knob's value): ``cuda_graphs on: +0.40 GB graph memory (prefill
     0.34, decode 0.06)``, ``mem_fraction_static 0.92: +9.74 GB reserved → +454,083 KV tokens
-    (+8.3%)``. None where the ledger does not say or the knob has no memory side."""
+    (+8.3%)``. None where the ledger does not say or the knob has no memory side. What
+    the knob is meant to cost is its engine's declaration (``KnobSpec.meant_cost``)."""
+    engine = next((_engine(vs[0]) for vs in arms.values() if vs), None)
+    declared = engine.knob(knob) if engine is not None else None
+    meant = declared.meant_cost if declared is not None else ""
     value = {
         a: (vs[0].spec.get("server") or {}).get(knob) if vs else None for a, vs in arms.items()
     }
@@ -206,7 +220,7 @@ def knob_cost(
 
     shown = next(repr(v) for v in value.values() if repr(v) == others[0])
     to = {"True": "on", "False": "off"}.get(shown, shown)
-    if knob == "mem_fraction_static":
+    if meant == "reserved_memory_kv_tokens":
         kv_gb, tokens = diff("kv_cache_gb"), diff("kv_cache_tokens")
         base_tokens = _mean([ledgers[x].kv_cache_tokens for x in old])
         if kv_gb is None and tokens is None:
@@ -218,7 +232,7 @@ def knob_cost(
             pct = f" ({pct_text(tokens / base_tokens)})" if base_tokens else ""
             text += (" → " if kv_gb is not None else "") + signed_text(tokens, "KV tokens", 0) + pct
         return text
-    if knob in ("cuda_graphs", "cuda_graph_max_bs"):
+    if meant == "graph_memory":
         graph = diff("graph_gb")
         if graph is None:
             return None

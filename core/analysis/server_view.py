@@ -1,4 +1,5 @@
-"""The server's own view of a run: what SGLang said it was doing while the load ran.
+"""The server's own view of a run: what the server (SGLang, or any engine that declares its
+/metrics names: ``server_metrics`` of its ENGINE) said it was doing while the load ran.
 
 From ``samples.parquet`` (the ``/metrics`` scrapes, ``source == "metrics"``) and, where the
 server ran without ``--enable-metrics``, from its log's scheduler lines. Counters are read as
@@ -16,7 +17,13 @@ from typing import Any
 import pandas as pd
 
 from core.analysis.runs import RunView
-from core.analysis.timelines import kv_capacity_tokens, log_lines_by_point, metric_samples
+from core.analysis.timelines import (
+    engine_of,
+    kv_capacity_tokens,
+    log_lines_by_point,
+    metric_samples,
+    server_metric_names,
+)
 from core.scheduler_log import parse_scheduler_lines
 
 __all__ = ["PrefixCache", "ServerView", "no_view_line", "prefix_cache_by_point", "server_view"]
@@ -77,6 +84,16 @@ def _delta(m: pd.DataFrame, name: str, labels_has: str | None = None) -> float |
     return float((by.last() - by.first()).sum())
 
 
+def _first_delta(
+    m: pd.DataFrame, names: tuple[str, ...], labels_has: str | None = None
+) -> float | None:
+    """``_delta`` of the first of ``names`` the server reported."""
+    return next(
+        (d for n in names if (d := _delta(m, n, labels_has)) is not None),
+        None,
+    )
+
+
 def prefix_cache_by_point(view: RunView) -> dict[int, PrefixCache]:
     """Per point index, the prefix-cache hits over that point: Δcached_tokens_total /
     Δprompt_tokens_total between the point's first and last scrape (the server view's rule;
@@ -87,10 +104,11 @@ def prefix_cache_by_point(view: RunView) -> dict[int, PrefixCache]:
     m = metric_samples(view.path)
     if m is None:
         return {}
+    roles = server_metric_names(engine_of(view))
     out = {}
     for index, rows in m.groupby("point"):
-        cached = _delta(rows, "sglang:cached_tokens_total")
-        prompt = _delta(rows, "sglang:prompt_tokens_total")
+        cached = _first_delta(rows, roles.get("cached_tokens_total", ()))
+        prompt = _first_delta(rows, roles.get("prompt_tokens_total", ()))
         if cached is not None or prompt is not None:
             out[int(index)] = PrefixCache(cached, prompt)
     return out
@@ -112,7 +130,9 @@ def server_view(view: RunView, point: int | None = None) -> ServerView:
     file = view.path / "samples.parquet"
     if file.is_file():
         stat = file.stat()
-        got = _from_metrics(str(file), stat.st_mtime_ns, stat.st_size, kv_capacity, point)
+        got = _from_metrics(
+            str(file), stat.st_mtime_ns, stat.st_size, kv_capacity, point, engine_of(view)
+        )
         if got is not None:
             return got
     log = view.path / "server.log"
@@ -127,7 +147,12 @@ def server_view(view: RunView, point: int | None = None) -> ServerView:
 
 @lru_cache(maxsize=128)
 def _from_metrics(
-    file: str, _mtime_ns: int, _size: int, kv_capacity: float | None, point: int | None = None
+    file: str,
+    _mtime_ns: int,
+    _size: int,
+    kv_capacity: float | None,
+    point: int | None = None,
+    engine: str | None = None,
 ) -> ServerView | None:
     m = metric_samples(Path(file).parent)
     if m is None:
@@ -148,30 +173,30 @@ def _from_metrics(
         s = series(*names)
         return float(s.max()) if not s.empty else None
 
-    def delta(name: str, labels_has: str | None = None) -> float | None:
-        return _delta(m, name, labels_has)
-
-    used = series("sglang:num_used_tokens", "sglang:kv_used_tokens")
+    roles = server_metric_names(engine)
+    used = series(*roles.get("kv_used_tokens", ()))
     capacity = kv_capacity
+    passes = roles.get("graph_passes_total", ())
 
     def share(phase: str) -> float | None:
-        graph = delta("sglang:cuda_graph_passes_total", f"mode={phase}_cuda_graph")
-        eager = delta("sglang:cuda_graph_passes_total", f"mode={phase}_none")
+        graph = _first_delta(m, passes, f"mode={phase}_cuda_graph")
+        eager = _first_delta(m, passes, f"mode={phase}_none")
         total = (graph or 0.0) + (eager or 0.0)
         return None if (graph is None and eager is None) or total <= 0 else (graph or 0.0) / total
 
-    cached, prompt = delta("sglang:cached_tokens_total"), delta("sglang:prompt_tokens_total")
+    cached = _first_delta(m, roles.get("cached_tokens_total", ()))
+    prompt = _first_delta(m, roles.get("prompt_tokens_total", ()))
     return ServerView(
         source="metrics",
         kv_used_peak_tokens=float(used.max()) if not used.empty else None,
         kv_used_p50_tokens=float(used.median()) if not used.empty else None,
         kv_capacity_tokens=capacity,
-        running_peak=peak("sglang:num_running_reqs"),
-        queue_peak=peak("sglang:num_queue_reqs"),
-        retracted_peak=peak("sglang:num_retracted_reqs"),
-        retracted_total=delta("sglang:num_retracted_requests_total"),
-        paused_peak=peak("sglang:num_paused_reqs"),
-        gen_throughput_peak_tok_s=peak("sglang:gen_throughput"),
+        running_peak=peak(*roles.get("running_reqs", ())),
+        queue_peak=peak(*roles.get("queued_reqs", ())),
+        retracted_peak=peak(*roles.get("retracted_reqs", ())),
+        retracted_total=_first_delta(m, roles.get("retracted_total", ())),
+        paused_peak=peak(*roles.get("paused_reqs", ())),
+        gen_throughput_peak_tok_s=peak(*roles.get("gen_throughput_tok_s", ())),
         decode_graph_share=share("decode"),
         prefill_graph_share=share("prefill"),
         prefix_cache_hit_rate=cached / prompt if cached is not None and prompt else None,

@@ -28,6 +28,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from core.analysis.runs import RunView
+from core.engines.registry import find_engine
 from core.run_folder import point_step
 from core.scheduler_log import parse_scheduler_lines
 
@@ -65,13 +66,25 @@ CLIENT_SERIES = ("client_in_flight_reqs", "client_output_tok_s")
 # The report and the exports carry at most this many points per series, run and point.
 TIMELINE_MAX_POINTS = 300
 
-_GAUGES = {
-    "running_reqs": ("sglang:num_running_reqs",),
-    "queued_reqs": ("sglang:num_queue_reqs",),
-    "kv_used_tokens": ("sglang:num_used_tokens", "sglang:kv_used_tokens"),
-    "kv_usage": ("sglang:token_usage", "sglang:full_token_usage"),
-    "gen_throughput_tok_s": ("sglang:gen_throughput",),
-}
+# The server's gauges a timeline draws; which /metrics names state each is the engine's
+# declaration (``server_metrics`` of its ENGINE in core/engines/), first found wins.
+_GAUGES = ("running_reqs", "queued_reqs", "kv_used_tokens", "kv_usage", "gen_throughput_tok_s")
+# ... and the counters and gauges read besides (retractions, CUDA-graph passes)
+_OTHER_ROLES = ("retracted_reqs", "retracted_total", "graph_passes_total")
+
+
+def server_metric_names(engine: str | None) -> dict[str, tuple[str, ...]]:
+    """role → the /metrics names that state it, from the engine's declaration; {} for an
+    engine no registration here knows (an imported run's), whose server view is then none."""
+    spec = find_engine(engine)
+    return {k: spec.metric_names(k) for k in spec.server_metrics} if spec is not None else {}
+
+
+def engine_of(view: RunView) -> str | None:
+    engine = (view.spec.get("server") or {}).get("engine")
+    return engine if isinstance(engine, str) else None
+
+
 _LOG_FIELDS = {
     "running_reqs": "running_req",
     "queued_reqs": "queue_req",
@@ -219,8 +232,11 @@ def _client_series(
     return out
 
 
-def _metric_rows(m: pd.DataFrame) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """The server's series from the /metrics scrapes of one point (long rows)."""
+def _metric_rows(
+    m: pd.DataFrame, roles: dict[str, tuple[str, ...]]
+) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """The server's series from the /metrics scrapes of one point (long rows); ``roles``:
+    ``server_metric_names`` of the run's engine."""
     out: list[tuple[str, np.ndarray, np.ndarray]] = []
     # split by name once (a mask per name over every scrape cost more than the series)
     by_name = dict(tuple(m.groupby("name", sort=False, observed=True)))
@@ -237,8 +253,13 @@ def _metric_rows(m: pd.DataFrame) -> list[tuple[str, np.ndarray, np.ndarray]]:
             rows = rows[~ranked | labels.str.contains("tp_rank=0", regex=False)]
         return rows
 
-    for series, names in _GAUGES.items():
-        for name in names:
+    def first(role: str) -> pd.DataFrame:
+        return next(
+            (rows for n in roles.get(role, ()) if not (rows := primary(named(n))).empty), none
+        )
+
+    for series in _GAUGES:
+        for name in roles.get(series, ()):
             rows = primary(named(name))
             if not rows.empty:
                 # dp ranks hold separate batches: their requests add up
@@ -247,8 +268,8 @@ def _metric_rows(m: pd.DataFrame) -> list[tuple[str, np.ndarray, np.ndarray]]:
                 out.append((series, agg.index.to_numpy(float), agg.to_numpy(float)))
                 break
 
-    retracted = primary(named("sglang:num_retracted_reqs"))
-    total = primary(named("sglang:num_retracted_requests_total"))
+    retracted = first("retracted_reqs")
+    total = first("retracted_total")
     if not total.empty:  # a counter: retracted since the point started
         by = total.groupby("t_s")["value"].sum()
         out.append(("retracted_reqs", by.index.to_numpy(float), (by - by.iloc[0]).to_numpy(float)))
@@ -256,7 +277,7 @@ def _metric_rows(m: pd.DataFrame) -> list[tuple[str, np.ndarray, np.ndarray]]:
         by = retracted.groupby("t_s")["value"].sum()
         out.append(("retracted_reqs", by.index.to_numpy(float), by.to_numpy(float)))
 
-    passes = primary(named("sglang:cuda_graph_passes_total"))
+    passes = first("graph_passes_total")
     if not passes.empty:
         mode = passes["labels"].fillna("").str.extract(r"mode=(\w+)", expand=False)
         wide = passes.assign(mode=mode).pivot_table(
@@ -372,31 +393,23 @@ def _read_samples(file: str, _mtime_ns: int, _size: int) -> pd.DataFrame | None:
     return m if not m.empty else None
 
 
-# every /metrics name a timeline reads (filtered once: SGLang exports hundreds)
-_TIMELINE_METRICS = frozenset(
-    [
-        *(n for names in _GAUGES.values() for n in names),
-        "sglang:num_retracted_reqs",
-        "sglang:num_retracted_requests_total",
-        "sglang:cuda_graph_passes_total",
-    ]
-)
-
-
 @lru_cache(maxsize=64)
 def _metric_series(
-    file: str, mtime_ns: int, size: int
+    file: str, mtime_ns: int, size: int, engine: str | None
 ) -> tuple[tuple[int, str, np.ndarray, np.ndarray], ...]:
     """The server's series of every point from one samples file version: (point, series,
     t_s, value)."""
     m = _read_samples(file, mtime_ns, size)
     if m is None:
         return ()
-    m = m[m["name"].isin(_TIMELINE_METRICS)]
+    roles = server_metric_names(engine)
+    # every /metrics name a timeline reads (filtered once: SGLang exports hundreds)
+    wanted = {n for r in (*_GAUGES, *_OTHER_ROLES) for n in roles.get(r, ())}
+    m = m[m["name"].isin(wanted)]
     return tuple(
         (int(point), name, t, v)
         for point, rows in m.groupby("point")
-        for name, t, v in _metric_rows(rows)
+        for name, t, v in _metric_rows(rows, roles)
     )
 
 
@@ -404,8 +417,9 @@ def kv_capacity_tokens(view: RunView) -> float | None:
     """The KV pool's size in tokens: the server's own gauge where it was sampled, else what
     the facts step read (``/server_info`` or the start-up log)."""
     samples = metric_samples(view.path) if view.path is not None else None
-    if samples is not None:
-        rows = samples.loc[samples["name"] == "sglang:max_total_num_tokens", "value"].dropna()
+    pool = server_metric_names(engine_of(view)).get("kv_cache_tokens", ())
+    if samples is not None and pool:
+        rows = samples.loc[samples["name"].isin(pool), "value"].dropna()
         if not rows.empty and rows.max() > 0:
             return float(rows.max())
     for key in ("max_total_num_tokens", "kv_cache_tokens"):
@@ -480,15 +494,13 @@ def run_timeline(view: RunView, points: Collection[int] | None = None) -> Timeli
 
     source: Source = "none"
     samples = metric_samples(view.path) if view.path is not None else None
-    if (
-        samples is not None
-        and view.path is not None
-        and (samples["name"] == "sglang:num_running_reqs").any()
-    ):
+    running = server_metric_names(engine_of(view)).get("running_reqs", ())
+    if samples is not None and view.path is not None and samples["name"].isin(running).any():
         source = "metrics"
         stat = (view.path / "samples.parquet").stat()
         samples_file = str(view.path / "samples.parquet")
-        for point, name, t, v in _metric_series(samples_file, stat.st_mtime_ns, stat.st_size):
+        scraped = _metric_series(samples_file, stat.st_mtime_ns, stat.st_size, engine_of(view))
+        for point, name, t, v in scraped:
             add(point, name, t, v, "metrics")
     else:
         by_point = _log_series(view)

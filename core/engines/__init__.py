@@ -1,49 +1,51 @@
-"""Engine adapters, one module each; ``get_adapter`` picks one by name."""
+"""Engine adapters, one module each, found by name through ``core.engines.registry``;
+``get_adapter`` builds the one a run uses."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from core.config import EngineName, RunSpec, ServerConfig
 from core.engines.base import EngineAdapter, EngineInfo, LaunchPlan
+from core.engines.registry import adapter_class, engine_names, get_engine
 from core.errors import ConfigError, EngineUnavailable
 from core.settings import Settings
 
+if TYPE_CHECKING:
+    # core.config validates an engine name through core.engines.registry, which imports
+    # this package first: the config types are imported where they are used.
+    from core.config import RunSpec, ServerConfig
+
 __all__ = [
-    "ENGINES",
     "EngineAdapter",
     "EngineInfo",
     "LaunchPlan",
     "context_problems",
+    "engine_names",
     "get_adapter",
+    "get_engine",
     "kv_fill_problems",
     "launch_problems",
     "served_context_tokens",
 ]
 
-ENGINES: tuple[EngineName, ...] = ("transformers", "sglang", "endpoint")
 # A port number for checks that build an argv without starting anything.
 _CHECK_PORT = 65535
 
 
-def get_adapter(name: EngineName, settings: Settings, install: str | None = None) -> EngineAdapter:
+def get_adapter(name: str, settings: Settings, install: str | None = None) -> EngineAdapter:
     """The adapter of engine ``name`` run by its installation ``install`` (a name from
-    ``settings.engine_installs``; None: the default one). ConfigError on
-    ``server.engine_install`` for an installation not configured here."""
-    # Imported here so that using one engine never imports another's dependencies.
-    if name == "transformers":
-        from core.engines.transformers_serve import TransformersServeAdapter
-
-        return TransformersServeAdapter(
-            settings.engine_python(name, install), settings.models_dir, settings.detect_cache_dir
+    ``settings.engine_installs``; None: the default one). ConfigError on ``server.engine``
+    for an engine no registration knows, on ``server.engine_install`` for an installation
+    not configured here or one given to an engine that has none."""
+    spec = get_engine(name)
+    if install is not None and not spec.has_install:
+        raise ConfigError(
+            "server.engine_install",
+            f"{spec.title} has no named installations; leave server.engine_install unset",
         )
-    if name == "sglang":
-        from core.engines.sglang import SGLangAdapter
-
-        return SGLangAdapter(settings.engine_python(name, install), settings.detect_cache_dir)
-    from core.engines.endpoint import EndpointAdapter
-
-    return EndpointAdapter()
+    adapter: EngineAdapter = adapter_class(name).from_settings(settings, install)
+    return adapter
 
 
 def _refusal(exc: ConfigError | EngineUnavailable) -> tuple[str, str]:
@@ -64,6 +66,8 @@ def launch_problems(config: ServerConfig, info: EngineInfo, settings: Settings) 
     The knobs and the extra flags are checked apart, so a bad flag is reported together
     with a bad knob instead of after it is fixed. Model locations are core.safety's job:
     a stand-in is passed so that checking never converts or loads a model."""
+    from core.config import ServerConfig
+
     try:
         adapter = get_adapter(config.engine, settings, config.engine_install)
     except ConfigError as exc:
@@ -130,12 +134,14 @@ def context_problems(spec: RunSpec, models_dir: Path) -> dict[str, str]:
 def kv_fill_problems(spec: RunSpec, settings: Settings) -> dict[str, str]:
     """{field: why} for kv_fill points the run could not size: its engine reports no KV pool
     and the plan gives none (plan.kv_pool). Checked when queued, with every other problem."""
-    if spec.plan.kv_pool is not None or get_adapter(spec.server.engine, settings).reports_kv_pool:
+    if spec.plan.kv_pool is not None or get_engine(spec.server.engine).reports_kv_pool:
         return {}
+    pool_engines = [n for n in engine_names() if get_engine(n).reports_kv_pool]
     return {
         f"plan.points.{i}.kv_fill": (
             f"kv_fill sizes the load from the server's KV pool, and {spec.server.engine} "
-            "reports none: use the sglang engine, give plan.kv_pool.tokens, or leave kv_fill out"
+            f"reports none: use an engine that does ({', '.join(pool_engines) or 'none here'}), "
+            "give plan.kv_pool.tokens, or leave kv_fill out"
         )
         for i, p in enumerate(spec.plan.points)
         if p.kv_fill is not None

@@ -2,22 +2,37 @@
 
 An adapter turns a validated ``ServerConfig`` into an argv list (never a shell
 string), says how to tell the server is ready, and reads the facts the server
-reports about itself. One module per engine: ``transformers_serve``, ``sglang``,
-``endpoint``.
+reports about itself. One module per engine, each declaring itself in its
+``ENGINE = EngineSpec(...)`` (core/engines/declare.py) and listed by
+core/engines/registry.py; docs/ENGINES.md "Adding an engine".
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from core.config import ServerConfig
+if TYPE_CHECKING:
+    from typing import Self
 
-__all__ = ["EngineAdapter", "EngineInfo", "ExactLength", "LaunchPlan"]
+    from core.config import ServerConfig
+    from core.settings import Settings
+
+__all__ = ["EngineAdapter", "EngineInfo", "ExactLength", "LaunchPlan", "TokenLogprob"]
 
 # (mechanism, request fields, why in words): how a server was made to generate exactly
 # max_tokens (core/engines/endpoint.py asks it).
 ExactLength = tuple[str, dict[str, Any], str]
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token's log probability, and the most likely alternatives at its
+    position (token text → logprob) where the server gave them."""
+
+    token: str
+    logprob: float
+    top: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -59,9 +74,12 @@ class EngineAdapter(Protocol):
     # True: the exact-length request fields are found by asking the running server
     # (``choose_exact_length``), not known from the launch plan (the endpoint engine).
     asks_exact_length: bool = False
-    # True: the server reports its KV pool after start-up (facts.json kv_cache_tokens), so a
-    # point's kv_fill can be sized from it; otherwise kv_fill is refused when queued.
-    reports_kv_pool: bool = False
+
+    @classmethod
+    def from_settings(cls, settings: Settings, install: str | None) -> Self:
+        """The adapter for this host's settings and the named installation ``install``
+        (None: the default one); the registry builds every adapter through this."""
+        return cls()
 
     def detect(self) -> EngineInfo:
         """Find the installed engine and its CLI options (may run a subprocess)."""
@@ -88,3 +106,19 @@ class EngineAdapter(Protocol):
         """For an adapter that ``asks_exact_length``: which request fields the running
         server honours. None (the default): the plan's ``exact_length_body`` stands."""
         return None
+
+    def logprobs_request(
+        self, model: str, prompt: str, max_tokens: int, top_n: int
+    ) -> tuple[str, dict[str, Any]]:
+        """(path, JSON body) asking the server for the log probability of each generated
+        token and its ``top_n`` alternatives. EngineUnavailable (the default) when the
+        engine returns none: its ``ENGINE.logprobs.why`` says why."""
+        from core.engines.registry import get_engine
+        from core.errors import EngineUnavailable
+
+        raise EngineUnavailable(get_engine(self.name).logprobs.why or "no token logprobs")
+
+    def parse_logprobs(self, body: dict[str, Any]) -> list[TokenLogprob]:
+        """The generated tokens' log probabilities in the answer to ``logprobs_request``;
+        ValueError when ``body`` does not have them."""
+        raise ValueError(f"{self.name} returns no token logprobs")

@@ -14,10 +14,34 @@ from typing import Any
 import httpx
 
 from core.config import ServerConfig
-from core.engines.base import EngineAdapter, EngineInfo, ExactLength, LaunchPlan
-from core.load.openai import CHAT_PATH, MODELS_PATH, chat_request, read_completion, served_models
+from core.engines.base import EngineAdapter, EngineInfo, ExactLength, LaunchPlan, TokenLogprob
+from core.engines.declare import EngineSpec, KnobSpec, LogprobSupport
+from core.engines.logprobs import (
+    COMPLETIONS_PATH,
+    completions_logprobs_body,
+    parse_completions_logprobs,
+)
 
-__all__ = ["EXACT_LENGTH_MECHANISMS", "EndpointAdapter", "choose_exact_length", "mechanism_name"]
+__all__ = [
+    "ENGINE",
+    "EXACT_LENGTH_MECHANISMS",
+    "EndpointAdapter",
+    "choose_exact_length",
+    "mechanism_name",
+]
+
+ENGINE = EngineSpec(
+    name="endpoint",
+    title="an already-running server",
+    adapter="core.engines.endpoint:EndpointAdapter",
+    launched=False,
+    needs_endpoint_url=True,
+    # The remote server's own; recorded with the run (and for Ray/GPU accounting: none).
+    knobs=(KnobSpec("tp_size", None, "the remote server's GPUs (recorded only)"),),
+    logprobs=LogprobSupport(COMPLETIONS_PATH, ("logprobs",)),
+    # collect_facts reads an SGLang-like /server_info's max_total_num_tokens when it answers
+    memory_facts={"kv_cache_tokens": "kv_cache_tokens"},
+)
 
 # Request fields that ask for exactly max_tokens tokens, tried in this order.
 EXACT_LENGTH_MECHANISMS: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -42,6 +66,8 @@ def _trial(
     client: httpx.Client, base_url: str, model: str, fields: dict[str, Any]
 ) -> tuple[bool, str]:
     """(honoured, why) for one mechanism: accepted and the reply ran to the full length."""
+    from core.load.openai import CHAT_PATH, chat_request, read_completion
+
     body = chat_request(model, _TRIAL_PROMPT, _TRIAL_TOKENS, stream=False, extra=fields)
     try:
         resp = client.post(base_url + CHAT_PATH, json=body)
@@ -86,8 +112,16 @@ def choose_exact_length(
 
 
 class EndpointAdapter(EngineAdapter):
-    name = "endpoint"
+    name = ENGINE.name
     asks_exact_length = True
+
+    def logprobs_request(
+        self, model: str, prompt: str, max_tokens: int, top_n: int
+    ) -> tuple[str, dict[str, Any]]:
+        return COMPLETIONS_PATH, completions_logprobs_body(model, prompt, max_tokens, top_n)
+
+    def parse_logprobs(self, body: dict[str, Any]) -> list[TokenLogprob]:
+        return parse_completions_logprobs(body)
 
     def detect(self) -> EngineInfo:
         return EngineInfo(
@@ -98,6 +132,8 @@ class EndpointAdapter(EngineAdapter):
         )
 
     def plan_launch(self, config: ServerConfig, port: int, info: EngineInfo) -> LaunchPlan:
+        from core.load.openai import MODELS_PATH
+
         url = (config.endpoint_url or "").rstrip("/")
         model_name = None if config.model == "smollm2-135m-instruct" else config.model
         return LaunchPlan(
@@ -120,6 +156,8 @@ class EndpointAdapter(EngineAdapter):
         return choose_exact_length(base_url, model, headers, timeout_s)
 
     def collect_facts(self, base_url: str, log_text: str) -> dict[str, Any]:
+        from core.load.openai import served_models
+
         facts: dict[str, Any] = {"facts_source": "endpoint"}
         try:
             with httpx.Client(timeout=10.0) as client:

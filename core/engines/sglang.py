@@ -21,12 +21,16 @@ import httpx
 
 from core.config import ServerConfig
 from core.engines import detect_cache
-from core.engines.base import EngineAdapter, EngineInfo, LaunchPlan
+from core.engines.base import EngineAdapter, EngineInfo, LaunchPlan, TokenLogprob
+from core.engines.declare import EngineSpec, KnobSpec, LogprobSupport
+from core.engines.logprobs import GENERATE_PATH, generate_logprobs_body, parse_generate_logprobs
 from core.engines.sglang_log import FAILURE_REASONS, LOG_FACT_KEYS, parse_sglang_log
 from core.errors import ConfigError, EngineUnavailable
 from core.metrics import as_number
+from core.settings import Settings
 
 __all__ = [
+    "ENGINE",
     "SERVER_INFO_FACT_KEYS",
     "SGLangAdapter",
     "build_sglang_argv",
@@ -34,6 +38,76 @@ __all__ = [
     "merge_facts",
     "server_info_facts",
 ]
+
+ENGINE = EngineSpec(
+    name="sglang",
+    title="SGLang",
+    adapter="core.engines.sglang:SGLangAdapter",
+    has_install=True,
+    install_hint=(
+        "GPU hosts only: `pip install -r requirements-sglang.txt`, or "
+        "SERVELAB_SGLANG_PYTHON (README, 'Engines')"
+    ),
+    reports_kv_pool=True,  # /server_info max_total_num_tokens, or the start-up log
+    knobs=(
+        KnobSpec("tp_size", "--tp-size", "GPUs the model is split over"),
+        KnobSpec(
+            "mem_fraction_static",
+            "--mem-fraction-static",
+            "KV cache tokens",
+            "reserved_memory_kv_tokens",
+        ),
+        KnobSpec("attention_backend", "--attention-backend", "the attention kernels"),
+        KnobSpec("dtype", "--dtype", "weights and activations precision"),
+        KnobSpec("device", "--device", "where the server runs"),
+        KnobSpec(
+            "cuda_graphs",
+            "--cuda-graph-backend-decode/prefill disabled (0.5.23+), --disable-cuda-graph",
+            "decode passes run in CUDA graphs",
+            "graph_memory",
+        ),
+        KnobSpec(
+            "cuda_graph_max_bs",
+            "--cuda-graph-max-bs-decode (0.5.23+), --cuda-graph-max-bs",
+            "running batch vs the largest captured",
+            "graph_memory",
+        ),
+        # Not a ServerConfig field: set through extra_args, read back from the facts.
+        KnobSpec("chunked_prefill_size", "--chunked-prefill-size", "prompt tokens vs the chunk"),
+    ),
+    server_metrics={
+        "running_reqs": ("sglang:num_running_reqs",),
+        "queued_reqs": ("sglang:num_queue_reqs",),
+        "kv_used_tokens": ("sglang:num_used_tokens", "sglang:kv_used_tokens"),
+        "kv_usage": ("sglang:token_usage", "sglang:full_token_usage"),
+        "gen_throughput_tok_s": ("sglang:gen_throughput",),
+        "retracted_reqs": ("sglang:num_retracted_reqs",),
+        "retracted_total": ("sglang:num_retracted_requests_total",),
+        "paused_reqs": ("sglang:num_paused_reqs",),
+        "graph_passes_total": ("sglang:cuda_graph_passes_total",),
+        "cached_tokens_total": ("sglang:cached_tokens_total",),
+        "prompt_tokens_total": ("sglang:prompt_tokens_total",),
+        "weights_gb": ("sglang:weight_memory_usage_gb",),
+        "kv_cache_gb": ("sglang:kv_cache_memory_usage_gb",),
+        "kv_cache_tokens": ("sglang:max_total_num_tokens",),
+        "free_at_ready_gb": ("sglang:startup_available_gpu_memory_gb",),
+        "graph_gb": ("sglang:graph_memory_usage_gb",),
+    },
+    memory_facts={
+        "weights_gb": "weight_mem_gb",
+        "kv_cache_gb": "kv_cache_gb",
+        "kv_cache_tokens": "kv_cache_tokens",
+        "graph_gb": "graph_mem_gb",
+        "free_after_weights_gb": "avail_mem_gb_after_load",
+        "free_after_kv_gb": "avail_mem_gb_after_kv_pool",
+        "free_after_capture_gb": "avail_mem_gb_after_graph",
+        "free_at_ready_gb": "available_gpu_mem_gb",
+    },
+    logprobs=LogprobSupport(
+        GENERATE_PATH, ("return_logprob", "top_logprobs_num", "logprob_start_len")
+    ),
+    bench_backends=("sglang", "sglang-native"),
+)
 
 VERSION_TIMEOUT_S = 60.0
 # `--help` imports torch and most of SGLang: tens of seconds on a cold disk.
@@ -339,8 +413,7 @@ def _fetch_server_info(base_url: str) -> dict[str, Any] | None:
 class SGLangAdapter(EngineAdapter):
     """Launches ``python -m sglang.launch_server`` from the Python that has SGLang."""
 
-    name = "sglang"
-    reports_kv_pool = True  # /server_info max_total_num_tokens, or the start-up log
+    name = ENGINE.name
 
     def __init__(self, python: str, cache_dir: Path | None = None) -> None:
         self.python = python
@@ -348,6 +421,18 @@ class SGLangAdapter(EngineAdapter):
         # (core/engines/detect_cache.py): each run is its own process, and `--help`
         # imports torch and SGLang, tens of seconds.
         self.cache_dir = cache_dir
+
+    @classmethod
+    def from_settings(cls, settings: Settings, install: str | None) -> SGLangAdapter:
+        return cls(settings.engine_python(cls.name, install), settings.detect_cache_dir)
+
+    def logprobs_request(
+        self, model: str, prompt: str, max_tokens: int, top_n: int
+    ) -> tuple[str, dict[str, Any]]:
+        return GENERATE_PATH, generate_logprobs_body(prompt, max_tokens, top_n)
+
+    def parse_logprobs(self, body: dict[str, Any]) -> list[TokenLogprob]:
+        return parse_generate_logprobs(body)
 
     def _options(self, version: str) -> tuple[frozenset[str], str]:
         key = {"python": detect_cache.interpreter(self.python), "sglang": version}

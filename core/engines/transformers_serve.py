@@ -33,10 +33,47 @@ import httpx
 from core.config import ServerConfig
 from core.engines import detect_cache
 from core.engines.base import EngineAdapter, EngineInfo, LaunchPlan
+from core.engines.declare import EngineSpec, KnobSpec, LogprobSupport
 from core.engines.model_setup import resolve_model
 from core.errors import ConfigError, EngineUnavailable
-from core.load.openai import served_models
-from core.settings import cuda_visible_devices
+from core.settings import Settings, cuda_visible_devices
+
+ENGINE = EngineSpec(
+    name="transformers",
+    title="transformers serve",
+    adapter="core.engines.transformers_serve:TransformersServeAdapter",
+    has_install=True,
+    install_hint="`pip install transformers[serving]`, or SERVELAB_TRANSFORMERS_PYTHON",
+    knobs=(
+        KnobSpec("device", "--device", "where the server runs"),
+        KnobSpec("dtype", "--dtype", "weights and activations precision"),
+        KnobSpec(
+            "continuous_batching",
+            "--continuous-batching / --no-continuous-batching",
+            "requests batched together per decode step",
+        ),
+        KnobSpec(
+            "cb_max_memory_percent",
+            "--cb-max-memory-percent",
+            "the continuous-batching KV cache",
+            "reserved_memory_kv_tokens",
+        ),
+        KnobSpec("compile", "--compile", "the model's forward pass (torch.compile)"),
+        KnobSpec(
+            "cuda_graphs",
+            "--cb-use-cuda-graph / --no-cb-use-cuda-graph",
+            "decode steps run in CUDA graphs",
+            "graph_memory",
+        ),
+    ),
+    logprobs=LogprobSupport(
+        None,
+        why=(
+            "transformers serve (5.25) accepts the logprobs and top_logprobs fields and "
+            "ignores them: every answer carries logprobs null"
+        ),
+    ),
+)
 
 __all__ = [
     "CLI_MODULE",
@@ -205,13 +242,21 @@ def _connect_host(host: str) -> str:
 class TransformersServeAdapter(EngineAdapter):
     """``transformers serve`` run by ``python`` (any Python with transformers installed)."""
 
-    name = "transformers"
+    name = ENGINE.name
 
     def __init__(self, python: str, models_dir: Path, cache_dir: Path | None = None) -> None:
         self.python = python
         self.models_dir = models_dir
         self.cache_dir = cache_dir  # detection results per interpreter + versions (None: off)
         self._version: str | None = None  # from the last detect() or plan_launch()
+
+    @classmethod
+    def from_settings(cls, settings: Settings, install: str | None) -> TransformersServeAdapter:
+        return cls(
+            settings.engine_python(cls.name, install),
+            settings.models_dir,
+            settings.detect_cache_dir,
+        )
 
     # -- detect ------------------------------------------------------------------------------
 
@@ -487,6 +532,8 @@ class TransformersServeAdapter(EngineAdapter):
             "kv_cache_sectors": None,
             "max_batch_tokens": None,
         }
+        from core.load.openai import served_models
+
         base = base_url.rstrip("/")
         try:
             with httpx.Client(timeout=_FACTS_TIMEOUT_S) as client:

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Protocol
 
 from core.errors import ConfigError, StoreError
 from core.run_folder import RunFolder, RunStatus, read_json, utc_now, write_json_atomic
-from core.settings import INSTALLS_VAR, Settings, installs_text
+from core.settings import ENGINES_VAR, INSTALLS_VAR, Settings, engine_modules_text, installs_text
 
 __all__ = [
     "EXECUTORS",
@@ -104,6 +104,8 @@ def run_env(settings: Settings) -> dict[str, str]:
         # every named installation, so a run process (a Ray node's too, whose data folder
         # is a scratch one) resolves server.engine_install as its starter did
         INSTALLS_VAR: installs_text(settings.engine_installs),
+        # engines registered besides the built-in ones (core/engines/registry.py)
+        ENGINES_VAR: engine_modules_text(),
     }
 
 

@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 import psutil
 
 from core.config import RunSpec
+from core.engines.registry import get_engine
 from core.errors import StoreError
 from core.executors.base import end_unfinished, run_argv, run_env
 from core.run.gpu import nvml_available
@@ -47,7 +48,7 @@ _CLOCK_SLACK_S = 2.0
 def gpu_set(spec: RunSpec, has_gpu: bool | None = None) -> GpuSet:
     """What a run occupies while it runs. ``has_gpu`` defaults to NVML's answer."""
     server = spec.server
-    if server.engine == "endpoint":
+    if not get_engine(server.engine).launched:  # an endpoint: its URL, no GPU here
         return frozenset({f"endpoint:{(server.endpoint_url or '').rstrip('/')}"})
     if has_gpu is None:
         has_gpu = nvml_available()

@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from core.config import RunSpec
+from core.engines.registry import get_engine
 from core.errors import ConfigError, StoreError
 from core.executors.base import end_unfinished, ray_address, run_env, save_ray_nodes
 from core.executors.ray_node import LOG_TAIL_BYTES, UNCOLLECTED_TTL_S, RunHost, salvage_folder
@@ -83,7 +84,7 @@ def actor_name(run_id: str) -> str:
 def num_gpus_for(spec: RunSpec) -> int:
     """GPUs a run asks Ray for: its tensor-parallel size; none on CPU or for an endpoint."""
     server = spec.server
-    if server.engine == "endpoint" or server.device in ("cpu", "mps"):
+    if not get_engine(server.engine).launched or server.device in ("cpu", "mps"):
         return 0
     return server.tp_size
 

@@ -26,6 +26,7 @@ from core.config import (
     validation_errors,
 )
 from core.engines.model_setup import model_folder
+from core.engines.registry import DEFAULT_ENGINE
 from core.errors import ConfigError
 from core.experiments.design import ARM_TAG, MAX_TRIALS, ExperimentSpec, experiment_from_preset
 from core.launch.host import HostInfo
@@ -59,7 +60,7 @@ __all__ = [
 
 FORM_DEFAULTS: dict[str, Any] = {
     "preset": "Single run",
-    "engine": "transformers",
+    "engine": DEFAULT_ENGINE,
     "model": "smollm2-135m-instruct",
     "tokenizer": "",
     "endpoint_url": "",
@@ -335,7 +336,7 @@ def _server_data(form: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]
         extra = ()
     cuda = {"on": True, "off": False}.get(str(form.get("cuda_graphs")))
     return {
-        "engine": str(form.get("engine", "transformers")),
+        "engine": str(form.get("engine", DEFAULT_ENGINE)),
         "engine_install": _text(form, "engine_install") or None,
         "model": _text(form, "model"),
         "tokenizer": _text(form, "tokenizer") or None,
@@ -419,7 +420,7 @@ def launch_from_form(
     (default: the settings' allowed model roots)."""
     settings = settings or load_settings()
     errors: dict[str, str] = {}
-    engine = str(form.get("engine", "transformers"))
+    engine = str(form.get("engine", DEFAULT_ENGINE))
     install = _text(form, "engine_install") or None
     # a named installation is checked on its own (cannot_run); the default one here
     if install is None and (why := host.unavailable(engine)) is not None:

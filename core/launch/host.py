@@ -10,7 +10,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from core.config import EngineName, RunSpec, ServerConfig
-from core.engines import ENGINES, EngineInfo, get_adapter
+from core.engines import EngineInfo, engine_names, get_adapter
+from core.engines.registry import get_engine, known_engine
+from core.errors import ConfigError
 from core.executors import ray_address, ray_cluster_report
 from core.run.gpu import gpu_memory
 from core.settings import Settings
@@ -71,12 +73,10 @@ class HostInfo:
         info = self.engines.get(engine)
         if info is None or not info.installed:
             why = info.reason if info else "unknown engine"
-            if engine == "sglang":
+            if known_engine(engine) and (spec := get_engine(engine)).install_hint:
                 return (
-                    f"SGLang is not installed on {self.where} (GPU hosts only): {_HOW_TO_GPU} "
-                    "that has SGLang, or install it there (`pip install -r "
-                    "requirements-sglang.txt`, or SERVELAB_SGLANG_PYTHON; README, 'Engines'). "
-                    + why
+                    f"{spec.title} is not installed on {self.where}: {_HOW_TO_GPU} "
+                    f"that has {spec.title}, or install it there ({spec.install_hint}). " + why
                 ).strip()
             return why or f"{engine} is not installed"
         return None
@@ -155,7 +155,7 @@ class HostInfo:
 
 @functools.lru_cache(maxsize=2)
 def _detect(settings: Settings) -> HostInfo:
-    engines: dict[str, EngineInfo] = {n: get_adapter(n, settings).detect() for n in ENGINES}
+    engines: dict[str, EngineInfo] = {n: get_adapter(n, settings).detect() for n in engine_names()}
     installs = {i.name: _detect_install(settings, i.name) for i in settings.engine_installs}
     gpus = tuple(f"{g['gpu']}: {g['name']}" for g in gpu_memory())
     return HostInfo(gpus=gpus, engines=engines, gpus_per_node=len(gpus), installs=installs)
@@ -178,7 +178,7 @@ def launch_host(settings: Settings, host: HostInfo, executor: str) -> HostInfo:
         return host
     where = f"the Ray cluster {ray_address(settings) or '?'}"
     engines: dict[str, EngineInfo] = {
-        n: EngineInfo(n, True, reason="checked on the Ray node") for n in ENGINES
+        n: EngineInfo(n, True, reason="checked on the Ray node") for n in engine_names()
     }
     # the installations this host names: each run's preflight detects its own on the node
     installs = {
@@ -212,8 +212,10 @@ def _detect_install(settings: Settings, name: str) -> EngineInfo:
     also cached on disk per interpreter and version: core/engines/detect_cache.py)."""
     install = settings.engine_install(name)
     assert install is not None  # callers name configured installations only
-    engine: EngineName = "sglang" if install.engine == "sglang" else "transformers"
-    return get_adapter(engine, settings, name).detect()
+    try:
+        return get_adapter(install.engine, settings, name).detect()
+    except ConfigError as exc:  # an installation of an engine no registration knows
+        return EngineInfo(install.engine, installed=False, reason=exc.message)
 
 
 def host_for(

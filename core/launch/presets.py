@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from core.config import RunSpec
+from core.engines.registry import find_engine
 from core.errors import StoreError
 from core.experiments.design import arm_tag
 from core.launch.host import HostInfo
@@ -48,14 +49,20 @@ class Preset:
 
 
 def _graphs_unavailable(host: HostInfo, engine: str) -> str | None:
-    if engine == "endpoint":
+    spec = find_engine(engine)
+    if spec is None:
+        return f"unknown engine {engine!r}"
+    if not spec.launched:
         return "an already-running endpoint cannot be restarted with another setting"
     return host.cuda_graphs_reason
 
 
 def _cb_unavailable(_host: HostInfo, engine: str) -> str | None:
-    if engine != "transformers":
-        return "continuous batching is a transformers serve switch"
+    spec = find_engine(engine)
+    if spec is None:
+        return f"unknown engine {engine!r}"
+    if "continuous_batching" not in spec.knob_names:
+        return f"continuous batching is not a switch of {spec.title}"
     return None
 
 

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import httpx
 
 from core.config import BenchmarkPlan, Point, RunSpec, ServerConfig
-from core.engines import get_adapter, served_context_tokens
+from core.engines import get_adapter, get_engine, served_context_tokens
 from core.engines.base import EngineAdapter, EngineInfo, LaunchPlan
 from core.engines.endpoint import mechanism_name
 from core.errors import (
@@ -207,7 +207,8 @@ def _plan_launch(run: _Run) -> tuple[LaunchPlan, EngineAdapter, dict[str, Any]]:
     server_cfg = run.spec.server
     adapter = get_adapter(server_cfg.engine, run.settings, server_cfg.engine_install)
     info = _checked_engine(run, adapter)
-    port = 0 if server_cfg.engine == "endpoint" else _port(server_cfg)  # 0: not ours to start
+    # an engine ServeLab does not launch (an endpoint) listens elsewhere: 0, no port of ours
+    port = _port(server_cfg) if get_engine(server_cfg.engine).launched else 0
     plan = adapter.plan_launch(server_cfg, port, info)
     if plan.argv is not None and (key := api_key(plan.argv)) is not None:
         run.headers["Authorization"] = f"Bearer {key}"

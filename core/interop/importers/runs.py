@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.engines.registry import engine_for_backend
 from core.engines.sglang_log import FAILURE_REASONS, parse_sglang_log
 from core.errors import StoreError
 from core.interop.importers.bench_json import parse_json
@@ -255,13 +256,17 @@ def _facts(server_info: dict[str, Any] | None, log_facts: dict[str, Any] | None)
 def _engine(
     results: Sequence[BenchResult], facts: dict[str, Any], has_log: bool, given: Given
 ) -> tuple[str | None, str]:
-    if has_log:
-        return "sglang", "an SGLang start-up log"
-    if any(r.server_info for r in results):
-        return "sglang", "the embedded SGLang server_info"
+    # The start-up log and server_info this importer reads are SGLang's (parse_sglang_log);
+    # which engine that is, and which backends name it, is the registry's.
+    sglang = engine_for_backend("sglang-native")
+    if has_log and sglang:
+        return sglang, "an SGLang start-up log"
+    if any(r.server_info for r in results) and sglang:
+        return sglang, "the embedded SGLang server_info"
     backends = {str(r.context.get("backend")) for r in results if r.context.get("backend")}
-    if backends and backends <= {"sglang", "sglang-native"}:
-        return "sglang", "backend sglang (SGLang's native /generate API)"
+    named = {engine_for_backend(b) for b in backends}
+    if backends and len(named) == 1 and (engine := named.pop()) is not None:
+        return engine, f"backend {', '.join(sorted(backends))} (bench_serving's --backend)"
     if given.engine:
         return given.engine, "given at import"
     return None, "not stated"

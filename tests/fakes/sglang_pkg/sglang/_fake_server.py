@@ -652,6 +652,8 @@ class GenerateFormat:
         self.text = ""
         self.ids: list[str] = []
         self.n = len(words)
+        # return_logprob: top_logprobs_num (0: the chosen token's only); None: not asked
+        self.logprobs: int | None = None
 
     def _finish_json(self, n: int) -> str:
         if self.finish == "stop":
@@ -697,11 +699,20 @@ class GenerateFormat:
 
     def full(self, n: int) -> dict[str, Any]:
         text = "".join(self.words[:n])
-        return {
-            "text": text,
-            "output_ids": [WORD_IDS.get(w, 2000 + i) for i, w in enumerate(self.words[:n])],
-            "meta_info": json.loads(self._meta(n, True)),
-        }
+        ids = [WORD_IDS.get(w, 2000 + i) for i, w in enumerate(self.words[:n])]
+        meta = json.loads(self._meta(n, True))
+        if self.logprobs is not None:
+            # SGLang's shape: [logprob, token_id, text] per token (return_text_in_logprobs),
+            # and per position a list of the top alternatives in the same shape.
+            chosen = [
+                [-0.25 * (i + 1), t, w]
+                for i, (t, w) in enumerate(zip(ids, self.words[:n], strict=True))
+            ]
+            meta["output_token_logprobs"] = chosen
+            meta["output_top_logprobs"] = [
+                [c, [c[0] - 1.5, 1999, " else"]][: self.logprobs] for c in chosen
+            ]
+        return {"text": text, "output_ids": ids, "meta_info": meta}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1163,6 +1174,8 @@ class Handler(socketserver.BaseRequestHandler):
             fmt = CompletionFormat(model, words, finish, prompt_tokens, include_usage, cache_report)
         else:
             fmt = GenerateFormat(words, finish, prompt_tokens, t_body, cfg.args.enable_metrics)
+            if req.get("return_logprob"):
+                fmt.logprobs = int(req.get("top_logprobs_num") or 0)
 
         active = st.begin(prompt_tokens)
         # a queued request's first token comes a TTFT after its admission
