@@ -565,8 +565,10 @@ class Placement(_Frozen):
 class RunSpec(_Frozen):
     """A run: one server configuration plus one benchmark plan."""
 
-    server: ServerConfig = ServerConfig()
-    plan: BenchmarkPlan = BenchmarkPlan()
+    # built when asked, not at import: a default server is checked against its engine's
+    # declaration, and the engine's module imports this one (a cycle at import time)
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    plan: BenchmarkPlan = Field(default_factory=BenchmarkPlan)
     tags: tuple[str, ...] = Field((), max_length=20)
     note: str = Field("", max_length=2000)
     # The fields this run is meant to differ in from its comparison partners, e.g.

@@ -97,3 +97,28 @@ def test_reading_the_declarations_reaches_no_run_or_load_module() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_each_engine_module_and_base_module_imports_first_in_a_fresh_process() -> None:
+    """The set-up converts the model by importing core.engines.model_setup first, and a run
+    imports an engine module first: a default ServerConfig built at import time once asked the
+    registry for an engine whose module was still half-imported (the set-up then failed)."""
+    core = REPO_ROOT / "core"
+    modules = [
+        f"core.{p.stem}" for p in sorted(core.glob("*.py")) if p.stem not in ("__main__",)
+    ] + [f"core.engines.{p.stem}" for p in sorted((core / "engines").glob("*.py"))]
+    code = (
+        "import subprocess, sys\n"
+        "bad = [m for m in sys.argv[1:] if subprocess.run("
+        "[sys.executable, '-c', f'import {m}'], capture_output=True).returncode]\n"
+        "print(' '.join(bad))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, *modules],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        check=True,
+        timeout=280,
+    )
+    assert out.stdout.split() == []
