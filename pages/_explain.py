@@ -8,11 +8,24 @@ from collections.abc import Sequence
 import streamlit as st
 
 from core.analysis.runs import RunView
-from core.config import knob_text
+from core.config import knob_text, parse_whole_number
 from core.errors import ConfigError
+from core.experiments.design import MAX_TRIALS
 from core.launch.explain import check_explanation, explain_plan, submit_explanation
 from core.settings import Settings
 from pages._auth import can_launch
+
+
+def typed_trials(typed: str) -> tuple[int, str | None]:
+    """The typed trials per arm, read as strictly as the Launch form's whole numbers (a
+    value out of range is refused, never clamped), or 0 and what is wrong, naming the field."""
+    try:
+        trials = parse_whole_number(typed, example=3)
+    except ValueError as exc:
+        return 0, f"Trials: {exc}"
+    if not 1 <= trials <= MAX_TRIALS:
+        return 0, f"Trials: give between 1 and {MAX_TRIALS} trials, not {trials}"
+    return trials, None
 
 
 def explain_block(settings: Settings, views: Sequence[RunView], baseline: int) -> None:
@@ -39,7 +52,10 @@ def explain_block(settings: Settings, views: Sequence[RunView], baseline: int) -
             st.caption(f"Explained by the installation knob: {line}.")
         key = f"explain-{base.run_id}-{other.run_id}"
         c1, c2 = st.columns(2)
-        trials = int(c1.number_input("Trials", 1, 50, 3, key=f"{key}-trials"))
+        trials, trials_error = typed_trials(c1.text_input("Trials", "3", key=f"{key}-trials"))
+        if trials_error is not None:
+            c1.error(trials_error)
+            continue
         arms = 2 ** len(plan.knobs)
         c2.caption(
             f"{arms} arms × {trials} trials = {arms * trials} runs, each a fresh "

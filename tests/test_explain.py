@@ -164,6 +164,32 @@ def test_compare_page_button_queues_exactly_that_grid(
     assert any(record.experiment_id in s.value for s in app.success)
 
 
+def test_typed_trials_out_of_range_or_not_whole_are_refused_naming_the_field(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, fake_sglang: Path
+) -> None:
+    """The Trials field is read like the Launch form's whole numbers: 80 or 1e9 is refused
+    beside it (not clamped to 50, not read as another number) and nothing can be queued."""
+    model = settings.models_dir / "qwen"
+    model.mkdir(parents=True)
+    a, b = _pair(settings.runs_dir, model=str(model))
+    app = _compare_page(settings, monkeypatch, a, b)
+    key = f"explain-{a.run_id}-{b.run_id}"
+    for typed, shown in (
+        ("80", "Trials: give between 1 and 50 trials, not 80"),
+        ("0", "Trials: give between 1 and 50 trials, not 0"),
+        ("1e9", "Trials: '1e9' is not a whole number: type digits only, e.g. 3"),
+        ("2.5", "Trials: '2.5' is not a whole number: type digits only, e.g. 3"),
+    ):
+        app.text_input(key=f"{key}-trials").set_value(typed).run()
+        assert not app.exception, app.exception
+        assert shown in [e.value for e in app.error], typed
+        assert not [x for x in app.button if x.key == key], typed  # nothing to press
+    app.text_input(key=f"{key}-trials").set_value(" 2 ").run()
+    app.button(key=key).click().run()
+    (record,) = list_experiments(settings)
+    assert len(record.runs) == 8  # 4 arms x 2 trials, as typed
+
+
 DEMO_BEFORE, DEMO_AFTER = "20261201-000311-8d8413", "20261201-000511-eb5799"  # cuda:0 SGLang
 DEMO_2X2 = "exp-20261201-041412-6b50"  # graphs × memory fraction on the same engine and model
 

@@ -99,6 +99,10 @@ def test_explain_button_queues_the_factorial_over_exactly_the_differing_knobs(
         answer = page.get_by_role("link", name="Open the experiment that already answers this")
         assert "exp-20261201-041412-6b50" in (answer.get_attribute("href") or "")
         trials = page.get_by_label("Trials", exact=True)
+        trials.fill("80")  # refused beside the field, not clamped to 50
+        trials.press("Enter")
+        page.get_by_text("Trials: give between 1 and 50 trials, not 80").wait_for(timeout=30_000)
+        assert button.count() == 0
         trials.fill("2")
         trials.press("Enter")
         page.get_by_text("4 arms × 2 trials = 8 runs").wait_for(timeout=30_000)

@@ -46,9 +46,11 @@ def test_what_a_host_has_passes_and_what_it_lacks_is_said(settings: Settings) ->
     assert "needs 4 GPUs on one node and this host has at most 1" in why
     # the gate (core/launch/preflight.py) asks it of every spec of a launch
     specs = [_spec(engine="transformers"), _spec(engine="sglang", device="cuda")]
-    found = {p.field: p.message for p in preflight(specs, CPU_HOST, settings)}
+    found = {p.field: p for p in preflight(specs, CPU_HOST, settings)}
     assert {"server.engine", "server.device"} <= set(found)
-    assert found["server.device"] == CPU_HOST.cannot_run(specs[1])["server.device"]
+    device = found["server.device"]  # the host's words, split into what is wrong and the fix
+    assert CPU_HOST.cannot_run(specs[1])["server.device"] == f"{device.message}: {device.fix}"
+    assert device.fix.startswith("run it on the Ray executor")
 
 
 def test_ray_is_checked_against_what_the_cluster_reported(settings: Settings) -> None:

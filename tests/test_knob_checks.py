@@ -81,3 +81,36 @@ def test_a_limit_knob_is_tested_only_once_the_workload_passes_the_smaller_arms_l
     check = next(c for c in chunked if c["knob"] == "chunked_prefill_size")
     assert check["exercised"] is False and check["suggest"] == "prompts over 4,096 tokens"
     assert "the longest prompt (64 tokens) fits one chunk (4,096)" in check["why"]
+
+
+def test_each_check_names_the_resource_its_engine_declares(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The words come from the engine's KnobSpec.resource: the demo's SGLang runs read
+    SGLang's (the words the demo has always shown), the same runs as another engine read
+    that engine's declaration, and a run of an engine registered nowhere here reads the
+    first declaring engine's."""
+    from dataclasses import replace
+
+    from core.engines import registry
+
+    arms = _arms("exp-20261201-041412-6b50")
+    checks = {c["knob"]: c["resource"] for c in knob_checks(arms)}
+    assert checks == {
+        "mem_fraction_static": "KV cache tokens",
+        "cuda_graphs": "decode passes run in CUDA graphs",
+    }
+    sglang = registry.get_engine("sglang")
+    assert all(sglang.knob(k).resource == words for k, words in checks.items())  # type: ignore[union-attr]
+    imported = {a: _relabel(vs, engine="vllm") for a, vs in arms.items()}
+    assert {c["knob"]: c["resource"] for c in knob_checks(imported)} == checks
+    # transformers declaring other words for its CUDA graphs: its runs show those
+    mine = registry.get_engine("transformers")
+    knobs = tuple(
+        replace(k, resource="graph-captured decode steps") if k.name == "cuda_graphs" else k
+        for k in mine.knobs
+    )
+    monkeypatch.setitem(registry._loaded, "transformers", replace(mine, knobs=knobs))
+    as_transformers = {a: _relabel(vs, engine="transformers") for a, vs in arms.items()}
+    shown = {c["knob"]: c["resource"] for c in knob_checks(as_transformers)}
+    assert shown["cuda_graphs"] == "graph-captured decode steps"

@@ -30,7 +30,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.analysis.runs import load_run
 from core.config import RunSpec, parse_whole_number
-from core.engines import ENGINES
+from core.engines import engine_names
 from core.errors import ConfigError
 from core.experiments.design import list_experiments, parse_experiment
 from core.launch.explain import check_explanation, submit_explanation
@@ -80,7 +80,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
             os.pathsep.join([str(FAKE_SGLANG_PATH), str(REPO), *([old] if old else [])]),
         )
         settings = load_settings()
-        host = host_for(settings, "local", ENGINES)
+        host = host_for(settings, "local", engine_names())
         assert host.engines["sglang"].installed, host.engines["sglang"].reason
         yield Env(settings, host, str(models / "big"), str(models / "small"), tmp)
 
@@ -347,6 +347,27 @@ def test_the_gate_itself_names_the_same_fields(env: Env) -> None:
         found = preflight(RunSpec.model_validate(bad.spec(env)), env.host, env.settings)
         assert {p.field for p in found} == bad.fields, bad.name
         assert all(p.message for p in found)
+
+
+def test_every_problem_says_what_is_wrong_and_separately_what_to_do(env: Env) -> None:
+    """Each bad plan the gate can be asked (a grid's as its experiment): every problem names
+    its field, what is wrong and a fix of its own, and every door shows both."""
+    seen = 0
+    for bad in BAD:
+        if "1e9" in bad.name:  # refused by parsing, before the gate
+            continue
+        target = (
+            parse_experiment(_experiment_data(bad, env))
+            if bad.grid is not None
+            else RunSpec.model_validate(bad.spec(env))
+        )
+        for p in preflight(target, env.host, env.settings):
+            seen += 1
+            assert p.field and p.message and p.fix, (bad.name, p)
+            assert p.fix.strip() != p.message.strip(), (bad.name, p)
+            assert p.fix not in p.message and p.message not in p.fix, (bad.name, p)
+            assert p.text == f"{p.message} — {p.fix}"
+    assert seen >= len(BAD) - 1
 
 
 def test_typed_whole_numbers_are_read_strictly_never_as_another_value() -> None:

@@ -17,7 +17,7 @@ from core.analysis.runs import RunView
 from core.analysis.server_view import ServerView, server_view
 from core.analysis.stats import NOT_TESTED
 from core.config import knob_text, same_value
-from core.engines.registry import find_engine
+from core.engines.registry import engine_names, find_engine
 from core.numbers import count_text, share_text, short_count_text
 
 __all__ = [
@@ -48,6 +48,18 @@ def knobs_under_test(arms: Mapping[str, Sequence[RunView]]) -> list[str]:
     return [k for k in _RULES if k in seen]
 
 
+def _named(knob: str, arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
+    """A check's head: the knob and the resource it acts on, as its engine declares it
+    (``KnobSpec.resource``): the arms' engine first, else any engine here that declares the
+    knob (an imported run's engine is not registered), else the knob's own name."""
+    names = [str(_server(views, "engine")) for views in arms.values()]
+    for name in dict.fromkeys([*names, *engine_names()]):
+        spec = find_engine(name)
+        if spec is not None and (declared := spec.knob(knob)) is not None:
+            return {"knob": knob, "resource": declared.resource}
+    return {"knob": knob, "resource": knob}
+
+
 def _median(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
@@ -70,7 +82,7 @@ def _server(views: Sequence[RunView], key: str) -> Any:
 def _check_mem_fraction(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
     cap = _arm_stat(arms, lambda s: s.kv_capacity_tokens)
     known: dict[str, float] = {a: c[0] for a, c in cap.items() if c[0] is not None and c[0] > 0}
-    base = {"knob": "mem_fraction_static", "resource": "KV cache tokens"}
+    base = _named("mem_fraction_static", arms)
     if not known:
         return base | _unknown("the server reported no KV pool size")
     small = min(known.values())
@@ -131,7 +143,7 @@ def _kv_suggestion(arms: Mapping[str, Sequence[RunView]], pool_tokens: float, po
 
 
 def _check_cuda_graphs(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
-    base = {"knob": "cuda_graphs", "resource": "decode passes run in CUDA graphs"}
+    base = _named("cuda_graphs", arms)
     share = _arm_stat(arms, lambda s: s.decode_graph_share)
     on = [a for a, vs in arms.items() if _server(vs, "cuda_graphs") is True]
     shares: dict[str, float] = {a: x for a in on if (x := share[a][0]) is not None}
@@ -156,7 +168,7 @@ def _check_cuda_graphs(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
 
 
 def _check_graph_max_bs(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
-    base = {"knob": "cuda_graph_max_bs", "resource": "running batch vs the largest captured"}
+    base = _named("cuda_graph_max_bs", arms)
     running = _arm_stat(arms, lambda s: s.running_peak)
     caps = [_server(vs, "cuda_graph_max_bs") for vs in arms.values()]
     sizes = [float(c) for c in caps if isinstance(c, int | float)]
@@ -176,7 +188,7 @@ def _check_graph_max_bs(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]
 
 
 def _check_chunked_prefill(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
-    base = {"knob": "chunked_prefill_size", "resource": "prompt tokens vs the chunk"}
+    base = _named("chunked_prefill_size", arms)
     chunks = []
     for vs in arms.values():
         extra = _server(vs, "extra_args") or []

@@ -62,7 +62,7 @@ ENGINE = EngineSpec(
         KnobSpec(
             "cuda_graphs",
             "--cb-use-cuda-graph / --no-cb-use-cuda-graph",
-            "decode steps run in CUDA graphs",
+            "decode passes run in CUDA graphs",
             "graph_memory",
         ),
     ),

@@ -74,10 +74,12 @@ class HostInfo:
         if info is None or not info.installed:
             why = info.reason if info else "unknown engine"
             if known_engine(engine) and (spec := get_engine(engine)).install_hint:
+                # what is wrong (and the detector's reason), then what to do
+                reason = f" ({why.strip().rstrip('.')})" if why.strip() else ""
                 return (
-                    f"{spec.title} is not installed on {self.where}: {_HOW_TO_GPU} "
-                    f"that has {spec.title}, or install it there ({spec.install_hint}). " + why
-                ).strip()
+                    f"{spec.title} is not installed on {self.where}{reason}: {_HOW_TO_GPU} "
+                    f"that has {spec.title}, or install it there ({spec.install_hint})"
+                )
             return why or f"{engine} is not installed"
         return None
 

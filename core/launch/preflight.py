@@ -23,6 +23,7 @@ A run that executes elsewhere (Ray) is checked again on its node by the run's ow
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -44,8 +45,8 @@ Target = RunSpec | Sequence[RunSpec] | ExperimentSpec
 @dataclass(frozen=True)
 class Problem:
     """One reason a launch is refused: the spec field (``server.tp_size``,
-    ``plan.points.0.output_len``), what is wrong, and what to do (often already in the
-    message, as the checks it combines word it; then ``fix`` is empty)."""
+    ``plan.points.0.output_len``), what is wrong (``message``) and what to do (``fix``);
+    every door shows both, as ``text``."""
 
     field: str
     message: str
@@ -53,7 +54,7 @@ class Problem:
 
     @property
     def text(self) -> str:
-        return f"{self.message}: {self.fix}" if self.fix else self.message
+        return f"{self.message} — {self.fix}" if self.fix else self.message
 
 
 class Refused(ConfigError):
@@ -101,26 +102,60 @@ def preflight(
 def _problems(
     spec: RunSpec, host: HostInfo | None, settings: Settings, local: bool
 ) -> list[Problem]:
-    out: dict[str, str] = {}
+    # each check's {field: why}, with the fix to give when its wording names none
+    checks: list[tuple[dict[str, str], str]] = []
     if host is not None:
-        out.update(host.cannot_run(spec))
-        for field, why in _knob_problems(spec, host, settings, local).items():
-            out.setdefault(field, why)
+        checks.append((host.cannot_run(spec), _FIX_HOST))
+        checks.append((_knob_problems(spec, host, settings, local), _FIX_KNOB))
         roots = settings.allowed_model_roots
-        for field, why in server_path_problems(spec.server, roots, must_exist=local).items():
-            out.setdefault(field, why)
-    for field, why in context_problems(spec, settings.models_dir).items():
-        out.setdefault(field, why)
-    for field, why in kv_fill_problems(spec, settings).items():
-        out.setdefault(field, why)
-    return [Problem(field, why, _fix(why)) for field, why in out.items()]
+        paths = server_path_problems(spec.server, roots, must_exist=local)
+        checks.append((paths, _FIX_PATH))
+    checks.append((context_problems(spec, settings.models_dir), _FIX_CONTEXT))
+    checks.append((kv_fill_problems(spec, settings), _FIX_KV_FILL))
+    out: dict[str, Problem] = {}
+    for found, default in checks:
+        for field, why in found.items():
+            if field not in out:
+                message, fix = split_fix(why)
+                out[field] = Problem(field, message, fix or _default_fix(field, default))
+    return list(out.values())
 
 
-def _fix(message: str) -> str:
-    """The fix of a check whose message states only what is wrong (the others name theirs)."""
-    if message.endswith("does not exist on this host"):
-        return "put the model folder there, or give one that exists in the allowed model roots"
-    return ""
+# The checks word an error as "what is wrong; what to do" (or ": ", ". "): the fix starts
+# at the first such break followed by one of these verbs.
+_FIX_VERBS = (
+    "add|choose|define|give|install|leave|lower|move|pick|put|raise|reinstall|remove|run"
+    "|see|set|shorten|switch|to add|use"
+)
+# (a question, "did you mean --x?", keeps its mark)
+_FIX_BREAK = re.compile(rf"(?:[;:.]|(?<=\?)|\s—)\s+(?=(?:{_FIX_VERBS})\b)", re.IGNORECASE)
+
+_FIX_HOST = "install the engine here (README, 'Engines'), or run it on a host that has it"
+_FIX_KNOB = (
+    "change or remove that setting: the installed engine's own option list (its --help) "
+    "says what it accepts"
+)
+_FIX_PATH = "put the model folder there, or give one that exists in the allowed model roots"
+_FIX_CONTEXT = "shorten the requests, or set over_context to 'drop' or 'clip'"
+_FIX_KV_FILL = "give plan.kv_pool.tokens, or leave kv_fill out"
+_FIX_BY_SUFFIX = {".trace": "give a readable JSONL trace file in Mooncake's shape"}
+
+
+def split_fix(why: str) -> tuple[str, str]:
+    """A check's wording split into (what is wrong, what to do); the fix is "" when the
+    wording names none."""
+    found = _FIX_BREAK.search(why)
+    if found is None:
+        return why, ""
+    fix = why[found.end() :].strip()
+    return why[: found.start()].rstrip(), fix[:1].lower() + fix[1:]
+
+
+def _default_fix(field: str, default: str) -> str:
+    for suffix, fix in _FIX_BY_SUFFIX.items():
+        if field.endswith(suffix):
+            return fix
+    return default
 
 
 def _knob_problems(

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core.answers import probe_verdict
+from core.engines.registry import DEFAULT_ENGINE
 from core.experiments.records import ExperimentRecord
 from core.metrics import DEFINITION, caveat_lines, point_cancelled, point_caveats
 from core.numbers import EMPTY, duration_text, is_number, number_text, pct_text, share_text
@@ -226,7 +227,7 @@ def _lengths_table(folder: RunFolder) -> str:
 
 def format_runs(rows: list[dict[str, Any]]) -> str:
     if not rows:
-        return "no runs yet: `python -m core run --engine transformers` makes one"
+        return f"no runs yet: `python -m core run --engine {DEFAULT_ENGINE}` makes one"
     table = [
         [
             r["run_id"],
