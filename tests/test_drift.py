@@ -181,7 +181,7 @@ def test_no_drift_no_line(settings: Settings) -> None:
     with no "Read with care" line after it, and no drift caveat."""
     story = experiment_story(settings, _experiment(settings, _drifting(0.0)))
     (verdict,) = story.verdict
-    assert verdict.startswith("drifting: +20% output throughput at concurrency 1"), verdict
+    assert verdict.startswith("drifting: +19.8% output throughput at concurrency 1"), verdict
     assert not any("drift" in c.sentence() for c in story.caveats)
 
 

@@ -55,6 +55,13 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Settin
     # The pair as a host that can run it would hold it: SGLang installed (the fake package
     # on the portal's PYTHONPATH) and device auto, which asks for no GPU; on cuda:0 this
     # CPU host refuses the explanation (tests/test_explain.py shows that refusal).
+    # The model folder is the GPU host's (/tmp/gpu/models/...): the gate refuses a run whose
+    # folder is missing here, so the pair and the 2x2 that answers it name one that exists.
+    model = tmp_path_factory.mktemp("model")
+    (model / "config.json").write_text(json.dumps({"max_position_embeddings": 8192}))
+    for path in [*data.glob("runs/*/spec.json"), *data.glob("experiments/*/experiment.json")]:
+        text = path.read_text().replace("/tmp/gpu/models/smollm2-135m-random", str(model))
+        path.write_text(text)
     for rid in (BEFORE, AFTER):
         spec_path = settings.runs_dir / rid / "spec.json"
         spec = json.loads(spec_path.read_text())
