@@ -340,14 +340,8 @@ def _run_value(r: RunOfArm, metric: str) -> float | None:
     return x if x is not None and x > 0 else None  # the log scale needs a positive value
 
 
-def attribute(
-    runs: Sequence[RunOfArm], design: Design, metrics: Sequence[str] = ATTRIBUTION_METRICS
-) -> Attribution:
-    """Effects per point and metric, and the split of the baseline→after difference."""
-    rows: list[dict[str, Any]] = []
-    parts: dict[tuple[Any, str], list[Part]] = {}
-    measured: dict[tuple[Any, str], float] = {}
-    failed = [
+def _failed_runs(runs: Sequence[RunOfArm]) -> list[dict[str, Any]]:
+    return [
         {
             "arm": r.arm,
             "trial": r.trial,
@@ -358,6 +352,26 @@ def attribute(
         for r in runs
         if r.view.status.state != "succeeded"
     ]
+
+
+def _design_frame(vals: list[tuple[str, int, float]], design: Design) -> pd.DataFrame:
+    """One point's values of the design's arms, with log(value) and each knob's level index."""
+    obs = pd.DataFrame(vals, columns=["arm", "trial", "value"])
+    obs = obs[obs["arm"].isin(list(design.arm_levels))]
+    obs["y"] = np.log(obs["value"])
+    for k in design.knobs:
+        obs[k] = [_index(design.levels[k], design.arm_levels[a][k]) for a in obs["arm"]]
+    return obs
+
+
+def attribute(
+    runs: Sequence[RunOfArm], design: Design, metrics: Sequence[str] = ATTRIBUTION_METRICS
+) -> Attribution:
+    """Effects per point and metric, and the split of the baseline→after difference."""
+    rows: list[dict[str, Any]] = []
+    parts: dict[tuple[Any, str], list[Part]] = {}
+    measured: dict[tuple[Any, str], float] = {}
+    failed = _failed_runs(runs)
     notes = [
         f"run {f['run_id']} ({f['arm']}, trial {f['trial']}) {f['state']}"
         + (f": {f['reason']}" if f["reason"] else "")
@@ -367,11 +381,7 @@ def attribute(
     for metric in metrics:
         for (key, label), vals in _observations(runs, metric).items():
             conc = None if key is None else key[0]
-            obs = pd.DataFrame(vals, columns=["arm", "trial", "value"])
-            obs = obs[obs["arm"].isin(list(design.arm_levels))]
-            obs["y"] = np.log(obs["value"])
-            for k in design.knobs:
-                obs[k] = [_index(design.levels[k], design.arm_levels[a][k]) for a in obs["arm"]]
+            obs = _design_frame(vals, design)
             missing = [a for a in design.arm_levels if a not in set(obs["arm"])]
             where = f"{metric_name(metric)} at {label}"
             if missing:
@@ -394,20 +404,8 @@ def attribute(
             if split is not None:
                 parts[(conc, metric)] = split
                 total = split[-1]
-                rows.append(
-                    _row(
-                        label,
-                        conc,
-                        metric,
-                        total.name,
-                        "total",
-                        total.log,
-                        total.log_low,
-                        total.log_high,
-                        fit,
-                        len(obs),
-                    )
-                )
+                span = (total.log, total.log_low, total.log_high)
+                rows.append(_row(label, conc, metric, total.name, "total", *span, fit, len(obs)))
                 raw = _measured(obs, design)
                 if raw is not None:
                     measured[(conc, metric)] = raw
