@@ -528,6 +528,31 @@ def _arm_text(design: Design, arm: str) -> str:
     return " + ".join(f"{k.split('.', 1)[-1]} {knob_text(levels[k])}" for k in design.changed)
 
 
+def _part_text(
+    p: Part, metric: str, noise_floor: dict[str, Any] | None, untested: Collection[str]
+) -> str:
+    """One part of the split: its change, interval and, when it is one, why it reads as noise."""
+    noise = p.within_noise
+    tail = f", {WITHIN_NOISE}" if noise else ""
+    if _involves(p.name, untested):
+        tail, noise = f", {NOT_TESTED}", True
+    if (
+        noise_floor
+        and isinstance(noise_floor.get(metric), int | float)
+        and abs(p.rel) < float(noise_floor[metric])
+        and not noise
+    ):
+        tail = ", below the A/A noise floor"
+    name = (
+        p.name
+        if p.kind == "main"
+        else f"interaction {p.name}"
+        if p.kind == "interaction"
+        else p.name
+    )
+    return f"{name} {pct_text(p.rel)} ({_ci(p)}{tail})"
+
+
 def verdict_sentence(
     attr: Attribution,
     metric: str = "output_throughput",
@@ -549,27 +574,7 @@ def verdict_sentence(
     assert design.after_arm is not None
     conc = next(k[0] for k, v in attr.decompositions.items() if v is parts)
     where = "over all points" if conc is None else f"at concurrency {conc}"
-    texts = []
-    for p in pieces:
-        noise = p.within_noise
-        tail = f", {WITHIN_NOISE}" if noise else ""
-        if _involves(p.name, untested):
-            tail, noise = f", {NOT_TESTED}", True
-        if (
-            noise_floor
-            and isinstance(noise_floor.get(metric), int | float)
-            and abs(p.rel) < float(noise_floor[metric])
-            and not noise
-        ):
-            tail = ", below the A/A noise floor"
-        name = (
-            p.name
-            if p.kind == "main"
-            else f"interaction {p.name}"
-            if p.kind == "interaction"
-            else p.name
-        )
-        texts.append(f"{name} {pct_text(p.rel)} ({_ci(p)}{tail})")
+    texts = [_part_text(p, metric, noise_floor, untested) for p in pieces]
     floor = ""
     if noise_floor and isinstance(noise_floor.get(metric), int | float):
         floor = f"; A/A noise floor ±{share_text(noise_floor[metric])}"
