@@ -224,7 +224,12 @@ class Catalog:
             json.dumps(facts, default=str),
             mtime,
         ]
-        points = []
+        return run, Catalog._point_rows(folder)
+
+    @staticmethod
+    def _point_rows(folder: RunFolder) -> list[list[Any]]:
+        """The ``points`` rows of one run: a point's load and headline metrics."""
+        points: list[list[Any]] = []
         for s in folder.point_summaries():
             p, m = s.get("point", {}), s.get("metrics", {})
             rate = p.get("request_rate")
@@ -246,7 +251,7 @@ class Catalog:
                     json.dumps(m),
                 ]
             )
-        return run, points
+        return points
 
     def _write(self, con: duckdb.DuckDBPyConnection, folders: list[RunFolder]) -> None:
         """(Re)index folders in one transaction. Row-at-a-time INSERTs cost about 1 ms each

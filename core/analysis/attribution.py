@@ -340,14 +340,8 @@ def _run_value(r: RunOfArm, metric: str) -> float | None:
     return x if x is not None and x > 0 else None  # the log scale needs a positive value
 
 
-def attribute(
-    runs: Sequence[RunOfArm], design: Design, metrics: Sequence[str] = ATTRIBUTION_METRICS
-) -> Attribution:
-    """Effects per point and metric, and the split of the baseline→after difference."""
-    rows: list[dict[str, Any]] = []
-    parts: dict[tuple[Any, str], list[Part]] = {}
-    measured: dict[tuple[Any, str], float] = {}
-    failed = [
+def _failed_runs(runs: Sequence[RunOfArm]) -> list[dict[str, Any]]:
+    return [
         {
             "arm": r.arm,
             "trial": r.trial,
@@ -358,6 +352,26 @@ def attribute(
         for r in runs
         if r.view.status.state != "succeeded"
     ]
+
+
+def _design_frame(vals: list[tuple[str, int, float]], design: Design) -> pd.DataFrame:
+    """One point's values of the design's arms, with log(value) and each knob's level index."""
+    obs = pd.DataFrame(vals, columns=["arm", "trial", "value"])
+    obs = obs[obs["arm"].isin(list(design.arm_levels))]
+    obs["y"] = np.log(obs["value"])
+    for k in design.knobs:
+        obs[k] = [_index(design.levels[k], design.arm_levels[a][k]) for a in obs["arm"]]
+    return obs
+
+
+def attribute(
+    runs: Sequence[RunOfArm], design: Design, metrics: Sequence[str] = ATTRIBUTION_METRICS
+) -> Attribution:
+    """Effects per point and metric, and the split of the baseline→after difference."""
+    rows: list[dict[str, Any]] = []
+    parts: dict[tuple[Any, str], list[Part]] = {}
+    measured: dict[tuple[Any, str], float] = {}
+    failed = _failed_runs(runs)
     notes = [
         f"run {f['run_id']} ({f['arm']}, trial {f['trial']}) {f['state']}"
         + (f": {f['reason']}" if f["reason"] else "")
@@ -367,11 +381,7 @@ def attribute(
     for metric in metrics:
         for (key, label), vals in _observations(runs, metric).items():
             conc = None if key is None else key[0]
-            obs = pd.DataFrame(vals, columns=["arm", "trial", "value"])
-            obs = obs[obs["arm"].isin(list(design.arm_levels))]
-            obs["y"] = np.log(obs["value"])
-            for k in design.knobs:
-                obs[k] = [_index(design.levels[k], design.arm_levels[a][k]) for a in obs["arm"]]
+            obs = _design_frame(vals, design)
             missing = [a for a in design.arm_levels if a not in set(obs["arm"])]
             where = f"{metric_name(metric)} at {label}"
             if missing:
@@ -394,20 +404,8 @@ def attribute(
             if split is not None:
                 parts[(conc, metric)] = split
                 total = split[-1]
-                rows.append(
-                    _row(
-                        label,
-                        conc,
-                        metric,
-                        total.name,
-                        "total",
-                        total.log,
-                        total.log_low,
-                        total.log_high,
-                        fit,
-                        len(obs),
-                    )
-                )
+                span = (total.log, total.log_low, total.log_high)
+                rows.append(_row(label, conc, metric, total.name, "total", *span, fit, len(obs)))
                 raw = _measured(obs, design)
                 if raw is not None:
                     measured[(conc, metric)] = raw
@@ -530,6 +528,31 @@ def _arm_text(design: Design, arm: str) -> str:
     return " + ".join(f"{k.split('.', 1)[-1]} {knob_text(levels[k])}" for k in design.changed)
 
 
+def _part_text(
+    p: Part, metric: str, noise_floor: dict[str, Any] | None, untested: Collection[str]
+) -> str:
+    """One part of the split: its change, interval and, when it is one, why it reads as noise."""
+    noise = p.within_noise
+    tail = f", {WITHIN_NOISE}" if noise else ""
+    if _involves(p.name, untested):
+        tail, noise = f", {NOT_TESTED}", True
+    if (
+        noise_floor
+        and isinstance(noise_floor.get(metric), int | float)
+        and abs(p.rel) < float(noise_floor[metric])
+        and not noise
+    ):
+        tail = ", below the A/A noise floor"
+    name = (
+        p.name
+        if p.kind == "main"
+        else f"interaction {p.name}"
+        if p.kind == "interaction"
+        else p.name
+    )
+    return f"{name} {pct_text(p.rel)} ({_ci(p)}{tail})"
+
+
 def verdict_sentence(
     attr: Attribution,
     metric: str = "output_throughput",
@@ -551,27 +574,7 @@ def verdict_sentence(
     assert design.after_arm is not None
     conc = next(k[0] for k, v in attr.decompositions.items() if v is parts)
     where = "over all points" if conc is None else f"at concurrency {conc}"
-    texts = []
-    for p in pieces:
-        noise = p.within_noise
-        tail = f", {WITHIN_NOISE}" if noise else ""
-        if _involves(p.name, untested):
-            tail, noise = f", {NOT_TESTED}", True
-        if (
-            noise_floor
-            and isinstance(noise_floor.get(metric), int | float)
-            and abs(p.rel) < float(noise_floor[metric])
-            and not noise
-        ):
-            tail = ", below the A/A noise floor"
-        name = (
-            p.name
-            if p.kind == "main"
-            else f"interaction {p.name}"
-            if p.kind == "interaction"
-            else p.name
-        )
-        texts.append(f"{name} {pct_text(p.rel)} ({_ci(p)}{tail})")
+    texts = [_part_text(p, metric, noise_floor, untested) for p in pieces]
     floor = ""
     if noise_floor and isinstance(noise_floor.get(metric), int | float):
         floor = f"; A/A noise floor ±{share_text(noise_floor[metric])}"

@@ -794,6 +794,25 @@ def _experiment_level(spec: Mapping[str, Any]) -> float:
     )
 
 
+def _arm_line(
+    name: str, base: str, point: str, rows: pd.DataFrame, untested: Collection[str]
+) -> str:
+    """Arm ``name`` against ``base`` at ``point``: each verdict metric's change and word."""
+    parts = []
+    for _, r in rows.iterrows():
+        rel, word = r[f"rel_{name}"], r[f"verdict_{name}"]
+        if name in untested and word == "no change":
+            word = NOT_TESTED
+        label = metric_label(str(r["metric"]))
+        if word is None or pd.isna(r[name]):
+            parts.append(f"{label} unknown")
+        elif pd.isna(rel):
+            parts.append(f"{label} {number_text(r[name])} ({word})")
+        else:
+            parts.append(f"{label} {pct_text(rel)} ({word})")
+    return f"{name} vs {base} at {point}: " + ", ".join(parts) + "."
+
+
 def comparison_story(
     views: Sequence[RunView],
     baseline: int,
@@ -822,19 +841,7 @@ def comparison_story(
         for i, name in enumerate(arms):
             if i == baseline:
                 continue
-            parts = []
-            for _, r in rows.iterrows():
-                rel, word = r[f"rel_{name}"], r[f"verdict_{name}"]
-                if name in untested and word == "no change":
-                    word = NOT_TESTED
-                label = metric_label(str(r["metric"]))
-                if word is None or pd.isna(r[name]):
-                    parts.append(f"{label} unknown")
-                elif pd.isna(rel):
-                    parts.append(f"{label} {number_text(r[name])} ({word})")
-                else:
-                    parts.append(f"{label} {pct_text(rel)} ({word})")
-            line = f"{name} vs {arms[baseline]} at {head.label}: " + ", ".join(parts) + "."
+            line = _arm_line(name, arms[baseline], head.label, rows, untested)
             if conf:
                 line = (
                     "Inconclusive: more than the intended knob differs ("

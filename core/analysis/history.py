@@ -411,6 +411,39 @@ def _config(view: RunView) -> str:
     return " · ".join([*parts, *([gpu] if gpu and gpu != "none" else [])])
 
 
+def _series_values(views: Sequence[RunView]) -> list[SeriesValue]:
+    """Every run's history metrics at each of its loads, with the run's own interval."""
+    values: list[SeriesValue] = []
+    for view in views:
+        for point, s in first_points(view):
+            for metric in HISTORY_METRICS:
+                v = as_number((s.get("metrics") or {}).get(metric))
+                if v is not None:
+                    low, high = run_ci(view, point, s, metric, v)
+                    values.append(
+                        SeriesValue(view.run_id, point, _point_label(s), metric, v, low, high)
+                    )
+    return values
+
+
+def _earlier(
+    values: Sequence[SeriesValue], before: set[str], point: PointKey, metric: str
+) -> list[float]:
+    return [
+        e.value for e in values if e.run_id in before and e.point == point and e.metric == metric
+    ]
+
+
+def _bands(values: Sequence[SeriesValue], before: set[str]) -> dict[tuple[PointKey, str], Band]:
+    """Each load and metric's prediction band from the runs ``before`` the checked one."""
+    bands: dict[tuple[PointKey, str], Band] = {}
+    for point in dict.fromkeys(v.point for v in values):
+        for metric in HISTORY_METRICS:
+            if (band := prediction_band(_earlier(values, before, point, metric))) is not None:
+                bands[(point, metric)] = band
+    return bands
+
+
 def load_history(runs_dir: Path, key_or_run: str, focus: str | None = None) -> History | None:
     """The history of a series key, or of the series a run id belongs to (then that run is
     the one checked, unless ``focus`` says otherwise). None: neither names a series with a
@@ -429,42 +462,16 @@ def load_history(runs_dir: Path, key_or_run: str, focus: str | None = None) -> H
     order = [v.run_id for v in views]
     if focus not in order:
         focus = order[-1]
-    values: list[SeriesValue] = []
-    for view in views:
-        for point, s in first_points(view):
-            for metric in HISTORY_METRICS:
-                v = as_number((s.get("metrics") or {}).get(metric))
-                if v is not None:
-                    low, high = run_ci(view, point, s, metric, v)
-                    values.append(
-                        SeriesValue(view.run_id, point, _point_label(s), metric, v, low, high)
-                    )
+    values = _series_values(views)
     focus_view = views[order.index(focus)]
     loads = list(first_points(focus_view))
     index = headline_index([s.get("point") or {} for _, s in loads])
     headline = None if index is None else loads[index][0]
     before = set(order[: order.index(focus)])
-    bands: dict[tuple[PointKey, str], Band] = {}
-    for point in dict.fromkeys(v.point for v in values):
-        for metric in HISTORY_METRICS:
-            earlier = [
-                v.value
-                for v in values
-                if v.run_id in before and v.point == point and v.metric == metric
-            ]
-            if (band := prediction_band(earlier)) is not None:
-                bands[(point, metric)] = band
+    bands = _bands(values, before)
     checks = tuple(
         check_value(
-            metric,
-            v.value,
-            [
-                e.value
-                for e in values
-                if e.run_id in before and e.point == v.point and e.metric == metric
-            ],
-            v.point_label,
-            focus,
+            metric, v.value, _earlier(values, before, v.point, metric), v.point_label, focus
         )
         for metric in HISTORY_METRICS
         for v in values

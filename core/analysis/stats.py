@@ -260,25 +260,9 @@ def first_per_arm(runs: list[RunOfArm]) -> dict[str, RunView]:
     return out
 
 
-def verdict(
-    name: str,
-    table: pd.DataFrame,
-    runs: list[RunOfArm],
-    baseline_arm: str,
-    noise_floor: dict[str, float] | None = None,
-    level: float = 0.95,
-) -> str:
-    """One sentence from the numbers: output throughput at the lowest and highest
-    concurrency, the KV pool difference, and the confounders. ``level``: the intervals'
-    (``table``'s) coverage; other than 95% it is said (an adaptive experiment's adjusted
-    level)."""
-    # one sentence per arm (its lowest and highest concurrency), so a 2x2 reads arm by arm
-    # rather than as one sentence over every arm and concurrency
+def _throughput_parts(tput: pd.DataFrame, level: float) -> list[list[str]]:
+    """Per arm, its output-throughput change at the lowest and highest concurrency."""
     parts: list[list[str]] = []
-    tput = table[(table["metric"] == "output_throughput") & (table["arm"] != baseline_arm)]
-    tput = tput.dropna(subset=["rel"]) if "rel" in tput else tput.iloc[0:0]
-    if tput.empty:
-        return f"{name}: no comparable results yet."
     concs = sorted(c for c in tput["concurrency"].unique() if c is not None)
     picks = [concs[0], concs[-1]] if len(concs) > 1 else concs
     for arm in tput["arm"].unique():
@@ -296,9 +280,10 @@ def verdict(
             )
             change = pct_text(row["rel"])
             parts[-1].append(f"{change} output throughput at concurrency {c}{ci}{note}")
-    if noise_floor and "output_throughput" in noise_floor:
-        parts[-1][-1] += f" [A/A noise floor ±{share_text(noise_floor['output_throughput'])}]"
-    several = len(parts) > 1
+    return parts
+
+
+def _kv_text(runs: list[RunOfArm], baseline_arm: str) -> str:
     kv = {
         a: [r.view.facts.get("kv_cache_tokens") for r in runs if r.arm == a]
         for a in dict.fromkeys(r.arm for r in runs)
@@ -312,7 +297,11 @@ def verdict(
         if arm != baseline_arm and nums and base_kv:
             change = pct_text(float(np.mean(nums)) / float(np.mean(base_kv)) - 1)
             kv_parts.append(f"{arm} {change}" if len(kv) > 2 else change)
-    kv_text = "KV pool " + ", ".join(kv_parts) if kv_parts else "KV pool unknown"
+    return "KV pool " + ", ".join(kv_parts) if kv_parts else "KV pool unknown"
+
+
+def _confounder_text(runs: list[RunOfArm], baseline_arm: str) -> str:
+    """The "confounders: ..." clause, with the engine version change between installations."""
     views = [r.view for r in runs]
     by_arm = {r.view.run_id: r.arm for r in runs}
     conf = confounders(views) if len(views) > 1 else []
@@ -321,6 +310,35 @@ def verdict(
     conf += environment_differences(views)
     # the baseline arm's installation first: "0.5.14→0.5.17" reads baseline → other
     version = version_change(sorted(views, key=lambda v: by_arm.get(v.run_id) != baseline_arm))
+    return (
+        "confounders: "
+        + (", ".join(conf) if conf else "none")
+        + (f"; {version}" if version else "")
+    )
+
+
+def verdict(
+    name: str,
+    table: pd.DataFrame,
+    runs: list[RunOfArm],
+    baseline_arm: str,
+    noise_floor: dict[str, float] | None = None,
+    level: float = 0.95,
+) -> str:
+    """One sentence from the numbers: output throughput at the lowest and highest
+    concurrency, the KV pool difference, and the confounders. ``level``: the intervals'
+    (``table``'s) coverage; other than 95% it is said (an adaptive experiment's adjusted
+    level)."""
+    # one sentence per arm (its lowest and highest concurrency), so a 2x2 reads arm by arm
+    # rather than as one sentence over every arm and concurrency
+    tput = table[(table["metric"] == "output_throughput") & (table["arm"] != baseline_arm)]
+    tput = tput.dropna(subset=["rel"]) if "rel" in tput else tput.iloc[0:0]
+    if tput.empty:
+        return f"{name}: no comparable results yet."
+    parts = _throughput_parts(tput, level)
+    if noise_floor and "output_throughput" in noise_floor:
+        parts[-1][-1] += f" [A/A noise floor ±{share_text(noise_floor['output_throughput'])}]"
+    several = len(parts) > 1
     short = sum(
         1
         for r in runs
@@ -340,9 +358,7 @@ def verdict(
         f"{name}: "
         + arms_text
         + (". " if several else "; ")
-        + f"{kv_text}; confounders: "
-        + (", ".join(conf) if conf else "none")
-        + (f"; {version}" if version else "")
+        + f"{_kv_text(runs, baseline_arm)}; {_confounder_text(runs, baseline_arm)}"
         + tail
         + "."
     )

@@ -232,6 +232,33 @@ def _client_series(
     return out
 
 
+def _primary(rows: pd.DataFrame) -> pd.DataFrame:
+    # one scheduler's view: a TP group repeats its numbers on every tp_rank
+    labels = rows["labels"].fillna("")
+    ranked = labels.str.contains("tp_rank=", regex=False)
+    if ranked.any():
+        rows = rows[~ranked | labels.str.contains("tp_rank=0", regex=False)]
+    return rows
+
+
+def _graph_share(passes: pd.DataFrame) -> tuple[str, np.ndarray, np.ndarray] | None:
+    """The share of decode passes run in CUDA graphs, between scrapes (None: not counted)."""
+    mode = passes["labels"].fillna("").str.extract(r"mode=(\w+)", expand=False)
+    wide = passes.assign(mode=mode).pivot_table(
+        index="t_s", columns="mode", values="value", aggfunc="sum"
+    )
+    if not {"decode_cuda_graph", "decode_none"} & set(wide.columns):
+        return None
+    graph = wide.get("decode_cuda_graph", pd.Series(0.0, index=wide.index)).fillna(0.0)
+    eager = wide.get("decode_none", pd.Series(0.0, index=wide.index)).fillna(0.0)
+    dg, de = graph.diff(), eager.diff()
+    total_d = dg + de
+    share = (dg / total_d).where(total_d > 0).dropna()
+    if share.empty:
+        return None
+    return ("decode_graph_share", share.index.to_numpy(float), share.to_numpy(float))
+
+
 def _metric_rows(
     m: pd.DataFrame, roles: dict[str, tuple[str, ...]]
 ) -> list[tuple[str, np.ndarray, np.ndarray]]:
@@ -245,22 +272,14 @@ def _metric_rows(
     def named(name: str) -> pd.DataFrame:
         return by_name.get(name, none)
 
-    def primary(rows: pd.DataFrame) -> pd.DataFrame:
-        # one scheduler's view: a TP group repeats its numbers on every tp_rank
-        labels = rows["labels"].fillna("")
-        ranked = labels.str.contains("tp_rank=", regex=False)
-        if ranked.any():
-            rows = rows[~ranked | labels.str.contains("tp_rank=0", regex=False)]
-        return rows
-
     def first(role: str) -> pd.DataFrame:
         return next(
-            (rows for n in roles.get(role, ()) if not (rows := primary(named(n))).empty), none
+            (rows for n in roles.get(role, ()) if not (rows := _primary(named(n))).empty), none
         )
 
     for series in _GAUGES:
         for name in roles.get(series, ()):
-            rows = primary(named(name))
+            rows = _primary(named(name))
             if not rows.empty:
                 # dp ranks hold separate batches: their requests add up
                 by = rows.groupby("t_s")["value"]
@@ -278,21 +297,8 @@ def _metric_rows(
         out.append(("retracted_reqs", by.index.to_numpy(float), by.to_numpy(float)))
 
     passes = first("graph_passes_total")
-    if not passes.empty:
-        mode = passes["labels"].fillna("").str.extract(r"mode=(\w+)", expand=False)
-        wide = passes.assign(mode=mode).pivot_table(
-            index="t_s", columns="mode", values="value", aggfunc="sum"
-        )
-        if {"decode_cuda_graph", "decode_none"} & set(wide.columns):
-            graph = wide.get("decode_cuda_graph", pd.Series(0.0, index=wide.index)).fillna(0.0)
-            eager = wide.get("decode_none", pd.Series(0.0, index=wide.index)).fillna(0.0)
-            dg, de = graph.diff(), eager.diff()
-            total_d = dg + de
-            share = (dg / total_d).where(total_d > 0).dropna()
-            if not share.empty:
-                out.append(
-                    ("decode_graph_share", share.index.to_numpy(float), share.to_numpy(float))
-                )
+    if not passes.empty and (share := _graph_share(passes)) is not None:
+        out.append(share)
     return out
 
 

@@ -25,6 +25,7 @@ import json
 import os
 import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -239,6 +240,128 @@ def _connect_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+@dataclass(frozen=True)
+class _Flags:
+    """The installed ``serve`` options; ``need`` names the field a missing flag blocks."""
+
+    options: frozenset[str]
+    version: str  # "transformers 5.24.0", as the messages say it
+
+    def need(self, flag: str, field: str) -> str:
+        if flag not in self.options:
+            raise EngineUnavailable(
+                f"{field}: {self.version} `serve` has no {flag} option; "
+                f"leave {field} at its default or use a transformers "
+                "version that has it"
+            )
+        return flag
+
+
+def _check_settings(config: ServerConfig, flags: _Flags) -> None:
+    """Refuse, before any argv is built, what no version of ``serve`` can run."""
+    for flag in ("--host", "--port"):
+        flags.need(flag, "server.engine")
+    if config.cuda_graph_max_bs is not None:
+        raise ConfigError(
+            "server.cuda_graph_max_bs",
+            "transformers serve has no such setting (sglang only); leave it unset",
+        )
+    if config.cb_max_memory_percent is not None and not config.continuous_batching:
+        raise ConfigError(
+            "server.cb_max_memory_percent",
+            "sizes the continuous-batching KV cache; set "
+            "server.continuous_batching=true or leave it unset",
+        )
+
+
+def _model_args(model: str, info: EngineInfo, flags: _Flags) -> list[str]:
+    if NOTE_MODEL_POSITIONAL in info.notes or (
+        NOTE_MODEL_FLAG not in info.notes and "--force-model" not in flags.options
+    ):
+        return [model]
+    return [flags.need("--force-model", "server.model"), model]
+
+
+def _knob_args(config: ServerConfig, flags: _Flags) -> list[str]:
+    """Batching, device, dtype, KV-cache size and compile, from flags this version lists."""
+    opts, need = flags.options, flags.need
+    argv: list[str] = []
+    if config.continuous_batching:
+        argv.append(need("--continuous-batching", "server.continuous_batching"))
+    elif "--no-continuous-batching" in opts:
+        argv.append("--no-continuous-batching")
+    if "--device" in opts:
+        argv += ["--device", config.device]
+    elif config.device != "auto":
+        need("--device", "server.device")
+    if "--dtype" in opts:
+        argv += ["--dtype", config.dtype]
+    elif config.dtype != "auto":
+        need("--dtype", "server.dtype")
+    if config.cb_max_memory_percent is not None:
+        argv += [
+            need("--cb-max-memory-percent", "server.cb_max_memory_percent"),
+            f"{config.cb_max_memory_percent:g}",
+        ]
+    if config.compile:
+        argv.append(need("--compile", "server.compile"))
+    elif "--no-compile" in opts:
+        argv.append("--no-compile")
+    return argv
+
+
+def _on_cpu(config: ServerConfig, info: EngineInfo) -> bool:
+    cuda_seen = (
+        True
+        if NOTE_CUDA_AVAILABLE in info.notes
+        else False
+        if NOTE_CUDA_ABSENT in info.notes
+        else None
+    )
+    return config.device == "cpu" or (config.device == "auto" and cuda_seen is False)
+
+
+def _cpu_args(config: ServerConfig, flags: _Flags, python: str) -> tuple[list[str], list[str]]:
+    """Refuse CUDA graphs on CPU; bound the continuous-batching cache nothing else sizes."""
+    if config.cuda_graphs is True:
+        where = (
+            "server.device is cpu"
+            if config.device == "cpu"
+            else f"torch for {python} sees no CUDA device"
+        )
+        raise ConfigError(
+            "server.cuda_graphs",
+            f"CUDA graphs need a CUDA device; this host has none ({where}). "
+            "Leave server.cuda_graphs unset on CPU.",
+        )
+    argv: list[str] = []
+    notes = [NOTE_CUDA_GRAPHS_CPU]
+    sized = config.cb_max_memory_percent is not None or any(
+        a.split("=", 1)[0] in _CB_SIZING_FLAGS for a in config.extra_args
+    )
+    if config.continuous_batching and not sized:
+        if "--cb-max-memory-percent" in flags.options:
+            argv += ["--cb-max-memory-percent", f"{CPU_CB_MEMORY_FRACTION:g}"]
+            notes.append(NOTE_CB_CPU_BOUNDED)
+        else:
+            notes.append(NOTE_CB_HOST_MEMORY)
+    return argv, notes
+
+
+def _cuda_graph_args(config: ServerConfig, flags: _Flags) -> tuple[list[str], list[str]]:
+    if config.cuda_graphs is None:
+        return [], ["CUDA graphs: the engine's default"]
+    if not config.continuous_batching:
+        raise ConfigError(
+            "server.cuda_graphs",
+            "transformers serve uses CUDA graphs only with continuous "
+            "batching; set server.continuous_batching=true or leave "
+            "server.cuda_graphs unset",
+        )
+    flag = "--cb-use-cuda-graph" if config.cuda_graphs else "--no-cb-use-cuda-graph"
+    return [flags.need(flag, "server.cuda_graphs")], []
+
+
 class TransformersServeAdapter(EngineAdapter):
     """``transformers serve`` run by ``python`` (any Python with transformers installed)."""
 
@@ -375,110 +498,18 @@ class TransformersServeAdapter(EngineAdapter):
                 f"transformers serve is not available with {self.python}: {info.reason}"
             )
         self._version = info.version or self._version
-        opts = info.options
-        version = f"transformers {info.version or '(unknown version)'}"
-        notes: list[str] = []
-
-        def need(flag: str, field: str) -> str:
-            if flag not in opts:
-                raise EngineUnavailable(
-                    f"{field}: {version} `serve` has no {flag} option; "
-                    f"leave {field} at its default or use a transformers "
-                    "version that has it"
-                )
-            return flag
-
-        for flag in ("--host", "--port"):
-            need(flag, "server.engine")
-        if config.cuda_graph_max_bs is not None:
-            raise ConfigError(
-                "server.cuda_graph_max_bs",
-                "transformers serve has no such setting (sglang only); leave it unset",
-            )
-        if config.cb_max_memory_percent is not None and not config.continuous_batching:
-            raise ConfigError(
-                "server.cb_max_memory_percent",
-                "sizes the continuous-batching KV cache; set "
-                "server.continuous_batching=true or leave it unset",
-            )
-
+        flags = _Flags(info.options, f"transformers {info.version or '(unknown version)'}")
+        _check_settings(config, flags)
         model = resolve_model(config.model, self.models_dir)
-        argv = [*self._launcher(info), "serve"]
-        if NOTE_MODEL_POSITIONAL in info.notes or (
-            NOTE_MODEL_FLAG not in info.notes and "--force-model" not in opts
-        ):
-            argv.append(model)
-        else:
-            argv += [need("--force-model", "server.model"), model]
+        argv = [*self._launcher(info), "serve", *_model_args(model, info, flags)]
         argv += ["--host", config.host, "--port", str(port)]
-
-        if config.continuous_batching:
-            argv.append(need("--continuous-batching", "server.continuous_batching"))
-        elif "--no-continuous-batching" in opts:
-            argv.append("--no-continuous-batching")
-        if "--device" in opts:
-            argv += ["--device", config.device]
-        elif config.device != "auto":
-            need("--device", "server.device")
-        if "--dtype" in opts:
-            argv += ["--dtype", config.dtype]
-        elif config.dtype != "auto":
-            need("--dtype", "server.dtype")
-        if config.cb_max_memory_percent is not None:
-            argv += [
-                need("--cb-max-memory-percent", "server.cb_max_memory_percent"),
-                f"{config.cb_max_memory_percent:g}",
-            ]
-        if config.compile:
-            argv.append(need("--compile", "server.compile"))
-        elif "--no-compile" in opts:
-            argv.append("--no-compile")
-
-        cuda_seen = (
-            True
-            if NOTE_CUDA_AVAILABLE in info.notes
-            else False
-            if NOTE_CUDA_ABSENT in info.notes
-            else None
-        )
-        on_cpu = config.device == "cpu" or (config.device == "auto" and cuda_seen is False)
-        if on_cpu:
-            if config.cuda_graphs is True:
-                where = (
-                    "server.device is cpu"
-                    if config.device == "cpu"
-                    else f"torch for {self.python} sees no CUDA device"
-                )
-                raise ConfigError(
-                    "server.cuda_graphs",
-                    f"CUDA graphs need a CUDA device; this host has none ({where}). "
-                    "Leave server.cuda_graphs unset on CPU.",
-                )
-            notes.append(NOTE_CUDA_GRAPHS_CPU)
-            sized = config.cb_max_memory_percent is not None or any(
-                a.split("=", 1)[0] in _CB_SIZING_FLAGS for a in config.extra_args
-            )
-            if config.continuous_batching and not sized:
-                if "--cb-max-memory-percent" in opts:
-                    argv += ["--cb-max-memory-percent", f"{CPU_CB_MEMORY_FRACTION:g}"]
-                    notes.append(NOTE_CB_CPU_BOUNDED)
-                else:
-                    notes.append(NOTE_CB_HOST_MEMORY)
-        elif config.cuda_graphs is not None:
-            if not config.continuous_batching:
-                raise ConfigError(
-                    "server.cuda_graphs",
-                    "transformers serve uses CUDA graphs only with continuous "
-                    "batching; set server.continuous_batching=true or leave "
-                    "server.cuda_graphs unset",
-                )
-            flag = "--cb-use-cuda-graph" if config.cuda_graphs else "--no-cb-use-cuda-graph"
-            argv.append(need(flag, "server.cuda_graphs"))
+        argv += _knob_args(config, flags)
+        if _on_cpu(config, info):
+            graph_argv, notes = _cpu_args(config, flags, self.python)
         else:
-            notes.append("CUDA graphs: the engine's default")
-
-        argv += self._checked_extra_args(config.extra_args, opts, version)
-        notes.append(NOTE_IGNORE_EOS)
+            graph_argv, notes = _cuda_graph_args(config, flags)
+        argv += graph_argv
+        argv += self._checked_extra_args(config.extra_args, flags.options, flags.version)
         return LaunchPlan(
             argv=argv,
             base_url=f"http://{_connect_host(config.host)}:{port}",
@@ -489,7 +520,7 @@ class TransformersServeAdapter(EngineAdapter):
             supports_ignore_eos=False,
             exact_length_body=exact_length_fields(),
             supports_flush_cache=False,
-            notes=tuple(notes),
+            notes=(*notes, NOTE_IGNORE_EOS),
         )
 
     @staticmethod

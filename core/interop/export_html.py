@@ -205,31 +205,20 @@ def _card_html(sel: Selection) -> str:
     return "\n".join(out)
 
 
-def html_report(sel: Selection) -> str:
-    """The whole report as one HTML string: no external file, script or font."""
-    views = sel.views
+def _title(sel: Selection) -> str:
     labels = sel.names
     if sel.kind == "comparison":
-        title = f"ServeLab comparison: {' vs '.join(labels[:4])}" + (
-            " …" if len(labels) > 4 else ""
-        )
-    elif sel.kind == "experiment":
+        return f"ServeLab comparison: {' vs '.join(labels[:4])}" + (" …" if len(labels) > 4 else "")
+    if sel.kind == "experiment":
         name = sel.experiment.name if sel.experiment is not None else None
-        title = f"ServeLab experiment {sel.name}: {name or ''}"
-    else:
-        title = f"ServeLab run {labels[0]}"
-    parts = [
-        f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
-        f"<h1>{_e(title)}</h1>",
-    ]
-    if sel.story is not None:  # an experiment's baseline is an arm, a comparison's a run
-        parts.append(
-            f"<p class='note'>Baseline: {_e(sel.story.baseline)}. Changes are "
-            "against it; better/worse follows each metric's direction.</p>"
-        )
-    parts += [f"<p class='verdict'><b>Verdict:</b> {_e(line)}</p>" for line in verdict_lines(sel)]
-    parts.append(_card_html(sel))
+        return f"ServeLab experiment {sel.name}: {name or ''}"
+    return f"ServeLab run {labels[0]}"
+
+
+def _warning_parts(sel: Selection) -> list[str]:
+    """What makes the comparison less than clean: confounders, unstated fields, origins."""
+    views = sel.views
+    parts: list[str] = []
     conf = confounders(views) if len(views) > 1 else []
     if conf:
         parts.append(
@@ -245,10 +234,10 @@ def html_report(sel: Selection) -> str:
             f"{' …' if len(fields) > 12 else ''}.</p>"
         )
     parts += [f"<p class='warn'>{_e(n)}</p>" for n in _origin_notes(sel)]
+    return parts
 
-    parts.append("<h2>Metrics</h2>")
-    if len(views) > 1 and sel.experiment is None:  # an experiment's are per arm, below
-        parts.append(_deltas_html(metric_deltas(views, baseline=sel.baseline, names=sel.names)))
+
+def _summary_table(sel: Selection) -> pd.DataFrame:
     summ = summaries_frame(sel)
     cols = [
         c
@@ -269,7 +258,15 @@ def html_report(sel: Selection) -> str:
     shown = summ[cols].loc[:, ~pd.Index(cols).duplicated()]
     if "trial" in shown:  # counted from 1, as on the pages (the CSV keeps the stored index)
         shown = shown.assign(trial=shown["trial"].map(trial_number))
-    parts.append("<h3>Per run and point</h3>" + _frame_html(shown))
+    return shown
+
+
+def _metric_parts(sel: Selection) -> list[str]:
+    views = sel.views
+    parts = ["<h2>Metrics</h2>"]
+    if len(views) > 1 and sel.experiment is None:  # an experiment's are per arm, below
+        parts.append(_deltas_html(metric_deltas(views, baseline=sel.baseline, names=sel.names)))
+    parts.append("<h3>Per run and point</h3>" + _frame_html(_summary_table(sel)))
     stats = arm_stats_frame(sel)
     if stats is not None:
         parts.append("<h3>Per arm (mean over trials, interval)</h3>" + _frame_html(stats))
@@ -279,8 +276,11 @@ def html_report(sel: Selection) -> str:
             + "".join(f"<p>{_e(line)}</p>" for line in effects[0])
             + _frame_html(effects[1])
         )
+    return parts
 
-    parts.append("<h2>Charts</h2>")
+
+def _chart_parts(sel: Selection) -> list[str]:
+    parts = ["<h2>Charts</h2>"]
     figs, notes = figures(sel)
     parts += [f"<p class='note'>{_e(n)}</p>" for n in notes]
     first = True
@@ -293,10 +293,13 @@ def html_report(sel: Selection) -> str:
         )
         parts.append(f"<div class='chart' data-chart='{_e(name)}'>{div}</div>")
         first = False
+    return parts
 
-    parts.append("<h2>Configuration</h2>")
-    if len(views) > 1:
-        diff = config_diff(views, sel.names)
+
+def _config_parts(sel: Selection) -> list[str]:
+    parts = ["<h2>Configuration</h2>"]
+    if len(sel.views) > 1:
+        diff = config_diff(sel.views, sel.names)
         parts.append(
             "<p>Fields that differ:</p>"
             + (
@@ -310,6 +313,28 @@ def html_report(sel: Selection) -> str:
         + _frame_html(config_frame(sel).astype(str))
         + "</details>"
     )
+    return parts
+
+
+def html_report(sel: Selection) -> str:
+    """The whole report as one HTML string: no external file, script or font."""
+    title = _title(sel)
+    parts = [
+        f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{_e(title)}</h1>",
+    ]
+    if sel.story is not None:  # an experiment's baseline is an arm, a comparison's a run
+        parts.append(
+            f"<p class='note'>Baseline: {_e(sel.story.baseline)}. Changes are "
+            "against it; better/worse follows each metric's direction.</p>"
+        )
+    parts += [f"<p class='verdict'><b>Verdict:</b> {_e(line)}</p>" for line in verdict_lines(sel)]
+    parts.append(_card_html(sel))
+    parts += _warning_parts(sel)
+    parts += _metric_parts(sel)
+    parts += _chart_parts(sel)
+    parts += _config_parts(sel)
     parts.append("<h2>Provenance</h2>" + _provenance(sel))
     parts.append("</body></html>")
     return "\n".join(parts)

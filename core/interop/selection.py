@@ -113,11 +113,10 @@ def _floor(
     return (noise_floor(settings, host) if host else None), host
 
 
-def select(settings: Settings, ids: Sequence[str], baseline: str | None = None) -> Selection:
-    """Run ids (``RUN_ID``) and experiment ids (``exp-...``) -> a Selection. One run is a
-    run export, several a comparison, one experiment id its runs with arm and trial."""
-    if not ids:
-        raise ConfigError("RUN_ID", "name at least one run (or an experiment exp-...)")
+def _load_selected(
+    settings: Settings, ids: Sequence[str]
+) -> tuple[list[RunView], dict[str, dict[str, Any]], ExperimentRecord | None]:
+    """The runs ``ids`` name (an experiment id: its runs, with arm and trial in the meta)."""
     views: list[RunView] = []
     meta: dict[str, dict[str, Any]] = {}
     experiment: ExperimentRecord | None = None
@@ -141,6 +140,15 @@ def select(settings: Settings, ids: Sequence[str], baseline: str | None = None) 
                 "RUN_ID", f"no run or experiment {ident}; `python -m core runs` lists runs"
             )
         views.append(load_run(found[0]))
+    return views, meta, experiment
+
+
+def select(settings: Settings, ids: Sequence[str], baseline: str | None = None) -> Selection:
+    """Run ids (``RUN_ID``) and experiment ids (``exp-...``) -> a Selection. One run is a
+    run export, several a comparison, one experiment id its runs with arm and trial."""
+    if not ids:
+        raise ConfigError("RUN_ID", "name at least one run (or an experiment exp-...)")
+    views, meta, experiment = _load_selected(settings, ids)
     if not views:
         raise ConfigError("RUN_ID", f"{', '.join(ids)}: no runs to export")
     base = baseline_index(views)  # the control, unless told otherwise

@@ -203,49 +203,85 @@ def build_workload(
     w = point.workload
     rng = random.Random(seed)
     built = BuiltWorkload(prompts=[], context_tokens=context_tokens)
-
-    def add(prompt: Prompt | None, ids: list[int] | None = None) -> None:
-        if prompt is not None:
-            built.prompts.append(prompt)
-            if ids is not None:
-                built.token_ids.append(ids)
-
     if w.kind in ("fixed", "uniform", "trace_lengths"):
-        rows = read_trace(w.trace or "") if w.kind == "trace_lengths" else []
-        for i in range(n):
-            if w.kind == "fixed":
-                lin, lout = point.input_len, point.output_len
-            elif w.kind == "uniform":  # bench_serving --random-range-ratio
-                lin = rng.randint(max(1, int(point.input_len * w.range_ratio)), point.input_len)
-                lout = rng.randint(max(1, int(point.output_len * w.range_ratio)), point.output_len)
-            else:
-                row = rng.choice(rows)
-                lin, lout = row.input_length, row.output_length
-            fit = _fit(w, context_tokens, lin, lout, f"request {i}")
-            if fit is None:
-                built.dropped += 1
-                continue
-            built.clipped += fit < lin
-            add(prompt_of_length(tok, rng, fit, lout))
-        return built
+        return _length_kinds(tok, point, n, rng, built, context_tokens)
     if w.kind == "shared_prefix":
-        pool = word_ids(tok)
-        systems = [[rng.choice(pool) for _ in range(w.system_prompt_len)] for _ in range(w.groups)]
-        order = [(g, k) for g in range(w.groups) for k in range(w.prompts_per_group)]
-        rng.shuffle(order)  # like bench_serving: the groups' requests interleave
-        for i, (g, _k) in enumerate(order):
-            question = [rng.choice(pool) for _ in range(w.question_len)]
-            ids = systems[g] + question
-            fit = _fit(w, context_tokens, len(ids), point.output_len, f"request {i}")
-            if fit is None:
-                built.dropped += 1
-                continue
-            built.clipped += fit < len(ids)
-            add(_from_ids(tok, ids[:fit], point.output_len), ids[:fit])
-        return built
+        return _shared_prefix(tok, point, rng, built, context_tokens)
     if w.kind == "multi_turn":
         return _multi_turn(tok, point, rng, built, context_tokens)
-    # trace replay
+    return _trace_replay(tok, point, seed, rng, built, context_tokens)
+
+
+def _add(built: BuiltWorkload, prompt: Prompt | None, ids: list[int] | None = None) -> None:
+    if prompt is not None:
+        built.prompts.append(prompt)
+        if ids is not None:
+            built.token_ids.append(ids)
+
+
+def _length_kinds(
+    tok: Tokenizer,
+    point: Point,
+    n: int,
+    rng: random.Random,
+    built: BuiltWorkload,
+    context_tokens: int | None,
+) -> BuiltWorkload:
+    """fixed, uniform and trace_lengths: ``n`` prompts of random words, lengths as asked."""
+    w = point.workload
+    rows = read_trace(w.trace or "") if w.kind == "trace_lengths" else []
+    for i in range(n):
+        if w.kind == "fixed":
+            lin, lout = point.input_len, point.output_len
+        elif w.kind == "uniform":  # bench_serving --random-range-ratio
+            lin = rng.randint(max(1, int(point.input_len * w.range_ratio)), point.input_len)
+            lout = rng.randint(max(1, int(point.output_len * w.range_ratio)), point.output_len)
+        else:
+            row = rng.choice(rows)
+            lin, lout = row.input_length, row.output_length
+        fit = _fit(w, context_tokens, lin, lout, f"request {i}")
+        if fit is None:
+            built.dropped += 1
+            continue
+        built.clipped += fit < lin
+        _add(built, prompt_of_length(tok, rng, fit, lout))
+    return built
+
+
+def _shared_prefix(
+    tok: Tokenizer,
+    point: Point,
+    rng: random.Random,
+    built: BuiltWorkload,
+    context_tokens: int | None,
+) -> BuiltWorkload:
+    w = point.workload
+    pool = word_ids(tok)
+    systems = [[rng.choice(pool) for _ in range(w.system_prompt_len)] for _ in range(w.groups)]
+    order = [(g, k) for g in range(w.groups) for k in range(w.prompts_per_group)]
+    rng.shuffle(order)  # like bench_serving: the groups' requests interleave
+    for i, (g, _k) in enumerate(order):
+        question = [rng.choice(pool) for _ in range(w.question_len)]
+        ids = systems[g] + question
+        fit = _fit(w, context_tokens, len(ids), point.output_len, f"request {i}")
+        if fit is None:
+            built.dropped += 1
+            continue
+        built.clipped += fit < len(ids)
+        _add(built, _from_ids(tok, ids[:fit], point.output_len), ids[:fit])
+    return built
+
+
+def _trace_replay(
+    tok: Tokenizer,
+    point: Point,
+    seed: int,
+    rng: random.Random,
+    built: BuiltWorkload,
+    context_tokens: int | None,
+) -> BuiltWorkload:
+    """The trace's window, each request's prompt built from its hash ids' shared blocks."""
+    w = point.workload
     rows = read_trace(w.trace or "")
     start_ms = w.start_s * 1000.0
     end_ms = None if w.duration_s is None else start_ms + w.duration_s * 1000.0
@@ -264,7 +300,7 @@ def build_workload(
             built.dropped += 1
             continue
         built.clipped += fit < r.input_length
-        ids = []
+        ids: list[int] = []
         for h in r.hash_ids:
             if len(ids) >= fit:
                 break
@@ -274,7 +310,7 @@ def build_workload(
         if len(ids) < fit:  # a trace whose blocks do not cover its length: seeded filler
             ids.extend(rng.choice(word_ids(tok)) for _ in range(fit - len(ids)))
         ids = ids[:fit]
-        add(_from_ids(tok, ids, r.output_length), ids)
+        _add(built, _from_ids(tok, ids, r.output_length), ids)
         arrivals.append((r.timestamp_ms - start_ms) / 1000.0 * w.time_scale)
     if w.arrivals == "timestamps" and arrivals:
         first = arrivals[0]

@@ -107,82 +107,98 @@ def _known(key: str) -> bool:
     )
 
 
-def parse_tables(lines: list[str], skip: set[int]) -> tuple[list[BenchResult], set[int], list[str]]:
-    """Every summary table in ``lines`` (0-based indices in ``skip`` are already read as
-    something else). Returns the results, the indices read, and file-level notes."""
-    results: list[BenchResult] = []
-    consumed: set[int] = set()
-    notes: list[str] = []
-    preamble: dict[str, Any] = {}
-    preamble_lines: list[int] = []
-    cur: _Table | None = None
+class _Scan:
+    """parse_tables' state: the table being read, the preamble before it, what was read."""
 
-    def close() -> None:
-        nonlocal cur, preamble, preamble_lines
+    def __init__(self) -> None:
+        self.results: list[BenchResult] = []
+        self.consumed: set[int] = set()
+        self.notes: list[str] = []
+        self.preamble: dict[str, Any] = {}
+        self.preamble_lines: list[int] = []
+        self.cur: _Table | None = None
+
+    def close(self) -> None:
+        cur = self.cur
         if cur is None:
             return
         if any(r.key not in CONTEXT_KEYS for r in cur.rows):
-            results.append(_result(cur))
+            self.results.append(_result(cur))
         elif cur.headered:
-            notes.append(f"line {cur.line}: a result header with no rows under it")
-        cur = None
+            self.notes.append(f"line {cur.line}: a result header with no rows under it")
+        self.cur = None
 
-    for i, raw in enumerate(lines):
-        if i in skip:
-            close()
-            continue
-        line = _clean(raw)
-        if not line:
-            continue
+    def open(self, line_no: int, headered: bool) -> _Table:
+        """A table from 1-based ``line_no``: it takes the preamble read so far."""
+        self.cur = _Table(line_no, headered, self.preamble)
+        self.preamble, self.preamble_lines = {}, []
+        return self.cur
+
+    def frame(self, i: int, line: str) -> bool:
+        """A header, closing rule, section title or markdown rule: True when ``line`` is one."""
         if "Benchmark Result" in line and _HEADER_RE.fullmatch(line):
-            close()
-            cur = _Table(i + 1, True, preamble)
-            preamble, preamble_lines = {}, []
-            consumed.add(i)
-            continue
+            self.close()
+            self.open(i + 1, True)
+            self.consumed.add(i)
+            return True
         if line[0] == "=" and _CLOSE_RE.fullmatch(line):
-            if cur is not None:
-                consumed.add(i)
-                close()
-            continue
+            if self.cur is not None:
+                self.consumed.add(i)
+                self.close()
+            return True
         if (
             line[:2] == "--"
             and line[-2:] == "--"
             and len(line) <= 200
             and _SECTION_RE.fullmatch(line)
         ):
-            if cur is not None:
-                consumed.add(i)
-            continue
-        if "|" in line and set(line) <= _RULE_CHARS:
-            continue  # a markdown table's |---|---| rule
+            if self.cur is not None:
+                self.consumed.add(i)
+            return True
+        return "|" in line and set(line) <= _RULE_CHARS  # a markdown table's |---|---| rule
+
+    def row(self, i: int, line: str) -> None:
         parsed = _row(line)
         if parsed is None:
-            close()  # text that is not a row ends a table (a truncated paste, a log line)
-            continue
+            self.close()  # text that is not a row ends a table (a truncated paste, a log line)
+            return
         label, value = parsed
         key = label_key(label)
-        if cur is not None and cur.has(key):
-            close()  # the same row again: the next result, pasted without its header
+        if self.cur is not None and self.cur.has(key):
+            self.close()  # the same row again: the next result, pasted without its header
+        cur = self.cur
         if cur is None:
             if key in PREAMBLE_KEYS:
-                preamble[key] = value
-                preamble_lines.append(i)
-                consumed.add(i)
-                continue
+                self.preamble[key] = value
+                self.preamble_lines.append(i)
+                self.consumed.add(i)
+                return
             if not _known(key):
-                continue  # a "label: value" line outside any table (log text, prose)
-            cur = _Table(i + 1, False, preamble)
-            preamble, preamble_lines = {}, []
+                return  # a "label: value" line outside any table (log text, prose)
+            cur = self.open(i + 1, False)
         elif not _known(key) and not cur.headered:
-            close()  # a headerless table ends at the first line that is not one of its rows
-            continue
+            self.close()  # a headerless table ends at the first line that is not one of its rows
+            return
         cur.rows.append(_Row(i + 1, label, key, value))
-        consumed.add(i)
-    close()
-    if preamble_lines:
-        consumed -= set(preamble_lines)  # a preamble with no table after it is not a result
-    return results, consumed, notes
+        self.consumed.add(i)
+
+
+def parse_tables(lines: list[str], skip: set[int]) -> tuple[list[BenchResult], set[int], list[str]]:
+    """Every summary table in ``lines`` (0-based indices in ``skip`` are already read as
+    something else). Returns the results, the indices read, and file-level notes."""
+    scan = _Scan()
+    for i, raw in enumerate(lines):
+        if i in skip:
+            scan.close()
+            continue
+        line = _clean(raw)
+        if line and not scan.frame(i, line):
+            scan.row(i, line)
+    scan.close()
+    consumed = scan.consumed
+    if scan.preamble_lines:
+        consumed -= set(scan.preamble_lines)  # a preamble with no table after it is not a result
+    return scan.results, consumed, scan.notes
 
 
 def _tool(table: _Table) -> tuple[str, str]:
