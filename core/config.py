@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "INSTALL_NAME",
     "KV_FILL_KINDS",
+    "AnswersSpec",
     "BenchmarkPlan",
     "EngineName",
     "KvPool",
@@ -408,6 +409,28 @@ class ProbeSpec(_Frozen):
         return v
 
 
+class AnswersSpec(_Frozen):
+    """The answers check (core/run/answers.py): a fixed, versioned prompt set decoded
+    greedily with top-k logprobs before the load, and the baseline arm's tokens scored
+    (teacher forcing), so every arm's outputs are compared with the baseline's. A plan may
+    give ``answers: true|false`` for ``enabled``."""
+
+    # None: on in an experiment's runs (tag exp:...), off in a single run
+    enabled: bool | None = None
+    # auto: token-id prompts for random or dummy weights, known-answer questions otherwise
+    prompts: Literal["auto", "questions", "token_ids"] = "auto"
+    max_tokens: int | None = Field(None, ge=1, le=512, description="None: the set's own")
+    top_k: int = Field(5, ge=1, le=20, description="alternatives kept per token")
+    # The baseline arm's tag (an experiment sets it when it expands its trials): whose
+    # answers the run's teacher forcing scores. None: no arm to score against.
+    baseline_tag: str | None = Field(None, max_length=120)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bool(cls, v: object) -> object:
+        return {"enabled": v} if isinstance(v, bool) else v
+
+
 class KvPool(_Frozen):
     """The KV pool kv_fill points are sized from, when it is not the run's own server's:
     ``tokens`` given, or the smallest pool that the servers of ``runs`` reported (one earlier
@@ -448,6 +471,10 @@ class BenchmarkPlan(_Frozen):
         None, ge=0, le=10_000, description="None = the largest point's concurrency"
     )
     probe: ProbeSpec | None = ProbeSpec()
+    answers: AnswersSpec = Field(
+        default_factory=AnswersSpec,
+        description="the answers check: true, false, or its fields (core/run/answers.py)",
+    )
     request_timeout_s: float = Field(300.0, gt=0, le=86_400)
     point_timeout_s: float = Field(3600.0, gt=0, le=86_400)
     ignore_eos: bool = Field(

@@ -185,16 +185,17 @@ class Step(BaseModel):
 # happened; the index step once the final state is recorded. A step that does not apply is
 # left out of status.json (launch, stop and verify with no server of its own; exact_length
 # unless the engine asks which request field sets the output length; kv_fill and metrics
-# unless there is something to say) or recorded ``skipped`` (probe, warmup). kv_fill sizes
-# twice: before the warm-up, so it runs at the sized concurrency, and after it, with the
-# chat template's tokens the warm-up measured. ``points`` records one step per point,
-# named by ``point_step``.
+# unless there is something to say; answers unless the plan or an experiment turns the
+# check on) or recorded ``skipped`` (probe, warmup). kv_fill sizes twice: before the
+# warm-up, so it runs at the sized concurrency, and after it, with the chat template's
+# tokens the warm-up measured. ``points`` records one step per point, named by ``point_step``.
 MEASURE_STEPS = (
     "preflight",
     "launch",
     "wait_ready",
     "facts",
     "probe",
+    "answers",
     "exact_length",
     "kv_fill",
     "warmup",

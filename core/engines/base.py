@@ -9,6 +9,7 @@ core/engines/registry.py; docs/ENGINES.md "Adding an engine".
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -33,6 +34,8 @@ class TokenLogprob:
     token: str
     logprob: float
     top: dict[str, float] = field(default_factory=dict)
+    token_id: int | None = None  # where the server gave ids (SGLang's /generate)
+    top_ids: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -108,9 +111,10 @@ class EngineAdapter(Protocol):
         return None
 
     def logprobs_request(
-        self, model: str, prompt: str, max_tokens: int, top_n: int
+        self, model: str, prompt: str | Sequence[int], max_tokens: int, top_n: int
     ) -> tuple[str, dict[str, Any]]:
-        """(path, JSON body) asking the server for the log probability of each generated
+        """(path, JSON body) asking the server to decode ``prompt`` (text, or token ids where
+        ``ENGINE.logprobs.token_ids``) greedily, with the log probability of each generated
         token and its ``top_n`` alternatives. EngineUnavailable (the default) when the
         engine returns none: its ``ENGINE.logprobs.why`` says why."""
         from core.engines.registry import get_engine
@@ -122,3 +126,18 @@ class EngineAdapter(Protocol):
         """The generated tokens' log probabilities in the answer to ``logprobs_request``;
         ValueError when ``body`` does not have them."""
         raise ValueError(f"{self.name} returns no token logprobs")
+
+    def score_request(
+        self, model: str, prompt_ids: Sequence[int], continuation_ids: Sequence[int], top_n: int
+    ) -> tuple[str, dict[str, Any]]:
+        """(path, JSON body) asking the log probability of each of ``continuation_ids``
+        after ``prompt_ids`` (teacher forcing: the prompt's own logprobs), where
+        ``ENGINE.logprobs.scores``; EngineUnavailable (the default) otherwise."""
+        from core.errors import EngineUnavailable
+
+        raise EngineUnavailable(f"{self.name} does not score given tokens (no prompt logprobs)")
+
+    def parse_score(self, body: dict[str, Any], count: int) -> list[TokenLogprob]:
+        """The last ``count`` prompt tokens' log probabilities in the answer to
+        ``score_request``; ValueError when ``body`` does not have them."""
+        raise ValueError(f"{self.name} returns no prompt logprobs")

@@ -49,6 +49,8 @@ class LogprobSupport:
     path: str | None
     fields: tuple[str, ...] = ()  # the request fields that ask for them
     why: str = ""
+    token_ids: bool = False  # takes a prompt as token ids (random-weight prompt sets)
+    scores: bool = False  # scores given tokens (prompt logprobs): teacher forcing
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ neither. ``choose_exact_length`` asks the server itself, once, before the warm-u
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -19,7 +20,9 @@ from core.engines.declare import EngineSpec, KnobSpec, LogprobSupport
 from core.engines.logprobs import (
     COMPLETIONS_PATH,
     completions_logprobs_body,
+    completions_score_body,
     parse_completions_logprobs,
+    parse_completions_score,
 )
 
 __all__ = [
@@ -38,7 +41,9 @@ ENGINE = EngineSpec(
     needs_endpoint_url=True,
     # The remote server's own; recorded with the run (and for Ray/GPU accounting: none).
     knobs=(KnobSpec("tp_size", None, "the remote server's GPUs (recorded only)"),),
-    logprobs=LogprobSupport(COMPLETIONS_PATH, ("logprobs",)),
+    # vLLM and SGLang take token-id prompts and echo the prompt's logprobs; a server that
+    # does not answers the check's requests with an error, recorded per prompt.
+    logprobs=LogprobSupport(COMPLETIONS_PATH, ("logprobs", "echo"), token_ids=True, scores=True),
     # collect_facts reads an SGLang-like /server_info's max_total_num_tokens when it answers
     memory_facts={"kv_cache_tokens": "kv_cache_tokens"},
 )
@@ -116,12 +121,21 @@ class EndpointAdapter(EngineAdapter):
     asks_exact_length = True
 
     def logprobs_request(
-        self, model: str, prompt: str, max_tokens: int, top_n: int
+        self, model: str, prompt: str | Sequence[int], max_tokens: int, top_n: int
     ) -> tuple[str, dict[str, Any]]:
         return COMPLETIONS_PATH, completions_logprobs_body(model, prompt, max_tokens, top_n)
 
     def parse_logprobs(self, body: dict[str, Any]) -> list[TokenLogprob]:
         return parse_completions_logprobs(body)
+
+    def score_request(
+        self, model: str, prompt_ids: Sequence[int], continuation_ids: Sequence[int], top_n: int
+    ) -> tuple[str, dict[str, Any]]:
+        body = completions_score_body(model, prompt_ids, continuation_ids, top_n)
+        return COMPLETIONS_PATH, body
+
+    def parse_score(self, body: dict[str, Any], count: int) -> list[TokenLogprob]:
+        return parse_completions_score(body, count)
 
     def detect(self) -> EngineInfo:
         return EngineInfo(

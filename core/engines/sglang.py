@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import subprocess
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,13 @@ from core.config import ServerConfig
 from core.engines import detect_cache
 from core.engines.base import EngineAdapter, EngineInfo, LaunchPlan, TokenLogprob
 from core.engines.declare import EngineSpec, KnobSpec, LogprobSupport
-from core.engines.logprobs import GENERATE_PATH, generate_logprobs_body, parse_generate_logprobs
+from core.engines.logprobs import (
+    GENERATE_PATH,
+    generate_logprobs_body,
+    generate_score_body,
+    parse_generate_logprobs,
+    parse_generate_score,
+)
 from core.engines.sglang_log import FAILURE_REASONS, LOG_FACT_KEYS, parse_sglang_log
 from core.errors import ConfigError, EngineUnavailable
 from core.metrics import as_number
@@ -104,7 +111,10 @@ ENGINE = EngineSpec(
         "free_at_ready_gb": "available_gpu_mem_gb",
     },
     logprobs=LogprobSupport(
-        GENERATE_PATH, ("return_logprob", "top_logprobs_num", "logprob_start_len")
+        GENERATE_PATH,
+        ("return_logprob", "top_logprobs_num", "logprob_start_len"),
+        token_ids=True,
+        scores=True,
     ),
     bench_backends=("sglang", "sglang-native"),
 )
@@ -427,12 +437,20 @@ class SGLangAdapter(EngineAdapter):
         return cls(settings.engine_python(cls.name, install), settings.detect_cache_dir)
 
     def logprobs_request(
-        self, model: str, prompt: str, max_tokens: int, top_n: int
+        self, model: str, prompt: str | Sequence[int], max_tokens: int, top_n: int
     ) -> tuple[str, dict[str, Any]]:
         return GENERATE_PATH, generate_logprobs_body(prompt, max_tokens, top_n)
 
     def parse_logprobs(self, body: dict[str, Any]) -> list[TokenLogprob]:
         return parse_generate_logprobs(body)
+
+    def score_request(
+        self, model: str, prompt_ids: Sequence[int], continuation_ids: Sequence[int], top_n: int
+    ) -> tuple[str, dict[str, Any]]:
+        return GENERATE_PATH, generate_score_body(prompt_ids, continuation_ids, top_n)
+
+    def parse_score(self, body: dict[str, Any], count: int) -> list[TokenLogprob]:
+        return parse_generate_score(body, count)
 
     def _options(self, version: str) -> tuple[frozenset[str], str]:
         key = {"python": detect_cache.interpreter(self.python), "sglang": version}

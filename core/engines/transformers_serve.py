@@ -70,8 +70,10 @@ ENGINE = EngineSpec(
     logprobs=LogprobSupport(
         None,
         why=(
-            "transformers serve (5.25) accepts the logprobs and top_logprobs fields and "
-            "ignores them: every answer carries logprobs null"
+            "transformers serve (5.25) returns no token logprobs on any route: chat "
+            "completions ignore logprobs and top_logprobs, /v1/completions ignores logprobs "
+            "and echo (logprobs null), /v1/responses answers an empty list; the answers "
+            "check compares its greedy text only"
         ),
     ),
 )

@@ -532,6 +532,7 @@ def expand_trial(
     """Trial ``trial``'s runs (arm label, trial, spec) in their shuffled order; ``only``:
     just these arms (a failed arm queued again)."""
     base = exp.base.model_dump(mode="json")
+    baseline = arm_tag(exp.baseline_arm)
     runs = []
     for arm in _arm_order(exp, trial):
         if only is not None and arm.label not in only:
@@ -544,6 +545,10 @@ def expand_trial(
             f"trial:{trial}",
         ]
         data["intended_diff"] = list(exp.knobs)
+        # the answers check scores the baseline arm's tokens in every run (core/run/answers.py)
+        answers = data["plan"].get("answers")
+        answers = {"enabled": answers} if isinstance(answers, bool) else dict(answers or {})
+        data["plan"]["answers"] = {**answers, "baseline_tag": baseline}
         try:
             spec = RunSpec.model_validate(data)
         except ValidationError as exc:

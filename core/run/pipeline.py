@@ -1,7 +1,7 @@
 """The run pipeline: one server configuration + one benchmark plan, start to finish.
 
-preflight → launch → wait_ready → facts → probe → exact_length → kv_fill → warmup → kv_fill
-→ points → metrics → stop → verify → store: core.run_folder.RUN_STEPS, one function each
+preflight → launch → wait_ready → facts → probe → answers → exact_length → kv_fill → warmup
+→ kv_fill → points → metrics → stop → verify → store: core.run_folder.RUN_STEPS, one function each
 here (STEP_FUNCTIONS), run in that order by ``execute_run``.
 
 Each step's outcome (ok / failed / skipped, duration, detail) goes into
@@ -48,6 +48,15 @@ from core.load.prompts import Tokenizer, load_tokenizer, make_prompts, prompts_d
 from core.load.workloads import BuiltWorkload, build_workload, workload_digest
 from core.metrics import compute_point_metrics, point_warnings, record_lengths
 from core.records import RequestRecord, records_to_table
+from core.run.answers import (
+    ANSWERS_FILE,
+    AnswersTarget,
+    answers_enabled,
+    answers_step_words,
+    collect_answers,
+    find_reference,
+    weights_kind,
+)
 from core.run.gpu import gpu_memory, gpu_pids
 from core.run.launcher import RUN_ID_ENV, ManagedServer, free_port, tail
 from core.run.probe import run_probe
@@ -354,6 +363,34 @@ def _probe(run: _Run, name: str) -> None:
     run.check_cancel()
 
 
+def _answers(run: _Run, name: str) -> None:
+    """The answers check (core/run/answers.py): off unless the plan or an experiment asks."""
+    spec, server = run.spec.plan.answers, run.spec.server
+    if not answers_enabled(spec, run.spec.tags):
+        return
+    with run.step(name) as rec:
+        adapter, plan = _need(run.adapter), _need(run.plan)
+        support = get_engine(server.engine).logprobs
+        target = AnswersTarget(
+            plan.base_url,
+            run.model,
+            adapter,
+            support,
+            _need(run.tok),
+            run.headers,
+            run.spec.plan.request_timeout_s,
+            run.should_stop,
+        )
+        weights = weights_kind(server, run.settings.models_dir)
+        tags, own = run.spec.tags, run.folder.run_id
+        reference = find_reference(run.folder.path.parent, tags, spec.baseline_tag, own)
+        is_baseline = spec.baseline_tag is None or spec.baseline_tag in tags
+        data = collect_answers(target, spec, weights, reference, is_baseline)
+        run.folder.write(ANSWERS_FILE, data)
+        rec["detail"], rec["outcome"] = answers_step_words(data)
+    run.check_cancel()
+
+
 def _exact_length(run: _Run, name: str) -> None:
     bench, adapter, plan = run.spec.plan, _need(run.adapter), _need(run.plan)
     if not (bench.ignore_eos and adapter.asks_exact_length):  # the endpoint engine asks
@@ -532,6 +569,7 @@ STEP_FUNCTIONS: dict[str, StepFn] = {
     "wait_ready": _wait_ready,
     "facts": _facts,
     "probe": _probe,
+    "answers": _answers,
     "exact_length": _exact_length,
     "kv_fill": _kv_fill,
     "warmup": _warmup,

@@ -79,6 +79,9 @@ Environment variables:
     SIGTERM and on start-up failures, but NOT when the main process dies abruptly
     (``die_after_requests``, SIGKILL), so tests can check that a launcher kills the whole
     process tree / group.
+``FAKE_SGLANG_ANSWERS`` (unset)
+    what ``/generate`` asked with ``return_logprob`` answers: a toy model's greedy tokens,
+    logprobs and teacher-forced input logprobs, with injected faults (``_fake_model``).
 ``FAKE_SGLANG_FAULT`` (unset)
     comma-separated fault modes:
 
@@ -148,6 +151,7 @@ from sglang._fake_log import (
     crash_on_start_traceback,
     negative_kv_traceback,
 )
+from sglang._fake_model import FakeModel, parse_answers_mode
 
 perf = time.perf_counter
 
@@ -274,6 +278,10 @@ class State:
         self.like_0517 = os.environ.get("FAKE_SGLANG_LIKE", "").strip() == "0.5.17"
         # as if launched without --enable-metrics, whatever its argv says
         self.no_metrics = os.environ.get("FAKE_SGLANG_NO_METRICS", "") in ("1", "true")
+        answers = parse_answers_mode(os.environ.get("FAKE_SGLANG_ANSWERS", ""))
+        if str(cfg.args.kv_cache_dtype).startswith("fp8"):
+            answers.setdefault("drift", 0.05)
+        self.model = FakeModel(answers, FILLER)
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.up = False
@@ -654,6 +662,9 @@ class GenerateFormat:
         self.n = len(words)
         # return_logprob: top_logprobs_num (0: the chosen token's only); None: not asked
         self.logprobs: int | None = None
+        # the toy model's answer (_fake_model): meta_info fields, when asked with logprobs
+        self.model_meta: dict[str, Any] = {}
+        self.output_ids: list[int] | None = None
 
     def _finish_json(self, n: int) -> str:
         if self.finish == "stop":
@@ -701,6 +712,9 @@ class GenerateFormat:
         text = "".join(self.words[:n])
         ids = [WORD_IDS.get(w, 2000 + i) for i, w in enumerate(self.words[:n])]
         meta = json.loads(self._meta(n, True))
+        if self.output_ids is not None:
+            meta.update(self.model_meta)
+            return {"text": text, "output_ids": self.output_ids[:n], "meta_info": meta}
         if self.logprobs is not None:
             # SGLang's shape: [logprob, token_id, text] per token (return_text_in_logprobs),
             # and per position a list of the top alternatives in the same shape.
@@ -1176,6 +1190,8 @@ class Handler(socketserver.BaseRequestHandler):
             fmt = GenerateFormat(words, finish, prompt_tokens, t_body, cfg.args.enable_metrics)
             if req.get("return_logprob"):
                 fmt.logprobs = int(req.get("top_logprobs_num") or 0)
+                words = _model_answer(st.model, req, prompt_text, n, fmt)
+                fmt.words = words
 
         active = st.begin(prompt_tokens)
         # a queued request's first token comes a TTFT after its admission
@@ -1243,6 +1259,25 @@ class Handler(socketserver.BaseRequestHandler):
             self.close_connection = True
         finally:
             st.end(active, t_body, t_first, aborted)
+
+
+def _model_answer(
+    model: FakeModel, req: dict[str, Any], prompt_text: str, n: int, fmt: GenerateFormat
+) -> list[str]:
+    """The toy model's greedy answer with its logprobs (and, with ``logprob_start_len``
+    >= 0, the input's own), set on ``fmt``; the words it says."""
+    ids = req.get("input_ids")
+    prompt = [int(i) for i in ids] if isinstance(ids, list) else model.ids_of_text(prompt_text)
+    k = int(req.get("top_logprobs_num") or 0)
+    chosen, tops = model.generate(prompt, n, k)
+    meta: dict[str, Any] = {"output_token_logprobs": chosen, "output_top_logprobs": tops}
+    start = req.get("logprob_start_len")
+    if isinstance(start, int) and start >= 0:
+        inputs, input_tops = model.score(prompt, start, k)
+        meta.update(input_token_logprobs=inputs, input_top_logprobs=input_tops)
+    fmt.model_meta = meta
+    fmt.output_ids = [int(c[1]) for c in chosen]  # type: ignore[call-overload]
+    return [str(c[2]) for c in chosen]
 
 
 class _Server(socketserver.ThreadingTCPServer):

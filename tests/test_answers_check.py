@@ -1,0 +1,144 @@
+"""The answers check end to end against the fake SGLang (a real process, real HTTP): the
+step's requests (/generate with token ids, top-k, teacher forcing), and the comparison's
+outcome for each fault the fake injects: NaN logprobs, garbage tokens, a one-token
+divergence inside the top-k, a small numeric drift, and none (an A/A)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.analysis.same_answers import (
+    AnswersVerdict,
+    compare_pair,
+    judge_arm,
+    speed_caveat,
+    thresholds_from,
+)
+from core.config import AnswersSpec
+from core.engines.sglang import ENGINE, SGLangAdapter
+from core.load.prompts import load_tokenizer
+from core.run.answers import ANSWERS_FILE, AnswersTarget, collect_answers
+from core.run_folder import RunFolder, write_json_atomic
+from tests.test_fake_sglang import MODEL, launch
+
+SPEC = AnswersSpec(enabled=True, prompts="token_ids", max_tokens=12)
+FAST = {"FAKE_SGLANG_ITL_MS": "0.2", "FAKE_SGLANG_TTFT_MS": "1"}
+
+
+def _answers(
+    log_dir: Path, tok_dir: Path, reference: RunFolder | None, *flags: str, **env: str
+) -> dict:
+    """answers.json of one fake server with ``env``'s faults, scoring ``reference``."""
+    with launch(log_dir, *flags, env={**FAST, **env}) as fake:
+        target = AnswersTarget(
+            fake.base,
+            MODEL,
+            SGLangAdapter(sys.executable),
+            ENGINE.logprobs,
+            load_tokenizer(str(tok_dir)),
+            {},
+            30.0,
+            lambda: False,
+        )
+        return collect_answers(target, SPEC, "random", reference, reference is None)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory, tiny_tokenizer_dir: Path) -> RunFolder:
+    """The baseline's first run: it scored its own tokens."""
+    folder = tmp_path_factory.mktemp("runs") / "20260101-000000-aaaaaa"
+    folder.mkdir()
+    data = _answers(folder, tiny_tokenizer_dir, None)
+    write_json_atomic(folder / ANSWERS_FILE, data)
+    return RunFolder(folder)
+
+
+def _verdict(reference: RunFolder, arm: dict, aa: dict | None = None) -> AnswersVerdict:
+    ref = reference.read(ANSWERS_FILE)
+    rid = reference.run_id
+    aa_pairs = [] if aa is None else [compare_pair(ref, rid, aa, "aa", ref, rid)]
+    pair = compare_pair(ref, rid, arm, "arm", ref, rid)
+    return judge_arm("arm", "base", [pair], thresholds_from(aa_pairs), ref)
+
+
+def test_the_reference_decodes_token_ids_and_scores_its_own_tokens(reference: RunFolder) -> None:
+    data = reference.read(ANSWERS_FILE)
+    assert data["set"] == "token-ids-v1" and data["kind"] == "token_ids"
+    assert data["reference"] == {"run_id": None, "self": True}
+    row, forced = data["prompts"][0], data["forced"][0]
+    assert len(row["token_ids"]) == 12 and len(row["top"][0]) == 5
+    assert row["error"] is None and forced["error"] is None
+    # greedy: the chosen token is its position's most likely, and teacher forcing of its
+    # own tokens gives back the decode's logprobs
+    assert row["top"][0][0] == [row["token_ids"][0], row["logprobs"][0]]
+    assert forced["logprobs"] == pytest.approx(row["logprobs"])
+
+
+def test_an_aa_reads_same(reference: RunFolder, tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
+    again = _answers(tmp_path, tiny_tokenizer_dir, reference)
+    assert again["reference"]["run_id"] == reference.run_id
+    verdict = _verdict(reference, again)
+    assert verdict.outcome == "same", verdict.sentence
+    assert "16/16 prompts identical" in verdict.sentence
+
+
+def test_nan_logprobs_read_broken(
+    reference: RunFolder, tmp_path: Path, tiny_tokenizer_dir: Path
+) -> None:
+    arm = _answers(tmp_path, tiny_tokenizer_dir, reference, FAKE_SGLANG_ANSWERS="nan")
+    verdict = _verdict(reference, arm)
+    assert verdict.outcome == "broken"
+    assert "NaN or infinite logprobs in 16/16 prompts" in verdict.sentence
+    faster = speed_caveat(verdict, faster=True)
+    assert faster is not None and "faster, but its answers are broken" in faster
+
+
+def test_garbage_tokens_read_broken(
+    reference: RunFolder, tmp_path: Path, tiny_tokenizer_dir: Path
+) -> None:
+    arm = _answers(tmp_path, tiny_tokenizer_dir, reference, FAKE_SGLANG_ANSWERS="garbage")
+    verdict = _verdict(reference, arm)
+    assert verdict.outcome == "broken"
+    assert "outside the baseline's top-k" in verdict.sentence
+
+
+def test_one_divergence_inside_the_top_k_reads_differs_not_broken(
+    reference: RunFolder, tmp_path: Path, tiny_tokenizer_dir: Path
+) -> None:
+    arm = _answers(tmp_path, tiny_tokenizer_dir, reference, FAKE_SGLANG_ANSWERS="diverge_in_topk")
+    verdict = _verdict(reference, arm)
+    assert verdict.outcome == "differs", verdict.sentence
+    (pair,) = verdict.pairs
+    diverged = [p for p in pair.prompts if p.diverged_at is not None]
+    assert [(p.index, p.diverged_at, p.in_top_k) for p in diverged] == [(0, 2, True)]
+    assert "15/16 prompts identical" in verdict.sentence
+    assert speed_caveat(verdict, faster=True) is None
+
+
+def test_a_small_numeric_drift_reads_differs_and_says_by_how_much(
+    reference: RunFolder, tmp_path: Path, tiny_tokenizer_dir: Path
+) -> None:
+    arm = _answers(tmp_path, tiny_tokenizer_dir, reference, FAKE_SGLANG_ANSWERS="drift=0.01")
+    verdict = _verdict(reference, arm)
+    assert verdict.outcome == "differs", verdict.sentence
+    (pair,) = verdict.pairs
+    assert pair.forced_kind == "teacher-forced"
+    assert pair.forced_median is not None and 0.002 < pair.forced_median < 0.05
+    assert "teacher-forced |Δ logprob| median" in verdict.sentence
+
+
+def test_a_drift_below_the_threshold_reads_same(
+    reference: RunFolder, tmp_path: Path, tiny_tokenizer_dir: Path
+) -> None:
+    arm = _answers(tmp_path, tiny_tokenizer_dir, reference, FAKE_SGLANG_ANSWERS="drift=0.00001")
+    assert _verdict(reference, arm).outcome == "same"
+
+
+def test_an_fp8_kv_cache_moves_the_fake_s_numerics(
+    reference: RunFolder, tmp_path: Path, tiny_tokenizer_dir: Path
+) -> None:
+    arm = _answers(tmp_path, tiny_tokenizer_dir, reference, "--kv-cache-dtype", "fp8_e5m2")
+    assert _verdict(reference, arm).outcome == "differs"
