@@ -122,6 +122,17 @@ def _add_server_flags(r: argparse.ArgumentParser) -> None:
         help="a named installation of the engine (`python -m core installs` lists them)",
     )
     s.add_argument("--model")
+    s.add_argument(
+        "--shape",
+        help="a model shape run with dummy weights (`python -m core shapes` lists them); "
+        "speed only, answers meaningless",
+    )
+    s.add_argument(
+        "--uniform-experts",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="MoE shape: simulate uniform expert routing (default: where the engine can)",
+    )
     s.add_argument("--tokenizer")
     s.add_argument("--endpoint-url")
     s.add_argument("--port", type=_whole)
@@ -306,6 +317,14 @@ def _add_tools(sub: Any) -> None:
     sub.add_parser(
         "installs", help="every engine installation (default and named): python, version"
     )
+    sp = sub.add_parser("shapes", help="the model shapes a run can use with dummy weights")
+    sp.add_argument(
+        "--materialise",
+        nargs=2,
+        metavar=("SHAPE", "FOLDER"),
+        help="write FOLDER: the shape's config.json and a tokenizer's files, no weights",
+    )
+    sp.add_argument("--tokenizer", type=Path, help="the tokenizer folder for --materialise")
     add_transfer_parsers(sub)  # import, export (core/interop/transfer.py)
     # explain RUN_A RUN_B: defined here, run by core/launch/explain.py, imported only when used:
     # it pulls in pandas and scipy (~1.5 s), which every run process would pay otherwise.
@@ -391,6 +410,8 @@ def _server_from_args(args: argparse.Namespace, data: dict[str, Any]) -> dict[st
         "engine",
         "engine_install",
         "model",
+        "shape",
+        "uniform_experts",
         "tokenizer",
         "endpoint_url",
         "port",
@@ -909,6 +930,24 @@ def _cmd_workload(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_shapes(args: argparse.Namespace) -> int:
+    """Each shipped shape in one line, or one materialised as a model folder."""
+    from core.config import DEFAULT_MODEL
+    from core.engines.model_setup import model_folder
+    from core.settings import load_settings
+    from core.shapes import DUMMY_WEIGHTS, load_shape, materialise, shape_names
+
+    if args.materialise:
+        name, folder = args.materialise
+        tokenizer = args.tokenizer or model_folder(DEFAULT_MODEL, load_settings().models_dir)
+        print(materialise(load_shape(name), Path(folder), tokenizer))
+        return 0
+    for name in shape_names():
+        print(f"{name:<16} {load_shape(name).summary}")
+    print(f"(a shape runs with {DUMMY_WEIGHTS}; data/shapes/README.md: sources, licence)")
+    return 0
+
+
 def _problems_of(exc: ConfigError) -> dict[str, str]:
     """Every field a refusal names: FieldErrors' and the gate's (``Refused``), else one."""
     from core.launch.preflight import Refused
@@ -932,6 +971,7 @@ def main(argv: list[str] | None = None) -> int:
         "experiment": _cmd_experiment,
         "engines": _cmd_engines,
         "installs": _cmd_installs,
+        "shapes": _cmd_shapes,
         "explain": _cmd_explain,
         "history": _cmd_history,
         "workload": _cmd_workload,

@@ -117,6 +117,17 @@ class ServerConfig(_Frozen):
     mem_fraction_static: float | None = Field(None, gt=0.0, lt=1.0)
     attention_backend: str | None = Field(None, max_length=64)
     extra_args: tuple[str, ...] = Field((), description="extra engine flags, as argv items")
+    # A shipped model shape (data/shapes/<name>, core/shapes.py) run with dummy weights: the
+    # run builds the model folder from it; `model` stays unset.
+    shape: str | None = Field(
+        None, max_length=64, description="a shape in data/shapes, run with dummy weights"
+    )
+    # An MoE shape's routing: dummy gate weights route very unevenly, so the engine simulates
+    # uniform routing where it can (SGLang SGLANG_SIMULATE_UNIFORM_EXPERTS). None: on for an
+    # MoE shape where the engine allows it; False: the dummy gate's own routing.
+    uniform_experts: bool | None = Field(
+        None, description="MoE shape: simulate uniform expert routing (None: where possible)"
+    )
     startup_timeout_s: float = Field(600.0, gt=0, le=7200)
 
     @field_validator("device")
@@ -152,6 +163,15 @@ class ServerConfig(_Frozen):
                 "use a folder path or a hub id: letters, digits, space and "
                 ". _ - / @ : + = , ~ only, not starting with -"
             )
+        return v
+
+    @field_validator("shape")
+    @classmethod
+    def _shape(cls, v: str | None) -> str | None:
+        from core.shapes import SHAPE_NAME
+
+        if v is not None and not SHAPE_NAME.fullmatch(v):
+            raise ValueError("use a shape's name: `python -m core shapes` lists them")
         return v
 
     @field_validator("host")
@@ -213,6 +233,11 @@ class ServerConfig(_Frozen):
             raise ValueError(
                 f"engine_install applies to engines with named installations; "
                 f"{spec.title} has none: leave it unset"
+            )
+        if self.shape is not None and self.model != DEFAULT_MODEL:
+            raise ValueError(
+                f"model and shape both given; leave model unset: the run builds the "
+                f"model folder from the shape {self.shape!r}"
             )
         if spec.needs_endpoint_url and not self.endpoint_url:
             raise ValueError(
@@ -603,6 +628,23 @@ class RunSpec(_Frozen):
     intended_diff: tuple[str, ...] = Field((), max_length=10)
     # Where it runs (local host or a Ray cluster); not part of what is compared.
     placement: Placement = Placement()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shape_probe(cls, data: Any) -> Any:
+        # Dummy weights answer nothing a pattern matches: a shape's probe, unless given,
+        # only checks that an answer comes (preflight refuses an explicit pattern).
+        if not isinstance(data, dict):
+            return data
+        server, plan = data.get("server"), data.get("plan")
+        shape = server.get("shape") if isinstance(server, dict) else getattr(server, "shape", None)
+        if shape is None or isinstance(plan, BenchmarkPlan):
+            return data
+        plan = dict(plan or {})
+        if "probe" not in plan:
+            plan["probe"] = {"expect": None}
+            return {**data, "plan": plan}
+        return data
 
     @field_validator("tags")
     @classmethod

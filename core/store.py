@@ -28,6 +28,7 @@ import pyarrow as pa
 from core.errors import StoreError
 from core.metrics import as_number, rate_value
 from core.run_folder import RunFolder
+from core.shapes import model_label
 
 __all__ = ["Catalog", "folder_rows"]
 
@@ -208,7 +209,7 @@ class Catalog:
             status.reason,
             server.get("engine"),
             facts.get("engine_version"),
-            server.get("model"),
+            model_label(server),  # a shape run: the shape's name, "(dummy weights)"
             server.get("device"),
             server.get("cuda_graphs"),
             server.get("tp_size"),

@@ -12,6 +12,7 @@ from core.executors import EXECUTORS, executor_summary, ray_address, runs_here, 
 from core.experiments.design import load_experiment
 from core.launch.forms import (
     FORM_DEFAULTS,
+    SHAPE_FIELD_LABEL,
     WORKLOAD_KINDS,
     errors_summary,
     experiment_from_form,
@@ -19,6 +20,7 @@ from core.launch.forms import (
     launch_warnings,
     preview_from_form,
     refusal_errors,
+    shape_choices,
     trace_choices,
 )
 from core.launch.host import detect_host, launch_host
@@ -201,6 +203,16 @@ with st.form("launch", enter_to_submit=False):
             err("engine_install")
         st.text_input("Model (folder, hub id, or the bundled default)", D["model"], key="model")
         err("model")
+        shapes = shape_choices()
+        st.selectbox(
+            SHAPE_FIELD_LABEL,
+            list(shapes),
+            key="shape",
+            format_func=shapes.__getitem__,
+            help="A real model's config.json run with random weights (data/shapes): "
+            "replaces the model above; SGLang only",
+        )
+        err("shape")
         st.text_input("Tokenizer folder (optional)", "", key="tokenizer")
         err("tokenizer")
         needs_url = [n for n in engine_names() if get_engine(n).needs_endpoint_url]

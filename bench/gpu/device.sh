@@ -8,6 +8,12 @@
 #   REPO_TAR=.gpu/part2/repo.tar bash bench/gpu/device.sh start bench/gpu/plan_2x2.json
 #   bash bench/gpu/device.sh wait 540                  # progress + data so far in $OUT
 #
+# A plan whose server names a model shape ("shape": data/shapes/<name>, e.g.
+# bench/gpu/plan_shape_*.json) needs no weight files at all: `start` materialises the shape's
+# model folder (its config.json + the tokenizer from part2's model-src, copied by `unpack` into
+# $G/models/tokenizer) and SGLang fills the weights with random values (--load-format dummy).
+# `bash bench/gpu/device.sh shape NAME` materialises one on its own (a check before `start`).
+#
 # MODEL_NAME names the folder the random-weight model is built in (default
 # smollm2-135m-random); runs store that path as server.model, so a model of another shape
 # (prepare.sh MODEL_OVERRIDES, docs/BENCHMARKS.md 5.3) should get its own name.
@@ -22,6 +28,7 @@ export SERVELAB_DATA_DIR=$G/data SERVELAB_SGLANG_PYTHON=python3 SERVELAB_MODEL_R
 # Several-GPU kinds: NVLink multicast stays off in NCCL, PyTorch and NVSHMEM (KINDS.md).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 model=$G/models/${MODEL_NAME:-smollm2-135m-random}
+tokenizer=$G/models/tokenizer  # a shape's tokenizer: model-src's files, no weights
 mkdir -p $G/data $G/py
 
 # One named engine installation per SGLang release unpacked here (README "Engines"): the main
@@ -60,7 +67,13 @@ unpack() {  # PART_DIR: every *.tar.xz (or its .partNN pieces) into $G/site or $
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
       --target $G/extra "$1"/*.whl
   fi
-  if [[ -d $1/model-src && ! -d $model ]]; then
+  if [[ -d $1/model-src && ! -d $tokenizer ]]; then
+    mkdir -p "$tokenizer"
+    for f in tokenizer.json tokenizer_config.json special_tokens_map.json chat_template.jinja; do
+      [[ -f $1/model-src/$f ]] && cp "$1/model-src/$f" "$tokenizer/"
+    done
+  fi
+  if [[ -d $1/model-src && ! -d $model && ${SHAPES_ONLY:-0} != 1 ]]; then
     python3 bench/gpu_make_model.py "$1/model-src" "$model"
   fi
   installs
@@ -94,10 +107,14 @@ start() {  # PLAN_JSON: the experiment (then, with PAIR=1, the seed's one-restar
   else
     tar --exclude=./.gpu --exclude=./data/models --exclude=./.venv -cf - . | tar -C $G/repo -xf -
   fi
-  python3 - "$1" "$model" $G <<'PY'
+  python3 - "$1" "$model" $G "$tokenizer" <<'PY'
 import json, sys
 plan = json.load(open(sys.argv[1]))
-plan["base"]["server"]["model"] = sys.argv[2]
+server = plan["base"]["server"]
+if server.get("shape"):  # a model shape: dummy weights, its folder built from data/shapes
+    server["tokenizer"] = sys.argv[4]
+else:
+    server["model"] = sys.argv[2]
 json.dump(plan, open(sys.argv[3] + "/plan.json", "w"))
 # The seed team's change, made as they made it: two plain runs (no declared knob) that
 # differ in both CUDA graphs and mem-fraction-static; the Compare page must flag it.
@@ -105,6 +122,9 @@ base = {k: v for k, v in plan["base"].items() if k in ("server", "plan")}
 base["tags"] = ["gpu", "h200", "sglang", "seed-pair"]
 json.dump(base, open(sys.argv[3] + "/pair.json", "w"))
 PY
+  local shape
+  shape=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['base']['server'].get('shape') or '')" "$1")
+  if [[ -n $shape ]]; then (cd $G/repo && materialise "$shape") || return 1; fi
   cat > $G/all.sh <<SH
 cd $G/repo
 python3 -m core experiment $G/plan.json
@@ -119,6 +139,11 @@ SH
   echo 'echo "ALL DONE"' >> $G/all.sh
   (exec setsid nohup bash $G/all.sh > $G/experiment.log 2>&1) &
   sleep 5; echo "experiment started: $(head -c 300 $G/experiment.log)"
+}
+
+materialise() {  # SHAPE: its model folder where the runs build it (config.json + tokenizer)
+  python3 -m core shapes --materialise "$1" "$SERVELAB_DATA_DIR/models/shapes/$1" \
+    --tokenizer "$tokenizer" && ls -la "$SERVELAB_DATA_DIR/models/shapes/$1"
 }
 
 collect() {  # the data folder so far (no models) into $OUT, plus the experiment's console
@@ -154,6 +179,7 @@ while (( $# )); do
     unpack) unpack "$2"; shift 2 ;;
     check) check; shift ;;
     start) start "$2"; shift 2 ;;
+    shape) materialise "$2"; shift 2 ;;
     wait) wait_for "$2"; shift 2 ;;
     collect) collect; shift ;;
     *) echo "unknown step $1"; exit 2 ;;

@@ -102,5 +102,6 @@ PY
 fi
 # The code that runs on the device: a commit, not the working tree (which other work may be
 # editing while the experiment runs there). device.sh start takes it as REPO_TAR.
-git archive --format=tar -o "$root/part2/repo.tar" HEAD core bench pyproject.toml
+# data/shapes: the model shapes a plan's "shape" runs with dummy weights (no weight files).
+git archive --format=tar -o "$root/part2/repo.tar" HEAD core bench data/shapes pyproject.toml
 du -sm "$root"/part*

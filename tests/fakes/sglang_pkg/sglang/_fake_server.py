@@ -1072,6 +1072,11 @@ class Handler(socketserver.BaseRequestHandler):
             kv_events=None,
             startup_time=st.startup_time,
             version="0.5.17" if st.like_0517 else __version__,
+            # what the real server's environment would change (its routing simulation):
+            # echoed so a test can see the variable reached the server process
+            fake_simulate_env={
+                k: v for k, v in os.environ.items() if k.startswith("SGLANG_SIMULATE_")
+            },
             frontend="python",
             internal_states=[internal],
         )

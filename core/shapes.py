@@ -1,0 +1,154 @@
+"""Model shapes as data: the config.json of real models, run with dummy weights.
+
+``data/shapes/<name>/config.json`` holds a real model's shape (layers, widths, experts, vocab,
+context), taken from a package that ships them under a licence that allows it
+(data/shapes/README.md). A run with ``server.shape`` set loads no weight files: the run
+materialises a model folder from the shape (config.json plus a tokenizer's files) and the
+engine fills the weights with random values (SGLang ``--load-format dummy``). Its speed is a
+real model's speed; its answers mean nothing, and every view says so (``DUMMY_WEIGHTS``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.errors import ConfigError
+from core.settings import REPO_ROOT
+
+__all__ = [
+    "DUMMY_WEIGHTS",
+    "SHAPES_DIR",
+    "SHAPE_NAME",
+    "TOKENIZER_FILES",
+    "Shape",
+    "load_shape",
+    "materialise",
+    "model_label",
+    "shape_names",
+    "shape_note",
+]
+
+SHAPES_DIR = REPO_ROOT / "data" / "shapes"
+# What every view prints beside a run, arm or experiment measured on a shape.
+DUMMY_WEIGHTS = "dummy weights: speed only, answers meaningless"
+# A shape's name: its folder under data/shapes.
+SHAPE_NAME = re.compile(r"[a-z0-9][a-z0-9._\-]{0,63}")
+# The files a tokenizer folder may hold; the model folder gets each one that exists.
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One shipped shape: its name, the model it is the shape of and the facts a reader
+    needs (MoE or dense, layers, experts, context)."""
+
+    name: str
+    config: dict[str, Any]
+
+    @property
+    def architecture(self) -> str:
+        archs = self.config.get("architectures") or ["?"]
+        return str(archs[0])
+
+    @property
+    def experts(self) -> int:
+        """Routed experts per MoE layer (0: a dense model)."""
+        for key in ("num_experts", "n_routed_experts", "num_local_experts"):
+            value = self.config.get(key)
+            if isinstance(value, int) and value > 0:
+                return value
+        return 0
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 0
+
+    @property
+    def layers(self) -> int:
+        return int(self.config.get("num_hidden_layers") or 0)
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.config.get("vocab_size") or 0)
+
+    @property
+    def context_tokens(self) -> int | None:
+        value = self.config.get("max_position_embeddings")
+        return value if isinstance(value, int) else None
+
+    @property
+    def summary(self) -> str:
+        """``Qwen3MoeForCausalLM, 48 layers, 128 experts (8 per token)``."""
+        parts = [self.architecture, f"{self.layers} layers"]
+        if self.is_moe:
+            per_token = self.config.get("num_experts_per_tok")
+            parts.append(f"{self.experts} experts ({per_token} per token)")
+        return ", ".join(parts)
+
+
+def shape_names(shapes_dir: Path = SHAPES_DIR) -> list[str]:
+    """Every shipped shape, by name."""
+    if not shapes_dir.is_dir():
+        return []
+    return sorted(
+        p.name
+        for p in shapes_dir.iterdir()
+        if (p / "config.json").is_file() and SHAPE_NAME.fullmatch(p.name)
+    )
+
+
+def load_shape(name: str, shapes_dir: Path = SHAPES_DIR) -> Shape:
+    """The shape ``name``; ConfigError on ``server.shape`` naming those there are."""
+    path = shapes_dir / name / "config.json"
+    if not SHAPE_NAME.fullmatch(name) or not path.is_file():
+        known = ", ".join(shape_names(shapes_dir)) or "none"
+        raise ConfigError("server.shape", f"no shape {name[:64]!r}; use one of: {known}")
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError("server.shape", f"shape {name!r} cannot be read: {exc}") from exc
+    if not isinstance(config, dict):
+        raise ConfigError("server.shape", f"shape {name!r}: config.json is not an object")
+    return Shape(name, config)
+
+
+def materialise(shape: Shape, dest: Path, tokenizer_dir: Path) -> Path:
+    """``dest`` as a model folder an engine loads with dummy weights: the shape's
+    config.json and the tokenizer files of ``tokenizer_dir``; no weight file. Written
+    whole each time (a folder left by an older shape file is brought up to date)."""
+    found = [tokenizer_dir / f for f in TOKENIZER_FILES if (tokenizer_dir / f).is_file()]
+    if not found:
+        raise ConfigError(
+            "server.tokenizer",
+            f"{tokenizer_dir} has no tokenizer files ({', '.join(TOKENIZER_FILES[:2])}); "
+            "give a tokenizer folder",
+        )
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in found:
+        shutil.copyfile(path, dest / path.name)
+    tmp = dest / "config.json.tmp"
+    tmp.write_text(json.dumps(shape.config, indent=2))
+    tmp.replace(dest / "config.json")
+    return dest
+
+
+def shape_note(shape: str | None) -> str:
+    """The words beside a run measured on ``shape`` ("" when it ran real weights)."""
+    return f"{shape} shape, {DUMMY_WEIGHTS}" if shape else ""
+
+
+def model_label(server: dict[str, Any]) -> str | None:
+    """What a stored run's model is called in lists (the catalog's model column): the
+    shape's name and "(dummy weights)" for a shape run, else ``server.model``."""
+    shape = server.get("shape")
+    return f"{shape} (dummy weights)" if shape else server.get("model")

@@ -1,0 +1,183 @@
+"""core/shapes.py and the shape option: shipped shapes parse and materialise into a model
+folder without weights; ``server.shape`` reaches SGLang's argv (``--load-format dummy``) and
+an MoE shape's environment (uniform routing) through a real run against the fake SGLang
+server; preflight refuses a shape where the engine cannot load dummy weights."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from core.config import RunSpec, ServerConfig
+from core.engines.sglang import build_sglang_argv, uniform_experts_env
+from core.errors import ConfigError
+from core.launch.host import HostInfo
+from core.launch.preflight import preflight
+from core.run_folder import RunFolder
+from core.settings import Settings
+from core.shapes import DUMMY_WEIGHTS, SHAPES_DIR, load_shape, materialise, shape_names, shape_note
+from core.store import Catalog
+from tests.test_pipeline import only_run, run_cli
+
+REPO = Path(__file__).resolve().parent.parent
+MOE, DENSE = "qwen3-30b-a3b", "llama-3.1-8b"
+
+
+def test_the_shipped_shapes_parse_with_their_facts() -> None:
+    assert {MOE, DENSE, "glm-5-fp8-8l"} <= set(shape_names())
+    llama, qwen = load_shape(DENSE), load_shape(MOE)
+    assert (llama.architecture, llama.layers, llama.is_moe) == ("LlamaForCausalLM", 32, False)
+    assert (llama.vocab_size, llama.context_tokens) == (128256, 131072)
+    assert (qwen.architecture, qwen.layers, qwen.experts) == ("Qwen3MoeForCausalLM", 48, 128)
+    glm = load_shape("glm-5-fp8-8l")
+    assert glm.is_moe and glm.layers == 8  # truncated from 78 to fit one H200
+    assert (SHAPES_DIR / "README.md").is_file()  # where they come from, and the licence
+
+
+def test_an_unknown_shape_names_the_known_ones() -> None:
+    with pytest.raises(ConfigError) as exc:
+        load_shape("no-such-shape")
+    assert exc.value.field == "server.shape" and MOE in exc.value.message
+
+
+def test_materialise_writes_config_and_tokenizer_and_no_weights(
+    tmp_path: Path, tiny_tokenizer_dir: Path
+) -> None:
+    folder = materialise(load_shape(MOE), tmp_path / "m", tiny_tokenizer_dir)
+    assert json.loads((folder / "config.json").read_text()) == load_shape(MOE).config
+    assert (folder / "tokenizer.json").read_bytes() == (
+        tiny_tokenizer_dir / "tokenizer.json"
+    ).read_bytes()
+    assert not [p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin", ".pt")]
+    with pytest.raises(ConfigError, match="no tokenizer files"):
+        materialise(load_shape(MOE), tmp_path / "n", tmp_path / "m" / "nothing")
+
+
+def test_the_shape_field_is_checked_at_the_edge() -> None:
+    with pytest.raises(ValidationError, match="leave model unset"):
+        ServerConfig(engine="sglang", shape=MOE, model="/models/x")
+    with pytest.raises(ValidationError, match="shape's name"):
+        ServerConfig(engine="sglang", shape="../etc")
+    # dummy weights answer nothing a pattern can match: the default probe expects none
+    spec = RunSpec.model_validate({"server": {"engine": "sglang", "shape": MOE}})
+    assert spec.plan.probe is not None and spec.plan.probe.expect is None
+    assert RunSpec().plan.probe is not None and RunSpec().plan.probe.expect is not None
+    assert shape_note(MOE) == f"{MOE} shape, {DUMMY_WEIGHTS}" and shape_note(None) == ""
+
+
+def test_argv_loads_dummy_weights_and_env_makes_moe_routing_uniform() -> None:
+    moe = ServerConfig(engine="sglang", shape=MOE)
+    argv = build_sglang_argv(moe, 30000, "python", "0.5.17", frozenset())
+    assert argv[argv.index("--load-format") + 1] == "dummy"
+    assert uniform_experts_env(moe) == {"SGLANG_SIMULATE_UNIFORM_EXPERTS": "1"}
+    assert uniform_experts_env(moe.model_copy(update={"uniform_experts": False})) == {}
+    assert uniform_experts_env(ServerConfig(engine="sglang", shape=DENSE)) == {}
+    plain = build_sglang_argv(ServerConfig(engine="sglang"), 30000, "python", "0.5.17", frozenset())
+    assert "--load-format" not in plain
+
+
+@pytest.mark.parametrize(
+    ("server", "field", "needle"),
+    [
+        ({"engine": "transformers", "shape": MOE}, "server.shape", "cannot load dummy weights"),
+        (
+            {"engine": "endpoint", "endpoint_url": "http://127.0.0.1:9", "shape": MOE},
+            "server.shape",
+            "cannot load dummy weights",
+        ),
+        ({"engine": "sglang", "shape": "no-such-shape"}, "server.shape", "no shape"),
+    ],
+)
+def test_preflight_refuses_a_shape_the_engine_cannot_run(
+    settings: Settings, server: dict[str, object], field: str, needle: str
+) -> None:
+    spec = RunSpec.model_validate({"server": server})
+    problems = {p.field: p for p in preflight(spec, None, settings)}
+    assert field in problems and needle in problems[field].message, problems
+    assert problems[field].fix
+
+
+def test_preflight_refuses_a_probe_pattern_on_dummy_weights(settings: Settings) -> None:
+    spec = RunSpec.model_validate(
+        {"server": {"engine": "sglang", "shape": MOE}, "plan": {"probe": {"expect": "paris"}}}
+    )
+    problems = {p.field: p for p in preflight(spec, None, settings)}
+    assert "meaningless" in problems["plan.probe.expect"].message
+
+
+def test_preflight_refuses_a_tokenizer_larger_than_the_shape(
+    settings: Settings, tmp_path: Path
+) -> None:
+    big = tmp_path / "big-tok"
+    big.mkdir()
+    vocab = {f"t{i}": i for i in range(200_000)}
+    (big / "tokenizer.json").write_text(json.dumps({"model": {"vocab": vocab}}))
+    spec = RunSpec.model_validate(
+        {"server": {"engine": "sglang", "shape": DENSE, "tokenizer": str(big)}}
+    )
+    host = HostInfo(gpus=(), engines={})
+    problems = {p.field: p for p in preflight(spec, host, settings, local=True)}
+    assert "exceed the shape's vocabulary" in problems["server.tokenizer"].message
+
+
+def test_a_shape_run_against_the_fake_sglang_carries_dummy_and_uniform_routing(
+    fake_sglang: Path, settings: Settings, tiny_tokenizer_dir: Path
+) -> None:
+    out = run_cli(
+        settings,
+        "run",
+        "--engine",
+        "sglang",
+        "--shape",
+        MOE,
+        "--tokenizer",
+        str(tiny_tokenizer_dir),
+        "--concurrency",
+        "2",
+        "--num-prompts",
+        "4",
+        "--input-len",
+        "16",
+        "--output-len",
+        "8",
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    folder: RunFolder = only_run(settings)
+    assert folder.status()["state"] == "succeeded"
+    launch = folder.read("launch.json")
+    argv = launch["argv"]
+    assert argv[argv.index("--load-format") + 1] == "dummy"
+    model = Path(argv[argv.index("--model-path") + 1])
+    assert model == settings.models_dir / "shapes" / MOE
+    assert json.loads((model / "config.json").read_text())["num_experts"] == 128
+    assert launch["env"] == {"SGLANG_SIMULATE_UNIFORM_EXPERTS": "1"}
+    assert launch["shape"] == MOE and launch["uniform_experts"] is True
+    # the variable reached the server process: the fake echoes its environment
+    raw = folder.read("facts.json")["server_info_raw"]
+    assert raw["fake_simulate_env"] == {"SGLANG_SIMULATE_UNIFORM_EXPERTS": "1"}
+    assert raw["load_format"] == "dummy"
+    spec = folder.read("spec.json")
+    assert spec["server"]["shape"] == MOE and spec["plan"]["probe"]["expect"] is None
+    # the catalog (the Runs page, `python -m core runs`) names the shape and its weights
+    row = Catalog(settings.catalog_path, settings.runs_dir).get_run(folder.run_id)
+    assert row is not None and row["model"] == f"{MOE} (dummy weights)"
+
+
+@pytest.mark.parametrize("name", ["team_change", "2x2", "versions"])
+def test_the_gpu_plans_parse_and_pass_the_gate_without_a_host(
+    settings: Settings, tiny_tokenizer_dir: Path, name: str
+) -> None:
+    """bench/gpu/plan_shape_*.json as device.sh start hands them to the CLI: the tokenizer
+    placeholder filled, the shape kept (no model path), no refusal from the gate."""
+    from core.experiments.design import parse_experiment
+
+    data = json.loads((REPO / "bench" / "gpu" / f"plan_shape_{name}.json").read_text())
+    assert data["base"]["server"]["tokenizer"] == "TOKENIZER_DIR"
+    data["base"]["server"]["tokenizer"] = str(tiny_tokenizer_dir)
+    exp = parse_experiment(data)
+    assert exp.base.server.shape in shape_names() and exp.base.plan.probe is not None
+    assert exp.base.plan.probe.expect is None
+    assert preflight(exp, None, settings) == []
