@@ -98,7 +98,8 @@ PY
   done
 }
 
-start() {  # PLAN_JSON: the experiment (then, with PAIR=1, the seed's one-restart pair)
+start() {  # PLAN_JSON[,PLAN_JSON...]: the experiments, one after another (then, with PAIR=1,
+           # the seed's one-restart pair on the last plan's base)
   rm -rf $G/repo && mkdir -p $G/repo
   # REPO_TAR (a `git archive` of a commit, see prepare.sh) pins the code that runs; without it,
   # the working tree as this call received it.
@@ -107,7 +108,12 @@ start() {  # PLAN_JSON: the experiment (then, with PAIR=1, the seed's one-restar
   else
     tar --exclude=./.gpu --exclude=./data/models --exclude=./.venv -cf - . | tar -C $G/repo -xf -
   fi
-  python3 - "$1" "$model" $G "$tokenizer" <<'PY'
+  echo "cd $G/repo" > $G/all.sh
+  local plans i=0 plan shape
+  IFS=, read -ra plans <<< "$1"
+  for plan in "${plans[@]}"; do
+    i=$((i + 1))
+    python3 - "$plan" "$model" $G "$tokenizer" $i <<'PY' || return 1
 import json, sys
 plan = json.load(open(sys.argv[1]))
 server = plan["base"]["server"]
@@ -115,21 +121,18 @@ if server.get("shape"):  # a model shape: dummy weights, its folder built from d
     server["tokenizer"] = sys.argv[4]
 else:
     server["model"] = sys.argv[2]
-json.dump(plan, open(sys.argv[3] + "/plan.json", "w"))
+json.dump(plan, open(f"{sys.argv[3]}/plan-{sys.argv[5]}.json", "w"))
 # The seed team's change, made as they made it: two plain runs (no declared knob) that
 # differ in both CUDA graphs and mem-fraction-static; the Compare page must flag it.
 base = {k: v for k, v in plan["base"].items() if k in ("server", "plan")}
 base["tags"] = ["gpu", "h200", "sglang", "seed-pair"]
 json.dump(base, open(sys.argv[3] + "/pair.json", "w"))
 PY
-  local shape
-  shape=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['base']['server'].get('shape') or '')" "$1")
-  if [[ -n $shape ]]; then (cd $G/repo && materialise "$shape") || return 1; fi
-  cat > $G/all.sh <<SH
-cd $G/repo
-python3 -m core experiment $G/plan.json
-SH
-  # The seed pair is already in data/demo; PAIR=1 measures it again after the experiment.
+    shape=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['base']['server'].get('shape') or '')" "$plan")
+    if [[ -n $shape ]]; then (cd $G/repo && materialise "$shape") || return 1; fi
+    echo "python3 -m core experiment $G/plan-$i.json" >> $G/all.sh
+  done
+  # The seed pair is already in data/demo; PAIR=1 measures it again after the experiments.
   if [[ ${PAIR:-0} == 1 ]]; then
     cat >> $G/all.sh <<SH
 python3 -m core run --plan $G/pair.json --no-cuda-graphs --mem-fraction-static 0.85 --tag seed:before --quiet
@@ -146,9 +149,10 @@ materialise() {  # SHAPE: its model folder where the runs build it (config.json 
     --tokenizer "$tokenizer" && ls -la "$SERVELAB_DATA_DIR/models/shapes/$1"
 }
 
-collect() {  # the data folder so far (no models) into $OUT, plus the experiment's console
+collect() {  # the data folder so far (no models) into $OUT, plus the experiment's console;
+             # in 15 MiB pieces (a call returns files of at most 16 MiB): cat them to rejoin
   cp $G/experiment.log "$OUT/" 2>/dev/null
-  tar -C $G -czf "$OUT/gpu-data.tar.gz" data
+  tar -C $G --exclude=data/models -czf - data | split -b 15M -d - "$OUT/gpu-data.tar.gz.part"
   ls -la "$OUT"
 }
 
@@ -171,7 +175,9 @@ wait_for() {  # SECONDS: until the experiment's console says it is done, or time
   for r in $(ls -t $G/data/runs 2>/dev/null | head -1); do
     echo "--- newest run $r: server log tail"; tail -5 $G/data/runs/$r/server.log 2>/dev/null
   done
-  collect
+  # The data travels back once the experiments are done (or with COLLECT=1): a progress call
+  # spends no transfer on it.
+  if [[ ${COLLECT:-0} == 1 ]] || grep -q "^ALL DONE" $G/experiment.log 2>/dev/null; then collect; fi
 }
 
 while (( $# )); do
