@@ -122,7 +122,7 @@ def test_cli_explain_queues_the_factorial(
     assert cli.main(["explain", a.run_id, b.run_id, "--trials", "2"]) == 0
     out = capsys.readouterr().out
     # what it takes, said before it is queued
-    assert "8 runs (4 arms, factorial, × 2 trials). No finished run of this engine" in out
+    assert "8 runs (4 arms, factorial × 2 trials). No finished run of this engine" in out
     assert "queued: factorial over server.cuda_graphs False→True" in out
     (record,) = list_experiments(settings)
     assert _cells(record.spec) == {(False, 0.85), (False, 0.92), (True, 0.85), (True, 0.92)}
@@ -218,7 +218,7 @@ def test_explain_on_a_host_without_sglang_refuses_queues_nothing_and_links_the_2
             errors
         )
     estimate = " ".join(c.value for c in app.caption if c.value.startswith("Estimate:"))
-    assert "12 runs (4 arms, factorial, × 3 trials)" in estimate
+    assert "12 runs (4 arms, factorial × 3 trials)" in estimate
     # the demo's 2x2 ran on this engine and model: its median run gives the GPU-minutes
     assert "GPU-minutes** (1 GPU per run)" in estimate
     button = app.button(key=f"explain-{DEMO_BEFORE}-{DEMO_AFTER}")

@@ -43,7 +43,7 @@ def test_a_two_by_two_over_the_form_configuration(settings: Settings) -> None:
     base = next(a for a in exp.arms if a.label == exp.baseline_arm)
     assert base.changes == {"server.continuous_batching": True, "server.dtype": "float32"}
     assert grid_estimate(exp, [60.0, 80.0, 100.0]).startswith(
-        "8 runs (4 arms, factorial, × 2 trials): about 11 min"
+        "8 runs (4 arms, factorial × 2 trials): about 11 min"
     )
     assert "No finished run" in grid_estimate(exp, [])
 
@@ -119,7 +119,7 @@ def test_launch_page_checks_then_queues_the_grid(
     app.button(key="check_grid").click().run()
     assert not app.exception, app.exception
     assert list_experiments(settings) == []  # checking queues nothing
-    assert any("4 runs (2 arms, factorial, × 2 trials)" in c.value for c in app.caption)
+    assert any("4 runs (2 arms, factorial × 2 trials)" in c.value for c in app.caption)
     app.button(key="submit_grid").click().run()
     assert not app.exception, app.exception
     (record,) = list_experiments(settings)

@@ -135,7 +135,7 @@ def test_experiment_dry_run_queues_nothing_and_prints_the_figures(
     text = out.stdout
     assert "nothing queued" in text
     assert "closing baseline: off" in text and text.count("trial ") >= 3
-    assert "7 runs (2 arms, arms, × 3 trials + a closing baseline run)" in text
+    assert "7 runs (2 arms × 3 trials + a closing baseline run)" in text
     assert f"from A/A exp-3-aa on {platform.node()}" in text
     assert "with 3 trials: about +" in text and "← this plan" in text
     assert "with 8 trials: about +" in text

@@ -164,14 +164,15 @@ def grid_estimate(
     runs of this engine and model here)."""
     arms = len(exp.arms)
     trials = exp.max_trials if exp.adaptive else exp.first_trials
-    design = exp.grid.resolved_design if exp.grid else "arms"
+    # "2 arms, factorial" names a grid's design; plain arms need no second word.
+    design = f", {exp.grid.resolved_design}" if exp.grid else ""
     closing = " + a closing baseline run" if exp.closing_baseline else ""
     runs = run_count(exp)
     count = (
-        f"{arms * exp.min_trials} to {runs} runs ({arms} arms, {design}, × "
+        f"{arms * exp.min_trials} to {runs} runs ({arms} arms{design} × "
         f"{exp.min_trials} to {trials} trials: auto, until the answer is clear)"
         if exp.adaptive
-        else f"{runs} runs ({arms} arms, {design}, × {trials} trials{closing})"
+        else f"{runs} runs ({arms} arms{design} × {trials} trials{closing})"
     )
     if not history_s:
         return (

@@ -24,6 +24,7 @@ from core.launch.grid import grid_estimate
 from core.launch.host import HostInfo
 from core.launch.kv_pool import plan_pools
 from core.launch.preflight import preflight, refuse
+from core.numbers import trial_text
 from core.run_folder import RunFolder
 from core.settings import Settings
 from core.store import Catalog
@@ -170,7 +171,7 @@ def dry_run(
     for arm, trial, _ in expand(exp, "dry-run"):
         by_trial.setdefault(trial, []).append(arm)
     for trial, arms in by_trial.items():
-        what = "closing baseline" if trial >= exp.first_trials else f"trial {trial}"
+        what = "closing baseline" if trial >= exp.first_trials else trial_text(trial)
         lines.append(f"  {what}: " + ", ".join(arms))
     history = Catalog(settings.catalog_path, settings.runs_dir).recent_durations_s(
         server.engine, server.model
