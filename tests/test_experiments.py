@@ -277,6 +277,20 @@ def test_bad_grids_are_refused_naming_the_field(
     assert words in info.value.message
 
 
+def test_the_equivalence_margin_is_a_plan_field_defaulting_to_five_percent() -> None:
+    plan = {"name": "x", "arms": [{"label": "a"}, {"label": "b"}]}
+    assert parse_experiment(plan).equivalence_margin_pct == 5.0
+    assert parse_experiment({**plan, "equivalence_margin_pct": 2}).equivalence_margin_pct == 2
+    assert (
+        parse_experiment({**_grid_plan(), "equivalence_margin_pct": 3}).equivalence_margin_pct == 3
+    )
+    for bad in (0, -1, 100, 250):
+        with pytest.raises(ConfigError) as info:
+            parse_experiment({**plan, "equivalence_margin_pct": bad})
+        assert info.value.field == "equivalence_margin_pct"
+        assert "equivalence_margin_pct: 5" in info.value.message
+
+
 def test_grid_arms_are_labelled_with_the_names_a_team_says() -> None:
     arms, baseline = grid_arms(
         KnobGrid.model_validate(
