@@ -34,6 +34,12 @@ def summary_card(story: Story) -> None:
             + (f"\n\n{story.family}" if story.family else ""),
             icon=":material/trending_down:",
         )
+    elif not any(r.confirmed for r in story.card):
+        st.info(
+            "One run per arm: no interval, so every difference reads unconfirmed — never "
+            "better or worse, never a regression. Run trials (an experiment) to confirm one.",
+            icon=":material/info:",
+        )
     elif story.family:
         st.success(
             "No regression among the confirmatory contrasts. " + story.family,

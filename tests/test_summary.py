@@ -299,6 +299,27 @@ def test_the_2x2_arm_table_on_page_cli_and_export_says_not_tested_for_the_memory
     assert "within noise" not in set(thr["label"])
 
 
+def test_the_kv_pressure_ab_reads_inconclusive_with_the_trials_it_would_take() -> None:
+    """The adaptive KV-pressure demo (-0.7 % [-9.0, +8.5]): neither better nor
+    "within noise" but inconclusive against the plan's ±5 %, with the trials that would
+    resolve it; the memory the knob reserves is its cost, never a regression."""
+    story = _demo_story("exp-20261202-001049-5252")
+    (mem,) = [line for line in story.verdict if line.startswith("mem_fraction_static")]
+    assert "output throughput at c=640 -0.7% (97.5% CI -9.0…+8.5%), inconclusive; about " in mem
+    assert " trials would resolve ±5% at this noise" in mem
+    row = next(r for r in story.card if r.metric == "output_throughput")
+    assert row.reading.trials is not None and row.reading.trials > 4
+    assert not any(line.startswith("Regressions") for line in story.verdict)
+    assert {r.verdict for r in story.card if r.metric == "peak_gpu_mib"} == {"cost"}
+    assert story.family is not None and "Holm over 3 comparisons" in story.family
+
+
+def test_single_runs_on_compare_name_no_family_and_claim_nothing() -> None:
+    a, b = view("a", {4: 150.0}), view("b", {4: 100.0})
+    story = comparison_story([a, b], 1, ["a", "b"])
+    assert story.family is None and not any(r.verdict in ("better", "worse") for r in story.card)
+
+
 def test_the_kv_pressure_verdict_says_the_memory_fraction_was_tested() -> None:
     story = _demo_story("exp-20261201-204553-b919")
     (mem,) = [line for line in story.verdict if line.startswith("mem_fraction_static")]

@@ -783,7 +783,7 @@ def family_line(card: Sequence[CardRow]) -> str | None:
     ITL at c=64 for graphs on — Holm over 3 comparisons; the other 40 cells are exploratory,
     coloured only where Benjamini–Hochberg confirms them.`` None without one."""
     conf = [r for r in card if r.family == "confirmatory"]
-    if not conf:
+    if not any(r.confirmed for r in conf):  # one run per arm: nothing to control
         return None
     names = ", ".join(dict.fromkeys(r.name for r in conf))
     arms = ", ".join(dict.fromkeys(r.arm for r in conf))
