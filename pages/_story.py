@@ -21,7 +21,7 @@ _GREY = "color: #555"
 
 def summary_card(story: Story) -> None:
     """Regressions first (in words), then per arm a grid: metric × concurrency, each cell
-    the change, its interval and better / worse / within noise."""
+    the change, its interval and its word (core.analysis.words)."""
     st.subheader("Summary")
     if not any(r.change is not None for r in story.card):
         st.info("No comparable results yet: the card fills in as the arms' runs succeed.")

@@ -560,7 +560,7 @@ def verdict_sentence(
     """ "Of the −14% output throughput at concurrency 64 (after vs before): knob +9% (95% CI
     …), …; A/A noise floor ±3%." followed by the log-scale sum of the parts. ``untested``:
     the knobs whose resource the workload never reached (``core.analysis.knob_checks``):
-    their part reads "not tested by this workload", never "within noise"."""
+    their part reads "not tested by this workload", never "inconclusive"."""
     parts = decompose(attr, metric, concurrency)
     words = metric_name(metric)
     if not parts:
