@@ -833,9 +833,9 @@ def _cmd_history(args: argparse.Namespace) -> int:
             "results; `python -m core runs` lists them",
         )
     print(
-        json.dumps(history_json(history), indent=2)
+        json.dumps(history_json(history, load_settings()), indent=2)
         if args.json
-        else "\n".join(history_lines(history))
+        else "\n".join(history_lines(history, load_settings()))
     )
     return 0
 

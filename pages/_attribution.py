@@ -35,7 +35,7 @@ def attribution_section(
     untested: Collection[str] = (),
 ) -> None:
     """``untested``: the knobs the workload could not show (the story's knob checks), which
-    read "not tested by this workload" rather than "within noise"."""
+    read "not tested by this workload" rather than inconclusive."""
     design = design_of(record.spec) if record.spec.get("grid") else None
     if design is None:
         return
@@ -71,7 +71,8 @@ def attribution_section(
     )
     st.caption(
         "Effects are log-ratios from OLS on log(metric) with one block per trial; "
-        "a part's bar shows its own 95% interval; faded = within noise."
+        "a part's bar shows its own 95% interval; faded = its interval covers 0 "
+        "(inconclusive or equivalent)."
     )
     with details("Every effect, per point and metric", "attr_effects") as shown:
         if shown:

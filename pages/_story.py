@@ -10,18 +10,18 @@ from core.analysis.card import Story, card_grid, regression_lines
 from core.analysis.stats import NOT_TESTED
 from core.views.cells import CARD_LEGEND, column_groups
 
+# only better / worse are coloured (core.analysis.words); every other word is grey
 _CELL = {
     "better": "background-color: #d4edda",
     "worse": "background-color: #f8d7da",
-    "within noise": "color: #555",
-    "no change": "color: #555",
     NOT_TESTED: "color: #555; font-style: italic",
 }
+_GREY = "color: #555"
 
 
 def summary_card(story: Story) -> None:
     """Regressions first (in words), then per arm a grid: metric × concurrency, each cell
-    the change, its interval and better / worse / within noise."""
+    the change, its interval and its word (core.analysis.words)."""
     st.subheader("Summary")
     if not any(r.change is not None for r in story.card):
         st.info("No comparable results yet: the card fills in as the arms' runs succeed.")
@@ -29,12 +29,20 @@ def summary_card(story: Story) -> None:
     regs = regression_lines(story.card)
     if regs:
         st.error(
-            "**Regressions**\n\n" + "\n".join(f"- {r}" for r in regs),
+            "**Regressions**\n\n"
+            + "\n".join(f"- {r}" for r in regs)
+            + (f"\n\n{story.family}" if story.family else ""),
             icon=":material/trending_down:",
         )
-    else:
+    elif not any(r.confirmed for r in story.card):
+        st.info(
+            "One run per arm: no interval, so every difference reads unconfirmed — never "
+            "better or worse, never a regression. Run trials (an experiment) to confirm one.",
+            icon=":material/info:",
+        )
+    elif story.family:
         st.success(
-            "No regression: no metric reads worse at any concurrency.",
+            "No regression among the confirmatory contrasts. " + story.family,
             icon=":material/check_circle:",
         )
     if story.caveats:  # suspect points (core.analysis.card.caveats), as in the verdict
@@ -47,7 +55,7 @@ def summary_card(story: Story) -> None:
         st.markdown(f"**{arm}** vs **{story.baseline}** (baseline)")
 
         def colour(col: pd.Series, verdicts: pd.DataFrame = verdicts) -> list[str]:
-            return [_CELL.get(str(verdicts.loc[i, col.name]), "") for i in col.index]
+            return [_CELL.get(str(verdicts.loc[i, col.name]), _GREY) for i in col.index]
 
         # static tables: a few cells, no grid component to load (docs/BENCHMARKS.md §7.1);
         # a wide card is split so no concurrency leaves a narrow screen (column_groups)

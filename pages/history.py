@@ -6,10 +6,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.analysis.history import BAND_LEVEL, alert_text, is_series_key, load_history
+from core.analysis.history import (
+    BAND_LEVEL,
+    alert_text,
+    is_series_key,
+    load_history,
+    power_text,
+)
 from core.numbers import share_text
 from core.run_folder import is_run_id
-from core.views.history import history_figure, history_path, history_table
+from core.views.history import history_figure, history_path, history_table, history_verdict
 from pages._chart import chart
 from pages._details import code_line
 from pages._services import bootstrap
@@ -30,14 +36,21 @@ if history is None:
     )
     st.stop()
 
-# the alert first: the same words as `python -m core history` (core.analysis.history)
-alert = alert_text(history)
+# the verdict first: the same words as `python -m core history` (core.views.history): the
+# version change as its experiment reads it, where one measured it, then the band's alert
+alert, power = alert_text(history), power_text(history)
+for line in history_verdict(history, settings):
+    if line in (alert, power):
+        continue
+    st.info(line, icon=":material/compare_arrows:")
 if history.regression:
     st.error(alert, icon=":material/trending_down:")
 elif alert.startswith("No band yet"):
     st.info(alert, icon=":material/hourglass_empty:")
 else:
     st.success(alert, icon=":material/check_circle:")
+if power:
+    st.caption(power)
 versions = list(dict.fromkeys(r.version for r in history.runs))
 st.caption(
     f"{history.config} · {len(history.runs)} run(s) of this configuration · "
@@ -71,9 +84,9 @@ st.dataframe(
     },
 )
 st.caption(
-    f"Band: the {share_text(BAND_LEVEL)} prediction interval of the next run from the runs "
-    "before the checked one, on the log scale (mean ± t·s·√(1+1/n)); a value beyond it on the "
-    "worse side is a regression. It needs 3 earlier runs; an A/A series alerts at most 2% of "
-    "the time "
+    f"Band: the {share_text(BAND_LEVEL)} prediction interval of the next run (shared over "
+    "the points checked) from the earlier runs of one engine installation, on the log scale "
+    "(mean ± t·s·√(1+1/n)); a value beyond it on the worse side is a regression. It needs 3 "
+    "earlier runs; an A/A series alerts at most 2% of the time "
     "(docs/METRICS.md, History). Error bars: each run's own 95% interval from its requests."
 )

@@ -45,10 +45,12 @@ def test_readable_cells_word_each_value_by_its_column() -> None:
     assert cells["model"][0] == "/models/org/big-model"  # in full, never shortened
 
 
-def test_no_difference_has_one_word_per_meaning() -> None:
-    assert "within noise: the interval or the host's A/A noise floor" in CARD_LEGEND
-    assert "no change: one run per arm and under 0.5%" in CARD_LEGEND
-    assert '"no change"' in DELTA_LEGEND and "no interval" in DELTA_LEGEND
+def test_the_legends_name_the_four_words_and_no_noise_floor() -> None:
+    for word in ("better", "worse", "equivalent", "inconclusive", "unconfirmed", "cost"):
+        assert word in CARD_LEGEND
+    assert "Holm" in CARD_LEGEND and "Benjamini–Hochberg" in CARD_LEGEND
+    assert "A/A" not in CARD_LEGEND and "within noise" not in CARD_LEGEND
+    assert '"unconfirmed"' in DELTA_LEGEND and "no interval" in DELTA_LEGEND
 
 
 def test_a_wide_card_is_split_so_every_column_stays_on_a_narrow_screen() -> None:

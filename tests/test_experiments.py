@@ -144,7 +144,8 @@ def test_aa_experiment_through_the_cli_reports_noise(
     assert out.returncode == 0, out.stdout + out.stderr
     assert "runs: succeeded=6" in out.stdout
     assert "output throughput at concurrency 1 (95% CI" in out.stdout
-    assert "within noise" in out.stdout and "confounders: none." in out.stdout
+    assert "confounders: none." in out.stdout and "within noise" not in out.stdout
+    assert "equivalent within ±5%" in out.stdout or "inconclusive" in out.stdout
     (record,) = list_experiments(settings)
     assert [r.trial for r in record.runs] == [0, 0, 1, 1, 2, 2]
     # The order seed it stored is the order its runs ran in: the same spec, read back,
@@ -275,6 +276,20 @@ def test_bad_grids_are_refused_naming_the_field(
         parse_experiment({**_grid_plan(), "grid": grid})
     assert info.value.field == field
     assert words in info.value.message
+
+
+def test_the_equivalence_margin_is_a_plan_field_defaulting_to_five_percent() -> None:
+    plan = {"name": "x", "arms": [{"label": "a"}, {"label": "b"}]}
+    assert parse_experiment(plan).equivalence_margin_pct == 5.0
+    assert parse_experiment({**plan, "equivalence_margin_pct": 2}).equivalence_margin_pct == 2
+    assert (
+        parse_experiment({**_grid_plan(), "equivalence_margin_pct": 3}).equivalence_margin_pct == 3
+    )
+    for bad in (0, -1, 100, 250):
+        with pytest.raises(ConfigError) as info:
+            parse_experiment({**plan, "equivalence_margin_pct": bad})
+        assert info.value.field == "equivalence_margin_pct"
+        assert "equivalence_margin_pct: 5" in info.value.message
 
 
 def test_grid_arms_are_labelled_with_the_names_a_team_says() -> None:

@@ -19,6 +19,7 @@ from core.analysis.history import (
     HISTORY_METRICS,
     MIN_EARLIER_RUNS,
     alert_text,
+    caught_drop,
     check_value,
     is_series_key,
     load_history,
@@ -161,8 +162,11 @@ def test_a_regression_after_an_upgrade_is_alerted_in_words(tmp_path: Path) -> No
     text = alert_text(history)
     assert text.startswith(f"Regression in {ids[-1]}: output throughput at c=4 fell ")
     # 840 is 16.0% below the mean of 1,000 and some % below the band's lower edge
-    assert "fell 16.0% below the mean of the 5 earlier runs, " in text
-    assert "% below their band (" in text and "99% prediction interval; this run 840)" in text
+    # the band is the 5 runs of the installation before (never a mix of versions), and
+    # every point of the run is checked (c=4, the headline, first; the 99 % shared by 2)
+    assert "fell 16.0% below the mean of the 5 earlier runs of 0.5.17, " in text
+    assert "% below their band (" in text and "99.5% prediction interval; this run 840)" in text
+    assert "; output throughput at c=1 fell 16.0%" in text
     ttft = next(c for c in history.checks if c.metric == "median_ttft_ms")
     assert ttft.outcome == "inside"  # identical latencies: inside a band of no width
     # the same series by its key checks its newest run; an earlier run is checked against
@@ -178,11 +182,13 @@ def test_a_regression_after_an_upgrade_is_alerted_in_words(tmp_path: Path) -> No
 
 
 def test_the_cli_view_and_figure_say_the_same(tmp_path: Path) -> None:
-    ids = _series(tmp_path, [1000.0, 1030.0, 970.0, 1010.0, 840.0], ["0.5.17"] * 4 + ["0.5.18"])
+    ids = _series(tmp_path, [1000.0, 1030.0, 970.0, 1010.0, 800.0], ["0.5.17"] * 4 + ["0.5.18"])
     history = load_history(tmp_path, ids[-1])
     assert history is not None
     lines = history_lines(history)
     assert lines[0] == alert_text(history)
+    # what the band could catch, on the page, in the CLI and the JSON alike
+    assert lines[1].startswith("With these 4 runs a drop of ") and "4 times in 5" in lines[1]
     assert f"link: /history?series={history.key}" in lines
     data = history_json(history)
     assert data["alert"] == alert_text(history) and data["regression"] is True
@@ -190,7 +196,8 @@ def test_the_cli_view_and_figure_say_the_same(tmp_path: Path) -> None:
     fig = history_figure(history)
     names = {t.name for t in fig.data}
     assert {"sglang 0.5.17", "sglang 0.5.18", "checked run"} <= names
-    assert any(str(t.name).startswith("band (99%, 4 earlier runs)") for t in fig.data)
+    assert any(str(t.name).startswith("band (99.5%, 4 earlier runs)") for t in fig.data)
+    assert data["power"] == lines[1]
 
 
 def test_a_run_with_records_has_its_own_interval(tmp_path: Path) -> None:
@@ -211,3 +218,69 @@ def test_a_run_with_records_has_its_own_interval(tmp_path: Path) -> None:
     tput = next(v for v in history.values if v.metric == "output_throughput")
     assert tput.ci_low is None and tput.ci_high is None
     assert math.isfinite(ttft.value)
+
+
+def test_the_drop_a_band_would_catch_is_caught_4_times_in_5() -> None:
+    """caught_drop's promise, by seeded simulation: for bands of 5 and 10 earlier runs at
+    3 % CV, the next run dropped by the figure the band states lands below it about 80 % of
+    the time (the figure uses the band's own spread, so it varies with the band)."""
+    rng = np.random.default_rng(35)
+    for n in (5, 10):
+        hits = 0
+        for _ in range(2000):
+            earlier, new = _aa_series(rng, n, 0.03)
+            band = prediction_band(earlier)
+            assert band is not None
+            drop = caught_drop(band)
+            hits += check_value("output_throughput", new * (1 - drop), earlier).outcome == (
+                "regression"
+            )
+        assert 0.72 <= hits / 2000 <= 0.88, (n, hits)
+
+
+def test_the_band_never_mixes_installations(tmp_path: Path) -> None:
+    """Interleaved runs of two versions: the newest run's band comes from one installation
+    (its own once it has 3 earlier runs, else the one before), never from both."""
+    versions = ["0.5.14", "0.5.17"] * 4
+    ids = _series(tmp_path, [1000.0 + 10 * i for i in range(8)], versions)
+    history = load_history(tmp_path, ids[-1])  # 0.5.17 with 3 earlier 0.5.17 runs
+    assert history is not None and history.band_from == "0.5.17"
+    assert {c.n_earlier for c in history.checks} == {3}
+    early = load_history(tmp_path, ids[3])  # 0.5.17 with 1 earlier: the 0.5.14 runs'
+    assert early is not None and early.band_from == "0.5.14"
+    assert "earlier runs of 0.5.14" in alert_text(early) or "No band yet" in alert_text(early)
+    # every point of the checked run is judged, the headline point first
+    assert [c.point_label for c in history.checks][:1] == ["c=4"]
+    assert {c.point_label for c in history.checks} == {"c=1", "c=4"}
+
+
+def test_the_version_demos_history_reads_the_change_as_its_experiment() -> None:
+    """The shipped SGLang 0.5.14 → 0.5.17 demo: History quotes the experiment's own card
+    (same rows, intervals and words as the Experiment page), its band comes from one
+    installation only, and it says what drop that band could catch."""
+    import sys
+
+    from core.analysis.card import experiment_story
+    from core.experiments.design import load_experiment
+    from core.settings import DEMO_DIR, Settings
+    from core.views.history import history_verdict
+
+    settings = Settings(
+        data_dir=DEMO_DIR, sglang_python=sys.executable, transformers_python=sys.executable
+    )
+    record = load_experiment(settings, "exp-20261202-033636-ec50")
+    if record is None:
+        pytest.skip("the version demo is not shipped")
+    story = experiment_story(settings, record)
+    history = load_history(settings.runs_dir, record.run_ids[-1])
+    assert history is not None
+    lines = history_verdict(history, settings)
+    assert lines[0].startswith("The version change (install=sglang-0.5.17 vs install=sglang")
+    for row in story.card:
+        if row.metric in HISTORY_METRICS and row.concurrency is not None:
+            assert f"{row.name} {row.where} {row.change_text()}, {row.word_text()}" in lines[0]
+    c16 = next(r for r in story.card if r.metric == "output_throughput" and r.concurrency == 16)
+    assert c16.verdict == "inconclusive" and "-30.7%" in lines[0]
+    assert history.band_from in {"sglang-0.5.14", "sglang-0.5.17"}
+    assert "Regression in" not in " ".join(lines)  # neither page claims one
+    assert lines[-1].startswith("With these ") and "4 times in 5" in lines[-1]

@@ -130,16 +130,16 @@ def test_known_difference_is_found_and_aa_is_noise() -> None:
     ratios = [30 / 10.2, 30.6 / 9.7, 29.5 / 10.4]
     assert c1["label"] == "better"
     assert c1["rel"] == pytest.approx(math.prod(ratios) ** (1 / 3) - 1)
-    assert c64["label"] == "within noise"
+    assert c64["label"] == "inconclusive"  # the raw word; the card adds the margin
     sentence = verdict("CUDA graphs", table, on + off, "graphs off")
     assert sentence.startswith("CUDA graphs: +197.5% output throughput at concurrency 1 (95% CI")
-    assert "at concurrency 64" in sentence and "within noise" in sentence
+    assert "at concurrency 64" in sentence and "inconclusive" in sentence
     assert "KV pool +0.0%" in sentence and "confounders: none." in sentence
 
     a1 = [RunOfArm("A1", t, view(f"a{t}", {1: 20 + d})) for t, d in enumerate((0.1, -0.2, 0.3))]
     a2 = [RunOfArm("A2", t, view(f"b{t}", {1: 20 + d})) for t, d in enumerate((-0.1, 0.2, 0))]
     aa = arm_stats(a1 + a2, baseline_arm="A1")
-    assert set(aa[aa.arm == "A2"]["label"]) == {"within noise"}
+    assert set(aa[aa.arm == "A2"]["label"]) == {"inconclusive"}
 
 
 def test_two_trials_say_unknown_instead_of_inventing_an_interval() -> None:
@@ -149,7 +149,7 @@ def test_two_trials_say_unknown_instead_of_inventing_an_interval() -> None:
     table = arm_stats(runs, "off")
     row = table[(table.metric == "output_throughput") & (table.arm == "on")].iloc[0]
     assert row["rel"] == pytest.approx(2.0) and pd.isna(row["rel_low"])
-    assert row["label"].startswith("unknown")
+    assert row["label"] == "unconfirmed"
     assert "interval unknown" in verdict("x", table, runs, "off")
 
 

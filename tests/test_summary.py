@@ -1,6 +1,7 @@
-"""The summary card on hand-made runs: changes with log-scale intervals, better / worse /
-within noise by each metric's direction, regressions first and in words, the A/A floor
-for runs without an interval, and the memory rows."""
+"""The summary card on hand-made runs: changes with log-scale intervals, the four words of
+core.analysis.words by each metric's direction, the declared family (Holm for the
+confirmatory contrasts), regressions first and in words, single runs unconfirmed (the A/A
+floor never a threshold), and the memory rows (a knob's intended cost never a regression)."""
 
 from __future__ import annotations
 
@@ -72,19 +73,24 @@ def test_card_judges_each_metric_by_its_direction_and_lists_regressions_first() 
     assert tput1.verdict == "better" and tput1.confirmed
     # paired by trial: the geometric mean of the per-trial ratios
     assert tput1.change == pytest.approx((30 / 10.2 * 30.6 / 9.7 * 29.5 / 10.4) ** (1 / 3) - 1)
-    assert by[("output_throughput", 64)].verdict == "within noise"
+    # a change whose whole interval lies inside ±5 %: equivalent, never "within noise"
+    assert by[("output_throughput", 64)].verdict == "equivalent"
+    assert by[("output_throughput", 64)].word_text() == "equivalent within ±5%"
     ttft = by[("median_ttft_ms", 64)]
     assert ttft.verdict == "worse" and ttft.low is not None and ttft.low > 0
+    assert ttft.family == "confirmatory"  # a headline metric at the headline point
     assert by[("kv_cache_tokens", None)].verdict == "worse"  # a smaller KV pool
+    assert by[("kv_cache_tokens", None)].family == "exploratory"
+    # only confirmatory contrasts make Regressions: TTFT at c=64, not c=1, not the KV pool
     lines = regression_lines(rows)
-    assert lines[0].startswith("median TTFT at c=1, 64: +")
-    assert any(line.startswith("KV pool at start-up: -100,000 tokens (-20.0%)") for line in lines)
+    assert lines == [next(r.sentence() for r in rows if r is ttft)]
+    assert lines[0].startswith("median TTFT at c=64: +")
     text, verdicts = card_grid(rows, "on")
     assert text.loc["Output throughput (tok/s)", "c=1"].endswith("▲")
     assert verdicts.loc["Median TTFT (ms)", "c=64"] == "worse"
     # cells that do not apply (a per-point metric at start-up) read "—", never "None"
     assert not text.isna().any().any() and "None" not in text.to_string()
-    assert set(card_frame(rows)["verdict"]) <= {"better", "worse", "within noise", "unknown"}
+    assert set(card_frame(rows)["verdict"]) <= {"better", "worse", "equivalent", "inconclusive"}
 
 
 def test_no_interval_crosses_minus_100_percent() -> None:
@@ -98,19 +104,19 @@ def test_no_interval_crosses_minus_100_percent() -> None:
     assert -1.0 < row.low < row.change < row.high  # type: ignore[operator]
 
 
-def test_one_run_each_uses_the_aa_floor_else_says_unconfirmed() -> None:
-    a, b = view("a", {4: 103.0}), view("b", {4: 100.0})
+def test_one_run_each_is_unconfirmed_and_the_aa_floor_is_never_a_threshold() -> None:
+    a, b = view("a", {4: 103.0}), view("b", {4: 150.0})
     rows = summary_card({"a": [a], "b": [b]}, "b")
     tput = next(r for r in rows if r.metric == "output_throughput")
-    assert tput.low is None and tput.verdict == "better" and not tput.confirmed
+    # -31 %, one run each: no interval, so unconfirmed however large; never in Regressions
+    assert tput.low is None and tput.verdict == UNCONFIRMED and not tput.confirmed
     assert "no interval: 1 run(s) per arm" in tput.change_text()
-    # ... so the card's grid never paints it better (green): the pages and the report
-    # colour only what an interval or the A/A floor backs
+    assert regression_lines(rows) == []
     text, verdicts = card_grid(rows, "a")
     assert verdicts.loc["Output throughput (tok/s)", "c=4"] == UNCONFIRMED
-    assert text.loc["Output throughput (tok/s)", "c=4"].endswith("?")
-    floored = summary_card({"a": [a], "b": [b]}, "b", floor={"output_throughput": 0.05})
-    assert next(r for r in floored if r.metric == "output_throughput").verdict == "within noise"
+    assert text.loc["Output throughput (tok/s)", "c=4"].endswith("·")
+    floored = summary_card({"a": [a], "b": [b]}, "b", floor={"output_throughput": 0.5})
+    assert next(r for r in floored if r.metric == "output_throughput").verdict == UNCONFIRMED
     story = comparison_story([a, b], 1, ["a", "b"], None, "gpu-7")
     assert story.baseline == "b" and "not measured on gpu-7" in story.noise
     assert story.verdict[-1].startswith("a vs b at c=4")
@@ -186,26 +192,31 @@ def test_one_caveat_at_every_point_of_the_same_runs_is_named_once() -> None:
     )
 
 
-def test_a_tiny_change_without_an_interval_is_no_change_never_within_noise() -> None:
-    """One run per arm, no A/A floor: nothing can say "noise", so a change below 0.5 %
-    reads "no change", on the card as in the single-run delta table and the verdict."""
-    a, b = view("a", {4: 100.3}), view("b", {4: 100.0})
-    tput = next(
-        r for r in summary_card({"a": [a], "b": [b]}, "b") if r.metric == "output_throughput"
-    )
-    assert tput.verdict == "no change" and not tput.confirmed
-    assert tput.cell_text().endswith("=") and "unconfirmed" not in tput.sentence()
-    deltas = metric_deltas([b, a], metrics=["output_throughput"], names=["b", "a"])
-    assert list(deltas["verdict_a"]) == ["no change"]
-    story = comparison_story([a, b], 1, ["a", "b"])
-    assert "Output throughput (tok/s) +0.3% (no change)" in story.verdict[-1]
-    assert "within noise" not in " ".join(story.verdict)
-    # an interval that covers 0 (three trials each) is what "within noise" means
+def test_a_single_run_difference_is_unconfirmed_and_a_wide_interval_inconclusive() -> None:
+    """One run per arm: whatever the change, "unconfirmed", on the card as in the
+    single-run delta table and the Compare verdict. With trials, an interval that covers 0
+    but not only ±5 % reads "inconclusive" with the trials that would resolve it."""
+    for value in (100.3, 130.0):
+        a, b = view("a", {4: value}), view("b", {4: 100.0})
+        tput = next(
+            r for r in summary_card({"a": [a], "b": [b]}, "b") if r.metric == "output_throughput"
+        )
+        assert tput.verdict == "unconfirmed" and not tput.confirmed
+        deltas = metric_deltas([b, a], metrics=["output_throughput"], names=["b", "a"])
+        assert list(deltas["verdict_a"]) == ["unconfirmed"]
+        story = comparison_story([a, b], 1, ["a", "b"])
+        assert "Output throughput (tok/s) +" in story.verdict[-1]
+        assert "(unconfirmed)" in story.verdict[-1]
+        words = " ".join(story.verdict)
+        assert not any(w in words for w in ("better", "worse", "within noise", "Regressions"))
     trials_a = [view(f"a{t}", {4: v}) for t, v in enumerate((100.3, 99.0, 101.5))]
     trials_b = [view(f"b{t}", {4: v}) for t, v in enumerate((100.0, 101.0, 99.2))]
     rows = summary_card({"a": trials_a, "b": trials_b}, "b")
     noisy = next(r for r in rows if r.metric == "output_throughput")
-    assert noisy.verdict == "within noise" and noisy.confirmed
+    assert noisy.verdict == "inconclusive" and noisy.confirmed
+    assert noisy.word_text().startswith("inconclusive; about ")
+    assert noisy.word_text().endswith(" trials would resolve ±5% at this noise")
+    assert noisy.reading.trials is not None and noisy.reading.trials > 3
 
 
 # --- the knob checks in the verdict, on the shipped H200 demos (stored data, no re-run) ---
@@ -236,17 +247,23 @@ def test_the_2x2_verdict_leads_with_the_knobs_and_never_calls_the_memory_fractio
     assert "100% of decode passes in CUDA graphs" in graphs
     # the contrast of the memory fraction alone: never "within noise", anywhere
     assert not any("within noise" in line for line in story.verdict[:2])
-    # then the regressions, a paragraph of their own, then every contrast
-    assert story.verdict[2].startswith("Regressions: peak GPU memory at c=1, 16, 64: ")
+    # the memory both knobs are meant to consume is their cost: no Regressions paragraph
+    assert not any(line.startswith("Regressions") for line in story.verdict)
     assert (
         "+9.1% output throughput at concurrency 64 (95% CI -26.1…+61.1%), not tested"
-        in (story.verdict[3])
+        in (story.verdict[2])
     )
+    # the family is declared: each knob's own arm × the 3 headline metrics at c=64
+    assert story.family is not None and "Holm over 6 comparisons" in story.family
+    assert story.family in story.verdict
     alone = [r for r in story.card if r.arm == "graphs=off mem=0.92"]
     assert {r.verdict for r in alone if r.metric == "output_throughput"} == {NOT_TESTED}
     assert all(r.verdict != "within noise" for r in alone)
-    # what the knob costs stays a finding: its memory rows keep their verdict
-    assert {r.verdict for r in alone if r.metric == "peak_gpu_mib"} == {"worse"}
+    # what the knob is meant to cost is its cost (KnobSpec.meant_cost), never worse / red
+    assert {r.verdict for r in alone if r.metric == "peak_gpu_mib"} == {"cost"}
+    assert {r.verdict for r in alone if r.metric == "kv_cache_tokens"} == {"better"}
+    _, colours = card_grid(story.card, "graphs=off mem=0.92")
+    assert set(colours.loc["Peak GPU memory (MiB)"]) - {""} == {"cost"}
     text, _ = card_grid(story.card, "graphs=off mem=0.92")
     assert text.loc["Output throughput (tok/s)", "c=64"].endswith("n/t")
     checks = {c["knob"]: c for c in story.knob_checks}
@@ -280,6 +297,27 @@ def test_the_2x2_arm_table_on_page_cli_and_export_says_not_tested_for_the_memory
     assert set(thr.loc[thr["arm"] == "graphs=off mem=0.92", "label"]) == {NOT_TESTED}
     assert set(thr.loc[thr["arm"] == "graphs=on mem=0.85", "label"]) == {"better"}
     assert "within noise" not in set(thr["label"])
+
+
+def test_the_kv_pressure_ab_reads_inconclusive_with_the_trials_it_would_take() -> None:
+    """The adaptive KV-pressure demo (-0.7 % [-9.0, +8.5]): neither better nor
+    "within noise" but inconclusive against the plan's ±5 %, with the trials that would
+    resolve it; the memory the knob reserves is its cost, never a regression."""
+    story = _demo_story("exp-20261202-001049-5252")
+    (mem,) = [line for line in story.verdict if line.startswith("mem_fraction_static")]
+    assert "output throughput at c=640 -0.7% (97.5% CI -9.0…+8.5%), inconclusive; about " in mem
+    assert " trials would resolve ±5% at this noise" in mem
+    row = next(r for r in story.card if r.metric == "output_throughput")
+    assert row.reading.trials is not None and row.reading.trials > 4
+    assert not any(line.startswith("Regressions") for line in story.verdict)
+    assert {r.verdict for r in story.card if r.metric == "peak_gpu_mib"} == {"cost"}
+    assert story.family is not None and "Holm over 3 comparisons" in story.family
+
+
+def test_single_runs_on_compare_name_no_family_and_claim_nothing() -> None:
+    a, b = view("a", {4: 150.0}), view("b", {4: 100.0})
+    story = comparison_story([a, b], 1, ["a", "b"])
+    assert story.family is None and not any(r.verdict in ("better", "worse") for r in story.card)
 
 
 def test_the_kv_pressure_verdict_says_the_memory_fraction_was_tested() -> None:

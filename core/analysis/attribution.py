@@ -34,8 +34,9 @@ import statsmodels.api as sm
 
 from core.analysis.memory import memory_headroom
 from core.analysis.points import point_key
-from core.analysis.stats import NOT_TESTED, WITHIN_NOISE, RunOfArm, paired_log_ratio
+from core.analysis.stats import NOT_TESTED, RunOfArm, paired_log_ratio
 from core.analysis.trials import experiment_runs
+from core.analysis.words import read_difference
 from core.config import knob_text, same_value
 from core.experiments.design import baseline_arm
 from core.experiments.records import ExperimentRecord
@@ -461,11 +462,11 @@ def _row(
 
 
 def _label(metric: str, est: float, low: float | None, high: float | None) -> str:
+    """An effect's word (``core.analysis.words``; ``est``, ``low``, ``high`` on the log
+    scale). No trial count: an OLS effect's spread is not one contrast's."""
     if low is None or high is None:
-        return "interval unknown"
-    if low <= 0 <= high:
-        return WITHIN_NOISE
-    return "better" if (est > 0) == higher_is_better(metric) else "worse"
+        return read_difference(metric, math.expm1(est), None, None, 0).text()
+    return read_difference(metric, math.expm1(est), math.expm1(low), math.expm1(high), 0).text()
 
 
 def _decompose_fit(fit: _Fit, design: Design) -> list[Part] | None:
@@ -531,18 +532,14 @@ def _arm_text(design: Design, arm: str) -> str:
 def _part_text(
     p: Part, metric: str, noise_floor: dict[str, Any] | None, untested: Collection[str]
 ) -> str:
-    """One part of the split: its change, interval and, when it is one, why it reads as noise."""
-    noise = p.within_noise
-    tail = f", {WITHIN_NOISE}" if noise else ""
+    """One part of the split: its change, interval and, where it is no finding, its word
+    (``core.analysis.words``; the A/A noise is never a threshold)."""
+    del noise_floor
+    low, high = (None if x is None else math.expm1(x) for x in (p.log_low, p.log_high))
+    reading = read_difference(metric, p.rel, low, high, 0)
+    tail = "" if reading.coloured else f", {reading.text()}"
     if _involves(p.name, untested):
-        tail, noise = f", {NOT_TESTED}", True
-    if (
-        noise_floor
-        and isinstance(noise_floor.get(metric), int | float)
-        and abs(p.rel) < float(noise_floor[metric])
-        and not noise
-    ):
-        tail = ", below the A/A noise floor"
+        tail = f", {NOT_TESTED}"
     name = (
         p.name
         if p.kind == "main"
@@ -563,7 +560,7 @@ def verdict_sentence(
     """ "Of the −14% output throughput at concurrency 64 (after vs before): knob +9% (95% CI
     …), …; A/A noise floor ±3%." followed by the log-scale sum of the parts. ``untested``:
     the knobs whose resource the workload never reached (``core.analysis.knob_checks``):
-    their part reads "not tested by this workload", never "within noise"."""
+    their part reads "not tested by this workload", never "inconclusive"."""
     parts = decompose(attr, metric, concurrency)
     words = metric_name(metric)
     if not parts:
@@ -649,5 +646,6 @@ def experiment_effects(
     effects = effects_table(attr)
     if untested and not effects.empty:
         idle = effects["term"].map(lambda term: _involves(str(term), untested))
-        effects.loc[idle & (effects["label"] == WITHIN_NOISE), "label"] = NOT_TESTED
+        found = effects["label"].isin(["better", "worse"])
+        effects.loc[idle & ~found, "label"] = NOT_TESTED
     return sentences + [f"note: {n}" for n in attr.notes], effects

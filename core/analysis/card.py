@@ -5,15 +5,19 @@ For each arm against the baseline, at each concurrency: output throughput, TTFT 
 p99), ITL and TPOT (median), the peak GPU memory and the memory headroom, plus the KV pool
 (a start-up fact, one value per run). Each cell holds the change, its 95% interval
 (``core.analysis.stats.paired_log_ratio``: paired by trial, log scale, never below -100%)
-and better / worse / within noise. Regressions come first, in words (``regressions``), and
-the verdicts quote them.
+and its word (``core.analysis.words``: better / worse, equivalent within ±M, inconclusive,
+unconfirmed). The family is declared (``core.analysis.family``): the confirmatory contrasts
+are each knob's arm × each headline metric at the headline point, under Holm; every other
+cell is exploratory and is coloured only where Benjamini–Hochberg confirms it. What a knob
+is meant to consume (``KnobSpec.meant_cost``: reserved or graph memory) reads "cost", never
+worse. Regressions come first, in words (``regressions``): confirmed confirmatory ones only.
 Points whose numbers are suspect (cut short by a cancel, the load generator saturated or
 its timestamps late, not steady state: ``core.metrics.point_caveats``) are named too
 (``caveats``), in the card and the verdict alike.
 
 An arm is a list of runs: the trials of an experiment arm, or one run of a comparison.
-With fewer than 3 runs per arm there is no interval; a change then counts as noise when
-the A/A noise floor measured on the same host covers it, and as unconfirmed otherwise.
+With fewer than 3 runs per arm there is no interval and the change is unconfirmed, whatever
+its size. The host's A/A noise is shown, never used as a threshold.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import pandas as pd
 
 from core.analysis.diff import confounders
 from core.analysis.drift import Drift, drift_findings
+from core.analysis.family import benjamini_hochberg, holm, holm_name, p_from_interval
 from core.analysis.knob_checks import (
     knob_change,
     knob_checks,
@@ -40,7 +45,6 @@ from core.analysis.memory import gpu_total_gb, headroom_gb, memory_headroom, pea
 from core.analysis.points import (
     different_prompts,
     first_points,
-    is_no_change,
     metric_deltas,
 )
 from core.analysis.roles import field_name, headline_point
@@ -49,7 +53,6 @@ from core.analysis.sequential import look_level, progress_text
 from core.analysis.stats import (
     MIN_TRIALS_FOR_CI,
     NOT_TESTED,
-    WITHIN_NOISE,
     RunOfArm,
     arm_stats,
     paired_log_ratio,
@@ -57,15 +60,27 @@ from core.analysis.stats import (
     verdict,
 )
 from core.analysis.trials import closing_runs, experiment_runs, noise_floor
-from core.experiments.design import ExperimentSpec, baseline_arm
+from core.analysis.words import (
+    EQUIVALENT,
+    INCONCLUSIVE,
+    UNCONFIRMED,
+    Reading,
+    demote,
+    margin_of,
+    read_difference,
+)
+from core.config import same_value
+from core.engines.registry import find_engine
+from core.experiments.design import DEFAULT_MARGIN, ExperimentSpec, baseline_arm
 from core.experiments.records import ExperimentRecord
-from core.metric_info import higher_is_better, metrics_for
+from core.metric_info import metrics_for
 from core.metrics import (
     CAVEAT_KINDS,
     CAVEAT_MEANING,
     VERDICT_METRICS,
     Caveat,
     as_number,
+    headline_index,
     metric_label,
     metric_name,
     metric_unit,
@@ -96,6 +111,7 @@ __all__ = [
     "caveats",
     "comparison_story",
     "experiment_story",
+    "family_line",
     "noise_note",
     "regression_lines",
     "regressions",
@@ -104,17 +120,27 @@ __all__ = [
     "summary_card",
 ]
 
-# "within noise": an interval (or the host's A/A noise floor) covers the change; "no change":
-# no interval, and the change is below the single-run threshold (points.is_no_change).
-# "not tested by this workload": the arm differs from the baseline only in a knob whose
-# resource the workload never reached (core.analysis.knob_checks), so its change is no finding.
+# The words of core.analysis.words; besides them "not tested by this workload": the arm
+# differs from the baseline only in a knob whose resource the workload never reached
+# (core.analysis.knob_checks), so its change is no finding; and "cost": what a knob under
+# test is meant to consume (KnobSpec.meant_cost), its price, not a regression.
 CardVerdict = Literal[
-    "better", "worse", "within noise", "no change", "unknown", "not tested by this workload"
+    "better",
+    "worse",
+    "equivalent",
+    "inconclusive",
+    "unconfirmed",
+    "not tested by this workload",
+    "cost",
 ]
-_NO_FINDING = (WITHIN_NOISE, "no change", "unknown", NOT_TESTED)
-# card_grid's colouring word for a better / worse no interval backs (one run per arm): the
-# pages and the report paint it neither green nor red
-UNCONFIRMED = "unconfirmed"
+COST: Literal["cost"] = "cost"
+_NO_FINDING = (EQUIVALENT, INCONCLUSIVE, UNCONFIRMED, NOT_TESTED, COST)
+Family = Literal["confirmatory", "exploratory"]
+# the card metrics a knob meant to consume memory moves on purpose (its cost)
+_COST_METRICS = {
+    "reserved_memory_kv_tokens": ("peak_gpu_mib", "headroom_gb"),
+    "graph_memory": ("peak_gpu_mib", "headroom_gb"),
+}
 
 # The card's metrics, in order (core.metric_info: their words, units and directions)
 CARD_METRICS = metrics_for("card")
@@ -139,8 +165,10 @@ class CardRow:
     n: int
     n_base: int
     verdict: CardVerdict
-    confirmed: bool  # an interval (or the A/A floor) backs the verdict
+    confirmed: bool  # an interval backs the reading
     level: float = 0.95  # the interval's coverage (trials: auto: the adjusted level)
+    reading: Reading = field(default_factory=lambda: Reading(UNCONFIRMED))
+    family: Family = "exploratory"  # confirmatory: a knob × headline metric at the headline
 
     @property
     def name(self) -> str:
@@ -178,9 +206,14 @@ class CardRow:
         if self.low is not None and self.high is not None:
             low, high = (pct_number(x, decimals=None) for x in (self.low, self.high))
             text += f" [{low}, {high}]"
-        return f"{text} {_MARK[self.verdict]}" + (
-            "" if self.confirmed or self.verdict in _NO_FINDING else "?"
-        )
+        return f"{text} {_MARK[self.verdict]}"
+
+    def word_text(self) -> str:
+        """The row's word in full: ``inconclusive; about 6 trials would resolve ±5% at this
+        noise``, ``equivalent within ±5%``, ``cost``."""
+        if self.verdict in (NOT_TESTED, COST):
+            return self.verdict
+        return self.reading.text()
 
     def sentence(self) -> str:
         """A regression or gain in words, e.g. ``median TTFT at c=64 is 44% worse with
@@ -189,31 +222,8 @@ class CardRow:
             return f"{self.name} {self.where}: unknown"
         return (
             f"{self.name} {self.where}: {self.change_text()} with {self.arm} vs "
-            f"{self.baseline}, {self.verdict}"
-            + ("" if self.confirmed or self.verdict in _NO_FINDING else " (unconfirmed)")
+            f"{self.baseline}, {self.word_text()}"
         )
-
-
-def _verdict(
-    metric: str,
-    change: float | None,
-    low: float | None,
-    high: float | None,
-    floor: Mapping[str, Any] | None,
-) -> tuple[CardVerdict, bool]:
-    if change is None:
-        return "unknown", False
-    direction: CardVerdict = "better" if (change > 0) == higher_is_better(metric) else "worse"
-    noise = as_number((floor or {}).get(metric))
-    if low is not None and high is not None:
-        if low <= 0 <= high or (noise is not None and abs(change) <= noise):
-            return WITHIN_NOISE, True
-        return direction, True
-    if noise is not None:
-        return (WITHIN_NOISE, True) if abs(change) <= noise else (direction, True)
-    if is_no_change(change):
-        return "no change", False
-    return direction, False
 
 
 def _point_values(
@@ -246,12 +256,16 @@ def summary_card(
     floor: Mapping[str, Any] | None = None,
     trials: Mapping[str, Sequence[int]] | None = None,
     level: float = 0.95,
+    margin: float = DEFAULT_MARGIN,
 ) -> list[CardRow]:
     """The card's rows for every arm other than ``baseline`` (arms in order; the views of
-    an arm are its succeeded runs). ``floor``: the A/A noise floor of the host the runs ran
-    on (``core.analysis.trials.noise_floor``), or None. ``trials``: per arm, the trial of
-    each view, so that arms pair by trial (``paired_log_ratio``); without it (plain runs,
-    one each) the views pair by position. ``level``: the intervals' coverage."""
+    an arm are its succeeded runs), each read by ``core.analysis.words`` against the
+    equivalence ``margin`` and corrected for its family (``declare_family``). ``floor``:
+    the host's A/A noise, accepted for callers and never a threshold. ``trials``: per
+    arm, the trial of each view, so that arms pair by trial (``paired_log_ratio``); without
+    it (plain runs, one each) the views pair by position. ``level``: the intervals'
+    coverage."""
+    del floor  # the A/A noise plans trials and is shown; it never decides a word
     if baseline not in arms:
         return []
     trial_of = {
@@ -261,38 +275,115 @@ def summary_card(
     per_arm = {arm: _point_values(views, trial_of[arm]) for arm, views in arms.items()}
     keys = _sorted_keys({k for values in per_arm.values() for k in values})
     shapes = {k[1:] for k in keys}
+    head = _headline_key(keys, per_arm)
+    confirm = confirmatory_arms(arms, baseline)
+    costs = _cost_metrics(arms, baseline)
     rows: list[CardRow] = []
     for arm, views in arms.items():
         if arm == baseline:
             continue
         for metric in CARD_METRICS:
             if metric == "kv_cache_tokens":
-                rows.append(
-                    _row(
-                        metric,
-                        None,
-                        "start-up",
-                        arm,
-                        baseline,
-                        _facts(views, metric, trial_of[arm]),
-                        _facts(arms[baseline], metric, trial_of[baseline]),
-                        floor,
-                        level,
-                    )
-                )
+                a = _facts(views, metric, trial_of[arm])
+                b = _facts(arms[baseline], metric, trial_of[baseline])
+                rows.append(_row(metric, None, "start-up", arm, baseline, a, b, level, margin))
                 continue
             for key in keys:
                 a = per_arm[arm].get(key, {}).get(metric, {})
                 b = per_arm[baseline].get(key, {}).get(metric, {})
                 if not a and not b:
                     continue
-                rows.append(
-                    _row(
-                        metric, key[0], _point_label(key, shapes), arm, baseline, a, b, floor, level
-                    )
+                row = _row(
+                    metric, key[0], _point_label(key, shapes), arm, baseline, a, b, level, margin
                 )
+                if metric in costs.get(arm, ()):
+                    row = replace(row, verdict=COST)
+                elif arm in confirm and metric in VERDICT_METRICS and key == head:
+                    row = replace(row, family="confirmatory")
+                rows.append(row)
     # the KV pool and the headroom from server facts are whole-run: drop empty ones
-    return [r for r in rows if r.mean is not None or r.base_mean is not None]
+    return declare_family([r for r in rows if r.mean is not None or r.base_mean is not None])
+
+
+def confirmatory_arms(arms: Mapping[str, Sequence[RunView]], baseline: str) -> list[str]:
+    """The arms whose contrasts with the baseline are confirmatory: each knob's own arm
+    (the one differing from the baseline in that knob alone); where no arm does, every arm
+    (an A/A, arms that differ in several fields)."""
+    alone = single_knob_arms(arms, baseline)
+    return list(alone) if alone else [a for a in arms if a != baseline]
+
+
+def declare_family(rows: Sequence[CardRow]) -> list[CardRow]:
+    """The family's correction: a confirmatory better / worse stands only where Holm over
+    the confirmatory contrasts rejects "no change"; an exploratory one only where
+    Benjamini–Hochberg over the exploratory cells does; the others read inconclusive,
+    naming the rule. Costs and unconfirmed rows take no part."""
+    out = list(rows)
+    for family in ("confirmatory", "exploratory"):
+        idx = [
+            i
+            for i, r in enumerate(out)
+            if r.family == family and r.verdict != COST and r.verdict != NOT_TESTED
+        ]
+        tested = [i for i in idx if out[i].low is not None and out[i].high is not None]
+        p = [_p_value(out[i]) for i in tested]
+        if family == "confirmatory":
+            keep, why = holm(p), f"not confirmed by {holm_name(len(idx))}"
+        else:
+            keep = benjamini_hochberg(p)
+            why = f"exploratory: not confirmed by Benjamini–Hochberg over {len(idx)} cells"
+        for i, ok in zip(tested, keep, strict=True):
+            if not ok and out[i].reading.coloured:
+                reading = demote(out[i].reading, why)
+                out[i] = replace(out[i], reading=reading, verdict=reading.word)
+    return out
+
+
+def _p_value(row: CardRow) -> float:
+    assert row.change is not None and row.low is not None and row.high is not None
+    return p_from_interval(row.change, row.low, row.high, min(row.n, row.n_base), row.level)
+
+
+def _headline_key(
+    keys: Sequence[tuple[Any, ...]], per_arm: Mapping[str, Mapping[tuple[Any, ...], Any]]
+) -> tuple[Any, ...] | None:
+    """THE headline point (``core.metrics.headline_index``) among the points every arm
+    measured."""
+    common = [k for k in keys if all(k in values for values in per_arm.values())]
+    index = headline_index([{"concurrency": k[0]} | _rest_of(k) for k in common])
+    return None if index is None else common[index]
+
+
+def _rest_of(key: tuple[Any, ...]) -> dict[str, Any]:
+    return {"request_rate": key[1]} if len(key) > 1 else {}
+
+
+def _cost_metrics(
+    arms: Mapping[str, Sequence[RunView]], baseline: str
+) -> dict[str, tuple[str, ...]]:
+    """Per arm: the card metrics that move because a knob it changes is meant to consume
+    memory (``KnobSpec.meant_cost``, the engine's declaration): its cost, not a regression."""
+    base = dict(arms[baseline][0].spec.get("server") or {}) if arms.get(baseline) else {}
+    out: dict[str, tuple[str, ...]] = {}
+    for arm, views in arms.items():
+        if arm == baseline or not views:
+            continue
+        server = dict(views[0].spec.get("server") or {})
+        engine = find_engine(server.get("engine"))
+        if engine is None:
+            continue
+        changed = [
+            k for k in base.keys() | server.keys() if not same_value(base.get(k), server.get(k))
+        ]
+        metrics = [
+            m
+            for k in changed
+            if (spec := engine.knob(k)) is not None
+            for m in _COST_METRICS.get(spec.meant_cost, ())
+        ]
+        if metrics:
+            out[arm] = tuple(dict.fromkeys(metrics))
+    return out
 
 
 def _sorted_keys(keys: set[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
@@ -452,11 +543,12 @@ def _row(
     baseline: str,
     a: Mapping[int, float],
     b: Mapping[int, float],
-    floor: Mapping[str, Any] | None,
     level: float = 0.95,
+    margin: float = DEFAULT_MARGIN,
 ) -> CardRow:
     change, low, high = paired_log_ratio(a, b, level)
-    verdict, confirmed = _verdict(metric, change, low, high, floor)
+    pairs = len(set(a) & set(b))
+    reading = read_difference(metric, change, low, high, pairs, margin=margin, level=level)
     return CardRow(
         metric=metric,
         concurrency=conc,
@@ -470,19 +562,20 @@ def _row(
         high=high,
         n=len(a),
         n_base=len(b),
-        verdict=verdict,
-        confirmed=confirmed,
+        verdict=reading.word,
+        confirmed=low is not None and high is not None,
         level=level,
+        reading=reading,
     )
 
 
-def regressions(rows: Sequence[CardRow], confirmed_only: bool = False) -> list[CardRow]:
-    """The rows that read worse, confirmed ones first, then by the size of the change."""
-    worse = [r for r in rows if r.verdict == "worse" and (r.confirmed or not confirmed_only)]
-    return sorted(
-        worse,
-        key=lambda r: (not r.confirmed, list(CARD_METRICS).index(r.metric), -abs(r.change or 0.0)),
-    )
+def regressions(rows: Sequence[CardRow], confirmed_only: bool = True) -> list[CardRow]:
+    """The confirmatory rows that read worse after the family's correction (Holm), by metric
+    and then by the size of the change; never a cost, never an unconfirmed change.
+    ``confirmed_only`` is kept for callers: an unconfirmed row never reads worse."""
+    del confirmed_only
+    worse = [r for r in rows if r.verdict == "worse" and r.family == "confirmatory"]
+    return sorted(worse, key=lambda r: (list(CARD_METRICS).index(r.metric), -abs(r.change or 0.0)))
 
 
 def card_frame(rows: Sequence[CardRow]) -> pd.DataFrame:
@@ -504,6 +597,8 @@ def card_frame(rows: Sequence[CardRow]) -> pd.DataFrame:
                 "n": r.n,
                 "n_baseline": r.n_base,
                 "verdict": r.verdict,
+                "words": r.word_text(),
+                "family": r.family,
                 "confirmed": r.confirmed,
             }
             for r in rows
@@ -523,6 +618,8 @@ def card_frame(rows: Sequence[CardRow]) -> pd.DataFrame:
             "n",
             "n_baseline",
             "verdict",
+            "words",
+            "family",
             "confirmed",
         ],
     )
@@ -531,17 +628,18 @@ def card_frame(rows: Sequence[CardRow]) -> pd.DataFrame:
 _MARK = {
     "better": "▲",
     "worse": "▼",
-    WITHIN_NOISE: "≈",
-    "no change": "=",
-    "unknown": "?",
+    EQUIVALENT: "≈",
+    INCONCLUSIVE: "?",
+    UNCONFIRMED: "·",
     NOT_TESTED: "n/t",
+    COST: "cost",
 }
 
 
 def card_grid(rows: Sequence[CardRow], arm: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One arm's card as a grid: a row per metric, a column per concurrency, each cell
-    ``change (interval) mark``; and the same grid of verdicts (for colouring): better /
-    worse only where confirmed, ``UNCONFIRMED`` where no interval backs the direction."""
+    ``change (interval) mark``; and the same grid of words (for colouring: only better /
+    worse are coloured, and only a row's family confirms those)."""
     mine = [r for r in rows if r.arm == arm]
     columns = list(
         dict.fromkeys(
@@ -553,10 +651,7 @@ def card_grid(rows: Sequence[CardRow], arm: str) -> tuple[pd.DataFrame, pd.DataF
     for r in mine:
         label = metric_label(r.metric)
         text.setdefault(label, {})[r.point] = r.cell_text()
-        # colour only what an interval (or the A/A floor) backs: a single run's difference
-        # is never painted better / worse
-        word = r.verdict if r.confirmed or r.verdict not in ("better", "worse") else UNCONFIRMED
-        verdicts.setdefault(label, {})[r.point] = word
+        verdicts.setdefault(label, {})[r.point] = r.verdict
     index = list(text)
     # A per-point metric has no start-up cell and a start-up fact no per-point one: "—",
     # not "None" (which reads like a missing measurement).
@@ -584,8 +679,8 @@ def noise_note(floor: Mapping[str, Any] | None, host: str | None) -> str:
 
 
 def regression_lines(rows: Sequence[CardRow]) -> list[str]:
-    """The regressions in words, confirmed first; one line per arm and metric (a metric
-    worse at several concurrencies is one line naming them)."""
+    """The regressions in words (``regressions``: confirmatory, confirmed by Holm); one line
+    per arm and metric (a metric worse at several concurrencies is one line naming them)."""
     groups: dict[tuple[str, str], list[CardRow]] = {}
     for r in regressions(rows):
         groups.setdefault((r.arm, r.metric), []).append(r)
@@ -604,8 +699,7 @@ def regression_lines(rows: Sequence[CardRow]) -> list[str]:
             span = f"{signed_text(diffs[0])} to {signed_text(diffs[-1], first.unit)} ({span})"
         where = ", ".join(str(r.concurrency) for r in group)
         lines.append(
-            f"{first.name} at c={where}: {span} with {first.arm} vs "
-            f"{first.baseline}, worse" + ("" if first.confirmed else " (unconfirmed)")
+            f"{first.name} at c={where}: {span} with {first.arm} vs {first.baseline}, worse"
         )
     return lines
 
@@ -629,6 +723,12 @@ class Story:
     # arms that differ from the baseline only in knobs the workload never exercised
     untested_arms: list[str] = field(default_factory=list)
     level: float = 0.95  # the intervals' level (an adaptive experiment's is adjusted)
+    margin: float = DEFAULT_MARGIN  # the plan's equivalence margin (a fraction)
+
+    @property
+    def family(self) -> str | None:
+        """The declared family in words (``family_line``)."""
+        return family_line(self.card)
 
     @property
     def noise(self) -> str:
@@ -654,21 +754,48 @@ class Story:
             "baseline": self.baseline,
             "arms": self.arms,
             "verdict": self.verdict,
+            "family": self.family,
+            "equivalence_margin": self.margin,
             "noise": self.noise,
             "knob_checks": self.knob_checks,
             "costs": self.costs,
             "ledger": {arm: lg.as_json() for arm, lg in self.ledger.items()},
             # the card's rows with their intervals (change, low, high: relative, paired)
-            "card": [asdict(r) | {"name": r.name, "unit": r.unit} for r in self.card],
+            "card": [
+                asdict(r) | {"name": r.name, "unit": r.unit, "words": r.word_text()}
+                for r in self.card
+            ],
             "caveats": [c.sentence() for c in self.caveats],
         }
 
 
 def regressions_paragraph(card: Sequence[CardRow]) -> list[str]:
-    """The verdict's regressions paragraph (none without a regression): a paragraph of its
-    own before the contrasts, on Compare and on the Experiment page alike."""
+    """The verdict's regressions paragraph (none without a regression), naming its family
+    (``Regressions (Holm over 6 comparisons): …``): a paragraph of its own before the
+    contrasts, on Compare and on the Experiment page alike."""
     regs = regression_lines(card)
-    return ["Regressions: " + "; ".join(regs) + "."] if regs else []
+    m = sum(r.family == "confirmatory" for r in card)
+    return [f"Regressions ({holm_name(m)}): " + "; ".join(regs) + "."] if regs else []
+
+
+def family_line(card: Sequence[CardRow]) -> str | None:
+    """The declared family in words: ``Confirmatory: output throughput, median TTFT, median
+    ITL at c=64 for graphs on — Holm over 3 comparisons; the other 40 cells are exploratory,
+    coloured only where Benjamini–Hochberg confirms them.`` None without one."""
+    conf = [r for r in card if r.family == "confirmatory"]
+    if not any(r.confirmed for r in conf):  # one run per arm: nothing to control
+        return None
+    names = ", ".join(dict.fromkeys(r.name for r in conf))
+    arms = ", ".join(dict.fromkeys(r.arm for r in conf))
+    rest = sum(r.family == "exploratory" and r.verdict != COST for r in card)
+    costs = sum(r.verdict == COST for r in card)
+    are = "cells are" if costs != 1 else "cell is"
+    tail = f"; {costs} {are} a knob's intended cost, never a regression" if costs else ""
+    return (
+        f"Confirmatory: {names} at {conf[0].point} for {arms} — {holm_name(len(conf))}; the "
+        f"other {rest} cells are exploratory, coloured only where Benjamini–Hochberg confirms "
+        f"them{tail}."
+    )
 
 
 def _headline_row(card: Sequence[CardRow], arm: str) -> CardRow | None:
@@ -694,7 +821,7 @@ def _knob_story(
         replace(r, verdict=NOT_TESTED)
         if r.arm in untested
         and r.metric not in _MEMORY
-        and r.verdict in (WITHIN_NOISE, "no change")
+        and r.verdict in (EQUIVALENT, INCONCLUSIVE, UNCONFIRMED)
         else r
         for r in card
     ]
@@ -702,10 +829,7 @@ def _knob_story(
     sentences = []
     for c in checks:
         row = _headline_row(rows, alone[c["knob"]]) if c["knob"] in alone else None
-        word = None
-        if row is not None:
-            sure = row.confirmed or row.verdict in _NO_FINDING
-            word = row.verdict + ("" if sure else " (unconfirmed)")
+        word = None if row is None else row.word_text()
         others = [o["knob"] for o in checks if o is not c and o.get("exercised") is not False]
         sentences.append(
             knob_sentence(
@@ -740,11 +864,13 @@ def experiment_story(
     # An adaptive experiment decided on intervals at its stop rule's adjusted level: the
     # card and the verdict show those, so the decision and the interval agree.
     level = _experiment_level(record.spec)
-    card = summary_card(by_arm, base, floor, trials, level) if base else []
+    margin = margin_of(record.spec)
+    card = summary_card(by_arm, base, floor, trials, level, margin) if base else []
     card, checks, ledgers, knobs, untested = _knob_story(by_arm, base, card)
-    table = _relabel(arm_stats(list(runs), base, level=level), untested)
-    text = verdict(str(record.name), table, list(runs), base, floor, level)
+    table = _table_words(arm_stats(list(runs), base, level=level), card, untested, margin, level)
+    text = verdict(str(record.name), table, list(runs), base, None, level)
     regs_line = regressions_paragraph(card)
+    fam = family_line(card)
     found: list[ReadWithCare] = [*caveats(by_arm)]
     found += drift_caveats(
         drift_findings(runs, closing_runs(settings, record), base),
@@ -758,7 +884,7 @@ def experiment_story(
         baseline=base,
         arms=arms,
         card=card,
-        verdict=[*knobs, *regs_line, text, *([care] if care else [])],
+        verdict=[*knobs, *regs_line, text, *([fam] if fam else []), *([care] if care else [])],
         floor=floor,
         host=str(host) if host else None,
         caveats=found,
@@ -766,21 +892,51 @@ def experiment_story(
         ledger=ledgers,
         untested_arms=sorted(untested),
         level=level,
+        margin=margin,
     )
 
 
-def _relabel(table: pd.DataFrame, untested: Collection[str]) -> pd.DataFrame:
-    idle = table["arm"].isin(list(untested)) & (table["label"] == WITHIN_NOISE)
-    table.loc[idle, "label"] = NOT_TESTED
+def _table_words(
+    table: pd.DataFrame,
+    card: Sequence[CardRow],
+    untested: Collection[str],
+    margin: float,
+    level: float,
+) -> pd.DataFrame:
+    """The arm table's ``label`` in the words of ``core.analysis.words``: a cell the card
+    holds as the card reads it (its family's correction included), any other at the margin;
+    an arm that changed only knobs the workload never exercised "not tested by this
+    workload" where its change is no finding."""
+    on_card = {(r.arm, r.metric, r.concurrency): r for r in card}
+    labels = []
+    for _, t in table.iterrows():
+        if t["arm"] not in {r.arm for r in card} and "rel" in t and pd.isna(t["rel"]):
+            labels.append(t["label"])
+            continue
+        row = on_card.get((t["arm"], t["metric"], t["concurrency"]))
+        if row is not None:
+            word = row.word_text()
+        else:
+            low, high = (None if pd.isna(t[c]) else float(t[c]) for c in ("rel_low", "rel_high"))
+            rel = None if pd.isna(t["rel"]) else float(t["rel"])
+            reading = read_difference(
+                str(t["metric"]), rel, low, high, int(t["n"]), margin=margin, level=level
+            )
+            word = reading.text()
+            if t["arm"] in untested and not reading.coloured:
+                word = NOT_TESTED
+        labels.append(word)
+    table["label"] = labels if labels else table["label"]
     return table
 
 
 def arm_table(runs: Sequence[RunOfArm], story: Story) -> pd.DataFrame:
     """An experiment's per-arm table (``stats.arm_stats``) as its story reads it: at the
-    story's level, an arm that changed only knobs the workload never exercised labelled "not
-    tested by this workload", never "within noise". The pages, the CLI and the exports call
-    this, so the table agrees with the verdict."""
-    return _relabel(arm_stats(list(runs), story.baseline, level=story.level), story.untested_arms)
+    story's level and margin, each difference worded as the card words it
+    (``_table_words``). The pages, the CLI and the exports call this, so the table agrees
+    with the verdict."""
+    table = arm_stats(list(runs), story.baseline, level=story.level)
+    return _table_words(table, story.card, story.untested_arms, story.margin, story.level)
 
 
 def _experiment_level(spec: Mapping[str, Any]) -> float:
@@ -797,11 +953,15 @@ def _experiment_level(spec: Mapping[str, Any]) -> float:
 def _arm_line(
     name: str, base: str, point: str, rows: pd.DataFrame, untested: Collection[str]
 ) -> str:
-    """Arm ``name`` against ``base`` at ``point``: each verdict metric's change and word."""
+    """Arm ``name`` against ``base`` at ``point``: each verdict metric's change and word (one
+    run each: no interval, so ``core.analysis.words`` reads every difference unconfirmed)."""
     parts = []
     for _, r in rows.iterrows():
         rel, word = r[f"rel_{name}"], r[f"verdict_{name}"]
-        if name in untested and word == "no change":
+        if word is not None:
+            change = None if pd.isna(rel) else float(rel)
+            word = read_difference(str(r["metric"]), change, None, None, 1).text()
+        if name in untested and word is not None:
             word = NOT_TESTED
         label = metric_label(str(r["metric"]))
         if word is None or pd.isna(r[name]):

@@ -8,9 +8,14 @@ regression band (docs/METRICS.md, "History and the regression band").
   ``plan.*`` with their defaults filled in, and the GPUs the server ran on);
 * a **point** of a series is one run's value of a headline metric
   (``core.metrics.VERDICT_METRICS``) at one load, with that run's own interval (``run_ci``);
-* the **band** a run is checked against is the 99 % prediction interval that the earlier runs
-  of the series make (``prediction_band``), at the headline point
-  (``core.metrics.headline_index``); a value outside it on the worse side is a regression.
+* the **band** a run is checked against is the prediction interval that the earlier runs
+  of the series make (``prediction_band``), from runs of ONE engine installation
+  (``band_runs``: the checked run's own, else the newest earlier one: never a mix of
+  versions), at every point of the checked run (the headline point first), each at
+  ``check_level`` (99 % shared over the points, so an A/A run alerts no more often with
+  more points); a value outside it on the worse side is a regression;
+* its **power** in words: ``caught_drop``, the drop its earlier runs would catch 4 times
+  in 5 (``CAUGHT_SHARE``).
 
 Pure functions over run folders: no Streamlit, no catalog (a series is found by reading
 the folders' spec.json and facts.json, cached per folder).
@@ -44,6 +49,7 @@ from core.run_folder import RunFolder, epoch_s, is_run_id
 __all__ = [
     "AA_ALERT_RATE",
     "BAND_LEVEL",
+    "CAUGHT_SHARE",
     "HISTORY_METRICS",
     "MIN_EARLIER_RUNS",
     "SERIES_IGNORED",
@@ -54,7 +60,11 @@ __all__ = [
     "SeriesRun",
     "SeriesValue",
     "alert_text",
+    "band_runs",
+    "caught_drop",
+    "check_level",
     "check_value",
+    "installation",
     "is_series_key",
     "load_history",
     "prediction_band",
@@ -81,6 +91,7 @@ HISTORY_METRICS: Final = metrics_for("history")  # core.metric_info: the verdict
 BAND_LEVEL: Final = 0.99
 AA_ALERT_RATE: Final = 0.02
 MIN_EARLIER_RUNS: Final = 3
+CAUGHT_SHARE: Final = 0.8  # "a drop of X % would be caught 4 times in 5"
 # A run's own interval from its requests: at least this many values in each of the
 # consecutive groups whose medians it averages (fewer groups than MIN_SLICES: no interval).
 MIN_GROUP_VALUES = 4
@@ -302,6 +313,8 @@ class History:
     checks: tuple[Check, ...]
     bands: Mapping[tuple[PointKey, str], Band]
     config: str
+    band_from: str = ""  # the installation the band's runs share (``band_runs``)
+    band_level: float = BAND_LEVEL  # each point's band (``check_level``)
 
     @property
     def regression(self) -> bool:
@@ -329,14 +342,62 @@ def prediction_band(values: Sequence[float], level: float = BAND_LEVEL) -> Band 
     return Band(n, math.exp(m), math.exp(m - half), math.exp(m + half))
 
 
+def check_level(points: int) -> float:
+    """The level of each point's band when ``points`` loads are checked: BAND_LEVEL's
+    1 % outside shared over them (Bonferroni), so checking every point of a run alerts an
+    A/A run no more often than checking one did (``AA_ALERT_RATE``)."""
+    return 1 - (1 - BAND_LEVEL) / max(points, 1)
+
+
+def caught_drop(band: Band, level: float = BAND_LEVEL, share: float = CAUGHT_SHARE) -> float:
+    """The relative drop (a fraction, 0.12 = −12 %) of the next run that lands below the
+    band's lower edge ``share`` of the time: on the log scale the next run minus the
+    earlier mean has sd s·√(1 + 1/n) (s: the earlier runs' spread, read back from the
+    band), so a drop δ is caught with probability Φ((δ − half) / (s·√(1 + 1/n))). Checked
+    by a seeded simulation (tests/test_history.py)."""
+    from statistics import NormalDist
+
+    half = math.log(band.mean / band.low) if band.low > 0 else math.inf
+    spread = half / t_quantile(1 - (1 - level) / 2, float(band.n - 1))  # s·√(1 + 1/n)
+    return -math.expm1(-(half + NormalDist().inv_cdf(share) * spread))
+
+
+def installation(view: RunView) -> str:
+    """The engine installation a run measured with: its named installation, else its
+    version (what ``band_runs`` never mixes)."""
+    server = view.spec.get("server") or {}
+    return str(server.get("engine_install") or view.facts.get("engine_version") or "")
+
+
+def band_runs(views: Sequence[RunView], focus: str) -> list[str]:
+    """The runs the band of ``focus`` comes from: the earlier runs of its own installation
+    when there are ``MIN_EARLIER_RUNS``, else those of the newest earlier installation (a
+    new version is checked against the one before it); never a mix of installations."""
+    order = [v.run_id for v in views]
+    earlier = views[: order.index(focus)]
+    mine = installation(views[order.index(focus)])
+    same = [v.run_id for v in earlier if installation(v) == mine]
+    if len(same) >= MIN_EARLIER_RUNS or not earlier:
+        return same
+    other = next((installation(v) for v in reversed(earlier) if installation(v) != mine), None)
+    if other is None:
+        return same
+    return [v.run_id for v in earlier if installation(v) == other]
+
+
 def check_value(
-    metric: str, value: float, earlier: Sequence[float], point_label: str = "", run_id: str = ""
+    metric: str,
+    value: float,
+    earlier: Sequence[float],
+    point_label: str = "",
+    run_id: str = "",
+    level: float = BAND_LEVEL,
 ) -> Check:
-    """One value against the band of ``earlier`` (``prediction_band``): a regression when
-    it lies beyond the band on the worse side (``metric_info.higher_is_better``) and at least
-    ``NO_CHANGE_THRESHOLD`` from the earlier runs' mean (a band of identical runs has no
-    width: a 0.1 % step is no finding)."""
-    band = prediction_band(earlier)
+    """One value against the band of ``earlier`` (``prediction_band`` at ``level``): a
+    regression when it lies beyond the band on the worse side (``metric_info.
+    higher_is_better``) and at least ``NO_CHANGE_THRESHOLD`` from the earlier runs' mean (a
+    band of identical runs has no width: a 0.1 % step is no finding)."""
+    band = prediction_band(earlier, level)
     if band is None:
         return Check(metric, point_label, run_id, value, len(earlier), None, 0.0, "no band")
     higher_better = higher_is_better(metric)
@@ -434,12 +495,15 @@ def _earlier(
     ]
 
 
-def _bands(values: Sequence[SeriesValue], before: set[str]) -> dict[tuple[PointKey, str], Band]:
-    """Each load and metric's prediction band from the runs ``before`` the checked one."""
+def _bands(
+    values: Sequence[SeriesValue], before: set[str], level: float = BAND_LEVEL
+) -> dict[tuple[PointKey, str], Band]:
+    """Each load and metric's prediction band (at ``level``) from the runs ``before``."""
     bands: dict[tuple[PointKey, str], Band] = {}
     for point in dict.fromkeys(v.point for v in values):
         for metric in HISTORY_METRICS:
-            if (band := prediction_band(_earlier(values, before, point, metric))) is not None:
+            earlier = _earlier(values, before, point, metric)
+            if (band := prediction_band(earlier, level)) is not None:
                 bands[(point, metric)] = band
     return bands
 
@@ -467,15 +531,21 @@ def load_history(runs_dir: Path, key_or_run: str, focus: str | None = None) -> H
     loads = list(first_points(focus_view))
     index = headline_index([s.get("point") or {} for _, s in loads])
     headline = None if index is None else loads[index][0]
-    before = set(order[: order.index(focus)])
-    bands = _bands(values, before)
+    before = set(band_runs(views, focus))
+    # every point of the checked run, the headline point first
+    points = sorted(
+        dict.fromkeys(v.point for v in values if v.run_id == focus), key=lambda p: p != headline
+    )
+    level = check_level(len(points))
+    bands = _bands(values, before, level)
     checks = tuple(
         check_value(
-            metric, v.value, _earlier(values, before, v.point, metric), v.point_label, focus
+            metric, v.value, _earlier(values, before, v.point, metric), v.point_label, focus, level
         )
+        for point in points
         for metric in HISTORY_METRICS
         for v in values
-        if v.run_id == focus and v.point == headline and v.metric == metric
+        if v.run_id == focus and v.point == point and v.metric == metric
     )
     label = next((v.point_label for v in values if v.point == headline), "")
     return History(
@@ -488,52 +558,80 @@ def load_history(runs_dir: Path, key_or_run: str, focus: str | None = None) -> H
         checks=checks,
         bands=bands,
         config=_config(views[-1]),
+        band_from=next((installation(v) for v in views if v.run_id in before), ""),
+        band_level=level,
     )
 
 
-def _band_text(c: Check) -> str:
+def _band_text(c: Check, level: float) -> str:
     assert c.band is not None
     return (
-        f"{number_text(c.band.low)}–{number_text(c.band.high)}, {share_text(BAND_LEVEL)} "
+        f"{number_text(c.band.low)}–{number_text(c.band.high)}, {_level_text(level)} "
         f"prediction interval; this run {number_text(c.value)}"
+    )
+
+
+def _level_text(level: float) -> str:
+    return share_text(level, 0 if abs(level * 100 - round(level * 100)) < 1e-9 else 1)
+
+
+def power_text(history: History) -> str | None:
+    """``With these 5 runs a drop of 12.3% in output throughput at c=64 would be caught 4
+    times in 5.`` (``caught_drop`` of the headline band); None without a band there."""
+    metric = HISTORY_METRICS[0]
+    band = history.bands.get((history.headline, metric)) if history.headline else None
+    if band is None:
+        return None
+    drop = caught_drop(band, history.band_level)
+    return (
+        f"With these {band.n} runs a drop of {share_text(drop, 1)} in {metric_name(metric)} "
+        f"at {history.headline_label} would be caught 4 times in 5."
     )
 
 
 def alert_text(history: History) -> str:
     """THE words of a series' alert, the same on the History page and in the CLI: a
-    regression names each metric beyond the band and by how much; otherwise "No
-    regression", or why there is no band yet."""
+    regression names each metric and point beyond the band and by how much; otherwise "No
+    regression" at every point checked, or why there is no band yet. The band's
+    installation is named (it never mixes versions)."""
     checks = history.checks
-    at = f"at {history.headline_label}" if history.headline_label else ""
     if not checks or all(c.outcome == "no band" for c in checks):
         n = checks[0].n_earlier if checks else 0
         return (
-            f"No band yet: {n} earlier run(s) of this configuration before {history.focus}; "
-            f"the band needs at least {MIN_EARLIER_RUNS}."
+            f"No band yet: {n} earlier run(s) of this configuration and installation before "
+            f"{history.focus}; the band needs at least {MIN_EARLIER_RUNS}."
         )
     n = max(c.n_earlier for c in checks)
     regressions = [c for c in checks if c.outcome == "regression"]
     better = [c for c in checks if c.outcome == "improvement"]
     tail = (
         "; better than the band: "
-        + ", ".join(f"{metric_name(c.metric)} ({pct_text(c.change)})" for c in better)
+        + ", ".join(
+            f"{metric_name(c.metric)} at {c.point_label} ({pct_text(c.change)})" for c in better
+        )
         if better
         else ""
     )
+    of = f" of {history.band_from}" if history.band_from else ""
     if regressions:
         parts = []
         for c in regressions:
             assert c.band is not None
             side = "below" if c.change < 0 else "above"
             parts.append(
-                f"{metric_name(c.metric)} {at} {'fell' if c.change < 0 else 'rose'} "
+                f"{metric_name(c.metric)} at {c.point_label} "
+                f"{'fell' if c.change < 0 else 'rose'} "
                 f"{share_text(abs(c.value / c.band.mean - 1), 1)} {side} the mean of the "
-                f"{c.n_earlier} earlier runs, {share_text(abs(c.change), 1)} {side} their band "
-                f"({_band_text(c)})"
+                f"{c.n_earlier} earlier runs{of}, {share_text(abs(c.change), 1)} {side} their "
+                f"band ({_band_text(c, history.band_level)})"
             )
         return f"Regression in {history.focus}: " + "; ".join(parts) + tail + "."
-    names = ", ".join(metric_name(c.metric) for c in checks if c.outcome != "no band")
+    names = ", ".join(
+        dict.fromkeys(metric_name(c.metric) for c in checks if c.outcome != "no band")
+    )
+    at = ", ".join(dict.fromkeys(c.point_label for c in checks if c.outcome != "no band"))
     return (
-        f"No regression: {names} of {history.focus} {at} are within or better than the band "
-        f"of the {n} earlier runs ({share_text(BAND_LEVEL)} prediction interval){tail}."
+        f"No regression: {names} of {history.focus} at {at} are within or better than the "
+        f"band of the {n} earlier runs{of} ({_level_text(history.band_level)} prediction "
+        f"interval each){tail}."
     )

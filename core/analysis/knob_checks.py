@@ -1,6 +1,6 @@
 """Could this workload show the knob at all? One rule per knob family, each naming the
 resource the knob acts on and how much of it the arms used. A knob whose resource the
-workload never reached reads "not tested by this workload", never "within noise".
+workload never reached reads "not tested by this workload", never "inconclusive".
 
 Each arm's figure is the median over its runs of each run's peak (one odd trial does not
 decide), and the highest trial is quoted beside it.
@@ -319,7 +319,7 @@ def knob_sentence(
 ) -> str:
     """One sentence per knob under test: what it did (``did``, with its interval), what it
     cost (the ledger), whether the workload could show it (``check``) and, where it could
-    not, the workload that would. ``verdict``: better / worse / within noise of ``did``,
+    not, the workload that would. ``verdict``: the word (core.analysis.words) of ``did``,
     left out for a knob the workload did not exercise (its change cannot come from it).
     ``others``: the other knobs the arms differ in that the workload did exercise."""
     idle = check.get("exercised") is False

@@ -1,8 +1,8 @@
 """Points and metrics across runs: a point is paired with the same load in every run
 (concurrency, request rate, input and output length), never by position, and flagged when
 the runs were sent different prompts there; ``metric_deltas`` is the single-run delta
-table (no interval: a change below ``NO_CHANGE_THRESHOLD`` reads "no change", never
-"within noise", which only an interval or a measured noise floor can say).
+table (one run each, no interval: every difference reads "unconfirmed", the word of
+``core.analysis.words`` for a change no interval backs; never better or worse).
 """
 
 from __future__ import annotations
@@ -48,7 +48,10 @@ __all__ = [
 # |relative change| below this, on single runs (no interval), reads as "no change".
 NO_CHANGE_THRESHOLD = 0.005
 
-Verdict = Literal["better", "worse", "no change", "changed"]
+Verdict = Literal["unconfirmed"]
+# = core.analysis.words.UNCONFIRMED (this module sits below words; tests/test_words.py
+# checks they are one word)
+UNCONFIRMED: Verdict = "unconfirmed"
 
 # THE direction of each metric (core.metric_info); a metric without one reads "changed".
 METRIC_DIRECTIONS: dict[str, Direction] = {
@@ -175,19 +178,13 @@ def is_no_change(rel: float) -> bool:
     return abs(rel) < NO_CHANGE_THRESHOLD
 
 
-def _verdict(
-    base: float, value: float, direction: Direction | None
-) -> tuple[float, float, Verdict | None]:
+def _verdict(base: float, value: float) -> tuple[float, float, Verdict | None]:
     if math.isnan(base) or math.isnan(value):
         return math.nan, math.nan, None
     delta = value - base
     rel = delta / abs(base) if base != 0 else (0.0 if delta == 0 else math.nan)
-    if delta == 0 or (not math.isnan(rel) and is_no_change(rel)):
-        return delta, rel, "no change"
-    if direction is None:
-        return delta, rel, "changed"
-    better = delta > 0 if direction == "higher" else delta < 0
-    return delta, rel, "better" if better else "worse"
+    # one run each: no interval, so no difference is better or worse, however large
+    return delta, rel, UNCONFIRMED
 
 
 def metric_deltas(
@@ -199,10 +196,10 @@ def metric_deltas(
 ) -> pd.DataFrame:
     """One row per (matched point, metric): ``point``, ``metric``, ``direction``, one value
     column per run, then per non-baseline run ``delta_<id>`` (absolute), ``rel_<id>``
-    (fraction of the baseline; NaN when the baseline is 0) and ``verdict_<id>`` ("better",
-    "worse", "no change" below 0.5 %, "changed" for a metric without a direction, None when a
-    value is missing), and ``same_prompts`` (False: the runs were sent different prompts
-    at this point; None: not checkable). A point one run lacks gives NaN there. ``names``
+    (fraction of the baseline; NaN when the baseline is 0) and ``verdict_<id>``
+    ("unconfirmed": one run each, no interval; None when a value is missing), and
+    ``same_prompts`` (False: the runs were sent different prompts at this point; None: not
+    checkable). A point one run lacks gives NaN there. ``names``
     (e.g. ``arm_names``) replaces the run ids in the column names."""
     if not views:
         raise ValueError("no runs to compare")
@@ -222,7 +219,7 @@ def metric_deltas(
             row: dict[str, Any] = {"point": mp.label, "metric": metric, "direction": direction}
             row.update(zip(labels, values, strict=True))
             for i in others:
-                delta, rel, verdict = _verdict(values[baseline], values[i], direction)
+                delta, rel, verdict = _verdict(values[baseline], values[i])
                 row[f"delta_{labels[i]}"] = delta
                 row[f"rel_{labels[i]}"] = rel
                 row[f"verdict_{labels[i]}"] = verdict

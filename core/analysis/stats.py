@@ -179,12 +179,14 @@ def level_text(level: float) -> str:
 
 
 def _label(metric: str, low: float | None, high: float | None, rel: float | None) -> str:
-    if rel is None:
-        return "unknown"
-    if low is None or high is None:
-        return f"unknown (fewer than {MIN_TRIALS_FOR_CI} trials)"
+    """The raw word of one difference, in core.analysis.words' vocabulary (this module sits
+    below it): unconfirmed without an interval, better / worse beyond zero, else
+    inconclusive. ``core.analysis.card.arm_table`` rewords every label with the plan's
+    margin and the family's correction; what a reader sees comes from there."""
+    if rel is None or low is None or high is None:
+        return "unconfirmed"
     if low <= 0 <= high:
-        return WITHIN_NOISE
+        return "inconclusive"
     up = low > 0
     return "better" if up == higher_is_better(metric) else "worse"
 
@@ -273,11 +275,7 @@ def _throughput_parts(tput: pd.DataFrame, level: float) -> list[list[str]]:
                 ci = f" ({level_text(level)} {pct_interval_text(row['rel_low'], row['rel_high'])})"
             else:
                 ci = f" (interval unknown: fewer than {MIN_TRIALS_FOR_CI} trials)"
-            note = (
-                ""
-                if row["label"] in ("better", "worse") or "unknown" in row["label"]
-                else f", {row['label']}"
-            )
+            note = "" if row["label"] in ("better", "worse", "unconfirmed") else f", {row['label']}"
             change = pct_text(row["rel"])
             parts[-1].append(f"{change} output throughput at concurrency {c}{ci}{note}")
     return parts

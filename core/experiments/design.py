@@ -401,6 +401,9 @@ class ExperimentSpec(BaseModel):
     # metric -> relative margin (0.05 = ±5 %) inside which an arm counts as equivalent to
     # the baseline; a metric left out: the host's A/A noise floor, else DEFAULT_MARGIN.
     equivalence_margin: dict[str, float] = Field(default_factory=dict)
+    # The margin of the verdict's "equivalent within ±M %" (every metric, fixed or auto
+    # trials): a difference whose whole 95 % interval lies inside ±M reads equivalent.
+    equivalence_margin_pct: float = Field(DEFAULT_MARGIN * 100)
     order_seed: int = Field(default_factory=lambda: secrets.randbelow(2**31))
     kind: str = Field("ab", description="ab, or aa for a noise-floor check")
     baseline: str | None = Field(
@@ -436,6 +439,16 @@ class ExperimentSpec(BaseModel):
                     f"not {margin}"
                 )
         return margins
+
+    @field_validator("equivalence_margin_pct")
+    @classmethod
+    def _margin_pct(cls, pct: float) -> float:
+        if not 0 < pct < 100:
+            raise ValueError(
+                f"equivalence_margin_pct is a percentage between 0 and 100 (5 = ±5 %), "
+                f"not {pct}; give e.g. equivalence_margin_pct: 5"
+            )
+        return pct
 
     @model_validator(mode="after")
     def _baseline(self) -> ExperimentSpec:
@@ -609,6 +622,7 @@ def _parse_grid_experiment(data: dict[str, Any]) -> ExperimentSpec:
         order_seed=probe.order_seed,
         kind=probe.kind,
         closing_baseline=probe.closing_baseline,
+        equivalence_margin_pct=probe.equivalence_margin_pct,
         **adaptive,
     )
 

@@ -176,6 +176,8 @@ def _card_html(sel: Selection) -> str:
         "<h2>Summary</h2>",
         f"<p class='note'>Baseline: {_e(story.baseline)}. {_e(story.noise)}</p>",
     ]
+    if story.family:  # which contrasts may read better / worse, and under which rule
+        out.append(f"<p class='note'>{_e(story.family)}</p>")
     regs = regression_lines(story.card)
     if regs:
         out.append(

@@ -11,7 +11,6 @@ from typing import Any
 import pandas as pd
 from pandas.io.formats.style import Styler
 
-from core.analysis.points import NO_CHANGE_THRESHOLD
 from core.analysis.roles import field_name
 from core.config import knob_text
 from core.metric_info import METRICS, metric_label, metric_unit
@@ -58,21 +57,20 @@ _ACRONYMS = {
 # 4 columns beside the metric names fit there.
 CARD_COLUMNS = 4
 
-# The words for "no difference", one meaning each (the numbers that decide them:
-# core.analysis.points.is_no_change and core.analysis.card): "within noise" only where an
-# interval or the host's A/A noise floor covers the change; "no change" where neither
-# exists (one run each) and the change is under NO_CHANGE_THRESHOLD (0.5%).
+# The marks of the four words of core.analysis.words (the rule that decides them lives
+# there, and the family's correction in core.analysis.card / family).
 CARD_LEGEND = (
-    "▲ better / ▼ worse by each metric's direction (green / red); ≈ within noise: the "
-    "interval or the host's A/A noise floor covers the change; = no change: one run per "
-    f"arm and under {share_text(NO_CHANGE_THRESHOLD, 1)}; '?' = one run per arm, no interval; "
-    "n/t = not tested by this workload: the arm differs only in a knob whose resource the "
-    "load never reached."
+    "▲ better / ▼ worse by each metric's direction (green / red): the interval lies beyond "
+    "zero and the contrast survives its family (Holm for the confirmatory contrasts, "
+    "Benjamini–Hochberg for the rest); ≈ equivalent: the interval lies inside the plan's "
+    "equivalence margin; ? inconclusive: neither; · unconfirmed: no interval (one run per "
+    "arm), never coloured; cost: memory a knob is meant to consume; n/t = not tested by this "
+    "workload: the arm differs only in a knob whose resource the load never reached."
 )
 DELTA_LEGEND = (
-    f"One run each, so no interval: a change under {share_text(NO_CHANGE_THRESHOLD, 1)} reads "
-    '"no change" (not "within '
-    'noise": only an interval or the A/A noise floor, on the card above, can say that).'
+    'One run each, so no interval: every difference reads "unconfirmed", never better or '
+    "worse, however large (only an interval over trials, on an experiment's card, can say "
+    "that)."
 )
 
 

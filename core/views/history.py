@@ -19,11 +19,14 @@ from core.analysis.history import (
     History,
     SeriesValue,
     alert_text,
+    power_text,
 )
 from core.analysis.points import PointKey
+from core.analysis.version_reading import version_reading
 from core.metric_info import metric_label
 from core.numbers import number_text, share_text
 from core.run_folder import epoch_s
+from core.settings import Settings
 from core.views.figures import ARM_PALETTE, TEMPLATE, rgb_of
 
 __all__ = [
@@ -32,6 +35,7 @@ __all__ = [
     "history_lines",
     "history_path",
     "history_table",
+    "history_verdict",
     "version_colours",
 ]
 
@@ -78,7 +82,7 @@ def history_figure(history: History, point: PointKey | None = None) -> go.Figure
         times = [t for t in started.values() if t is not None]
         regression = metric in regressions
         if band is not None and times:
-            _add_band(fig, row, band, [min(times), max(times)], regression)
+            _add_band(fig, row, band, [min(times), max(times)], regression, history.band_level)
         _add_runs(fig, row, history, values, started)
         focus = next((v for v in values if v.run_id == history.focus), None)
         if focus is not None:
@@ -86,7 +90,8 @@ def history_figure(history: History, point: PointKey | None = None) -> go.Figure
         fig.update_yaxes(title_text=metric_label(metric), row=row, col=1)
     label = next((v.point_label for v in history.values if v.point == point), "")
     band_words = (
-        f"shaded: {share_text(BAND_LEVEL)} prediction band of the runs before the checked one"
+        f"shaded: {share_text(history.band_level, 1)} prediction band of the runs of one "
+        "installation before the checked one"
         if history.bands
         else "no band yet"
     )
@@ -101,7 +106,14 @@ def history_figure(history: History, point: PointKey | None = None) -> go.Figure
     return fig
 
 
-def _add_band(fig: go.Figure, row: int, band: Band, span: list[datetime], regression: bool) -> None:
+def _add_band(
+    fig: go.Figure,
+    row: int,
+    band: Band,
+    span: list[datetime],
+    regression: bool,
+    level: float = BAND_LEVEL,
+) -> None:
     """The band of the earlier runs over ``span`` (shaded red for a regression), its mean
     dashed: traces, not a shape, so the axis range takes the band in."""
     fill = rgb_of(REGRESSION_COLOUR if regression else "#7f7f7f")
@@ -125,7 +137,7 @@ def _add_band(fig: go.Figure, row: int, band: Band, span: list[datetime], regres
             line={"width": 0},
             fill="tonexty",
             fillcolor=f"rgba({fill},0.15)",
-            name=f"band ({share_text(BAND_LEVEL)}, {band.n} earlier runs)",
+            name=f"band ({share_text(level, 1)}, {band.n} earlier runs)",
             legendgroup="band",
             showlegend=row == 1,
             hovertemplate=f"band {number_text(band.low)} … {number_text(band.high)}<extra></extra>",
@@ -210,11 +222,23 @@ def _add_focus(
     )
 
 
-def history_lines(history: History) -> list[str]:
-    """The CLI's text: the alert (the page's words), the series, and per run its version
-    and the headline metrics at the headline point with their intervals, then the band."""
+def history_verdict(history: History, settings: Settings | None = None) -> list[str]:
+    """What History says, in the page's order: the version change as its experiment reads
+    it (``core.analysis.version_reading``, where an experiment measured it: the words of its
+    Experiment page), the band's alert (``alert_text``), and the drop the band would catch
+    (``power_text``)."""
+    runs = [r.run_id for r in history.runs]
+    reading = version_reading(settings, runs) if settings is not None else []
+    power = power_text(history)
+    return [*reading, alert_text(history), *([power] if power else [])]
+
+
+def history_lines(history: History, settings: Settings | None = None) -> list[str]:
+    """The CLI's text: the verdict (the page's words: ``history_verdict``), the series, and
+    per run its version and the headline metrics at the headline point with their
+    intervals, then the band."""
     lines = [
-        alert_text(history),
+        *history_verdict(history, settings),
         "",
         f"series {history.key}: {history.config} · {len(history.runs)} run(s) · "
         f"headline point {history.headline_label}",
@@ -252,7 +276,8 @@ def history_lines(history: History) -> list[str]:
         band = history.bands.get((history.headline, m)) if history.headline else None
         text = "-" if band is None else f"{number_text(band.low)} … {number_text(band.high)}"
         band_cells.append(f" {text:>30}")
-    lines.append(f"{'band (' + format(BAND_LEVEL, '.0%') + ' prediction)':76}{''.join(band_cells)}")
+    level = format(history.band_level, ".1%").replace(".0%", "%")
+    lines.append(f"{'band (' + level + ' prediction)':76}{''.join(band_cells)}")
     lines.append("[a, b]: the run's own 95% interval; <: the run checked against the band")
     return lines
 
@@ -262,9 +287,12 @@ def _point_json(point: PointKey) -> list[Any]:
     return ["inf" if isinstance(x, float) and math.isinf(x) else x for x in point]
 
 
-def history_json(history: History) -> dict[str, Any]:
-    """The same as JSON: the alert words, the runs, every value, the bands and checks."""
+def history_json(history: History, settings: Settings | None = None) -> dict[str, Any]:
+    """The same as JSON: the verdict's words, the runs, every value, the bands and checks."""
     return {
+        "verdict": history_verdict(history, settings),
+        "power": power_text(history),
+        "band_from": history.band_from,
         "series": history.key,
         "link": "/" + history_path(history.key),
         "config": history.config,
@@ -272,7 +300,7 @@ def history_json(history: History) -> dict[str, Any]:
         "regression": history.regression,
         "headline_point": history.headline_label,
         "checked_run": history.focus,
-        "band_level": BAND_LEVEL,
+        "band_level": history.band_level,
         "runs": [vars(r) for r in history.runs],
         "values": [{**vars(v), "point": _point_json(v.point)} for v in history.values],
         "bands": [
