@@ -154,11 +154,12 @@ def trial_trend(observations: Sequence[tuple[str, int, float, float]]) -> Trend 
     """The trend every arm shares, tested on **trial means**: ``observations`` are (arm,
     trial, time, value). Each arm's mean log is taken out (a knob moves its arm, never the
     host), then each trial is one unit: the mean of its runs' centred logs at the mean of
-    their times. OLS of the unit means on time, t test on the slope over units − 2
-    degrees of freedom. A trial's runs share the host's state (the reason arms are paired
-    by trial), so runs are not independent; trials are: a per-run test flags drift-free
-    experiments far above its level when the runs of a trial are correlated (issue 35:
-    8.6–15.4 % at a nominal 5 %). None with fewer than 3 units or no spread in time."""
+    their times (a closing baseline run: a unit of one). WLS of the unit means on time,
+    weighted by runs per unit, t test on the slope over units − 2 degrees of freedom. A
+    trial's runs share the host's state (the reason arms are paired by trial), so runs
+    are not independent; trials are: a per-run test flags drift-free experiments above
+    its level when the runs of a trial are correlated (5.7–9.4 % at a nominal 5 %,
+    docs/METRICS.md). None with fewer than 3 units or no spread in time."""
     obs = [(a, k, float(t), math.log(v)) for a, k, t, v in observations if v is not None and v > 0]
     arm_mean: dict[str, list[float]] = {}
     for a, _, _, y in obs:
@@ -171,8 +172,12 @@ def trial_trend(observations: Sequence[tuple[str, int, float, float]]) -> Trend 
     means = np.array([np.mean([y for _, y in u]) for u in units.values()])
     if len(units) < 3 or np.ptp(times) == 0:
         return None
-    design = np.column_stack([times, np.ones(len(times))])
-    slope, p = _ols_slope(design, means, 0)
+    # weighted by runs per unit: a closing run alone is up to k times as noisy as a mean of
+    # k runs (when runs share nothing); with a shared host state it is less: conservative
+    size = np.array([len(u) for u in units.values()], dtype=float)
+    w = np.sqrt(size / size.max())
+    design = np.column_stack([times, np.ones(len(times))]) * w[:, None]
+    slope, p = _ols_slope(design, means * w, 0)
     # the size over every run's span: first run to last, as the common trend says it
     span = max(t for _, _, t, _ in obs) - min(t for _, _, t, _ in obs)
     return Trend(math.expm1(slope * span), p, len(obs))
@@ -295,8 +300,8 @@ def trial_drift(
     runs: Sequence[RunOfArm], metric: str = "output_throughput"
 ) -> dict[PointKey, Trend]:
     """Per point: the trend every arm shares, on trial means (``trial_trend``) over the
-    runs given (the trials, and a closing baseline run if there is one: one more, later,
-    unit of its own)."""
+    runs given (the trials, and a closing baseline run if there is one: a later unit of
+    one run, weighted as such)."""
     out = {}
     for key, obs in _observations(runs, metric).items():
         trend = trial_trend(obs)
@@ -426,21 +431,21 @@ def drift_findings(
     *,
     within: bool = True,
 ) -> list[Drift]:
-    """The drifts worth a "Read with care" line: a common trend across trials significant
-    after Holm over the points (``holm``) and at least ``MIN_DRIFT``; points whose steady
-    window drifted that much in some run (Holm over every run's points); a closing
-    baseline at least ``MIN_DRIFT`` off its first run. By point."""
+    """The drifts worth a "Read with care" line: a common trend across the trials (on
+    trial means, ``trial_trend``) and a closing baseline beyond the baseline trials' own
+    spread (``closing_shift``), each significant after Holm over one family (every point,
+    both tests: the chance that a drift-free experiment reads "drift" stays at
+    ``DRIFT_ALPHA``) and at least ``MIN_DRIFT``; points whose steady window drifted that
+    much in some run (Holm over every run's points). By point."""
     found: list[Drift] = []
-    trends = trial_drift([*runs, *closing])
-    adjusted = holm([t.p_value for t in trends.values()])
-    for (key, t), p in zip(trends.items(), adjusted, strict=True):
+    tests: list[tuple[Kind, PointKey, Trend]] = [
+        *(("across trials", k, t) for k, t in trial_drift([*runs, *closing]).items()),
+        *(("closing baseline", k, t) for k, t in closing_drift(runs, closing, baseline).items()),
+    ]
+    adjusted = holm([t.p_value for _, _, t in tests])
+    for (kind, key, t), p in zip(tests, adjusted, strict=True):
         if p is not None and p < DRIFT_ALPHA and abs(t.change) >= MIN_DRIFT:
-            found.append(Drift(key, "across trials", t.change, p, t.n, tests=len(trends)))
-    shifts = closing_drift(runs, closing, baseline)
-    adjusted = holm([t.p_value for t in shifts.values()])
-    for (key, t), p in zip(shifts.items(), adjusted, strict=True):
-        if p is not None and p < DRIFT_ALPHA and abs(t.change) >= MIN_DRIFT:
-            found.append(Drift(key, "closing baseline", t.change, p, t.n, tests=len(shifts)))
+            found.append(Drift(key, kind, t.change, p, t.n, tests=len(tests)))
     if within:
         found += _within(runs)
     order = {k: i for i, k in enumerate(["across trials", "closing baseline", "within the point"])}
