@@ -9,6 +9,7 @@ import pytest
 
 from bench.sim_sequential import experiment
 from core.analysis.sequential import (
+    ALPHA,
     decide,
     look_level,
     margins_for,
@@ -26,7 +27,7 @@ def test_the_boundary_spends_alpha_over_the_planned_looks() -> None:
     assert planned_looks(MIN_T, MAX_T) == len(levels) == 8
     assert list(levels) == sorted(levels) and levels[0] < 0.001
     assert 0.035 < levels[-1] < 0.05
-    assert look_level(3, 3) == pytest.approx(0.95, abs=0.002)
+    assert look_level(3, 3) == pytest.approx(1 - ALPHA, abs=0.002)
 
 
 def test_no_effect_is_called_better_or_worse_at_most_5_percent_per_experiment() -> None:
