@@ -4,15 +4,22 @@ per experiment two arms, the three headline metrics, one load point; each trial'
 share the host's state (within-trial correlation ``rho``); looks after every trial from
 min_trials to max_trials, decided contrasts stay decided, stop when all are decided.
 
-    python -m bench.sim_sequential --seed 35 --experiments 2000
+    python -m bench.sim_sequential --seed 35 --experiments 3000
+    # the figures before issue 35, with the base commit's stop rule:
+    git show e31f5b0:core/analysis/sequential.py > /tmp/sequential_before.py
+    python -m bench.sim_sequential --seed 35 --experiments 3000 \
+        --sequential-module /tmp/sequential_before.py
 
 Prints the error and power table of docs/METRICS.md ("Adaptive trials")."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
+import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 import numpy as np
 
@@ -60,23 +67,31 @@ def experiment(
     high: int,
     margin: float = 0.05,
     alpha: float = ALPHA,
+    module: ModuleType | None = None,
 ) -> tuple[dict[str, str], int]:
-    """One adaptive experiment: each metric's final decision, and the trials it ran."""
+    """One adaptive experiment: each metric's final decision, and the trials it ran.
+    ``module``: another sequential.py to measure (the base commit's: its Bonferroni rule,
+    whose looks re-decide every contrast)."""
     values = draw(rng, effect, cv, rho, high)
     previous: Sequence = ()
     n = low
     for n in range(low, high + 1):
         runs = runs_of({k: v[:n] for k, v in values.items()}, n)
-        previous = headline_contrasts(
-            runs,
-            "A",
-            margins_for({}, margin),
-            n,
-            min_trials=low,
-            max_trials=high,
-            previous=previous,
-            alpha=alpha,
-        )
+        if module is not None:
+            margins = module.margins_for({}, None, margin)
+            level = module.look_level(low, high)
+            previous = module.headline_contrasts(runs, "A", margins, level)
+        else:
+            previous = headline_contrasts(
+                runs,
+                "A",
+                margins_for({}, margin),
+                n,
+                min_trials=low,
+                max_trials=high,
+                previous=previous,
+                alpha=alpha,
+            )
         if all(c.decision != "undecided" for c in previous):
             break
     return {c.metric: c.decision for c in previous}, n
@@ -92,6 +107,8 @@ def table(
     high: int = 10,
     rho: float = 0.5,
     alpha: float = ALPHA,
+    module: ModuleType | None = None,
+    cases: Sequence[tuple[float, float]] = CASES,
 ) -> list[str]:
     """Per case (true effect, CV): the share of experiments with any contrast called
     better/worse with no effect, throughput called better, any contrast "equivalent"
@@ -102,11 +119,11 @@ def table(
         "| any 'equivalent' | mean trials |",
         "|---|---|---|---|---|---|",
     ]
-    for effect, cv in CASES:
+    for effect, cv in cases:
         wrong = better = equiv = 0
         took = []
         for _ in range(experiments):
-            d, n = experiment(rng, effect, cv, rho, low, high, alpha=alpha)
+            d, n = experiment(rng, effect, cv, rho, low, high, alpha=alpha, module=module)
             took.append(n)
             wrong += effect == 0 and any(x in ("better", "worse") for x in d.values())
             better += d["output_throughput"] == "better"
@@ -126,8 +143,23 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=35)
     p.add_argument("--experiments", type=int, default=2000)
     p.add_argument("--alpha", type=float, default=ALPHA)
+    p.add_argument("--sequential-module", help="a sequential.py to measure instead (before)")
+    p.add_argument("--aa-only", action="store_true", help="only the no-effect rows")
     args = p.parse_args()
-    print("\n".join(table(args.seed, args.experiments, alpha=args.alpha)))
+    module = _load(args.sequential_module) if args.sequential_module else None
+    cases = [c for c in CASES if c[0] == 0] if args.aa_only else CASES
+    print(
+        "\n".join(table(args.seed, args.experiments, alpha=args.alpha, module=module, cases=cases))
+    )
+
+
+def _load(path: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("sequential_under_test", path)
+    assert spec is not None and spec.loader is not None
+    out = importlib.util.module_from_spec(spec)
+    sys.modules["sequential_under_test"] = out  # its dataclasses look their module up
+    spec.loader.exec_module(out)
+    return out
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ import pytest
 from bench.sim_sequential import experiment
 from core.analysis.sequential import (
     ALPHA,
+    PRIMARY_SHARE,
     decide,
+    headline_contrasts,
     look_level,
     margins_for,
     nominal_levels,
@@ -69,3 +71,36 @@ def test_margins_come_from_the_plan_never_from_an_aa() -> None:
         "median_ttft_ms": 0.05,
         "median_itl_ms": 0.1,
     }
+
+
+def test_a_decided_contrast_stays_decided_and_passes_its_level_on() -> None:
+    """A look keeps what the last look decided (its interval too), even when the new
+    trial alone would not decide it; once throughput is found better, TTFT and ITL are
+    tested at a higher level than their initial share."""
+    from bench.sim_sequential import runs_of
+
+    rng = np.random.default_rng(3)
+    big = {"A": np.full((10, 3), 100.0), "B": np.full((10, 3), 100.0)}
+    big["B"][:, 0] = 150 * np.exp(rng.normal(0, 0.01, 10))  # throughput +50 %
+    big["A"][:, 1:] *= np.exp(rng.normal(0, 0.2, (10, 2)))  # latencies: noisy, no change
+    margins = margins_for({}, 0.05)
+    first = headline_contrasts(
+        runs_of({k: v[:6] for k, v in big.items()}, 6), "A", margins, 6, min_trials=3, max_trials=10
+    )
+    tput = next(c for c in first if c.metric == "output_throughput")
+    assert tput.decision == "better"
+    others = [c for c in first if c.metric != "output_throughput"]
+    base_level = 1 - nominal_levels(ALPHA * (1 - PRIMARY_SHARE) / 2, 3, 10)[3]
+    assert all(c.decision == "undecided" and c.level < base_level for c in others)  # type: ignore[attr-defined]
+    big["B"][6:, 0] = 100.0  # the next trial shows no change in throughput
+    later = headline_contrasts(
+        runs_of({k: v[:7] for k, v in big.items()}, 7),
+        "A",
+        margins,
+        7,
+        min_trials=3,
+        max_trials=10,
+        previous=first,
+    )
+    kept = next(c for c in later if c.metric == "output_throughput")
+    assert kept == tput
