@@ -20,32 +20,16 @@ from tests.runs_by_hand import P1, make_run, run_facts
 H200 = [{"gpu": 0, "used_mib": 1.0, "total_mib": 143_771.0, "name": "NVIDIA H200"}]
 
 
+FACTS = {"gpus": H200, "cpu_model": "AMD EPYC 9654", "engine": "sglang", "engine_version": "0.5.17"}
+
+
 def test_the_fingerprint_is_the_machine_and_engine_never_the_host_name() -> None:
-    one = fingerprint(
-        {
-            "gpus": H200,
-            "cpu_model": "AMD EPYC 9654",
-            "engine": "sglang",
-            "engine_install": None,
-            "engine_version": "0.5.17",
-            "host": "vm",
-        }
-    )
+    one = fingerprint({**FACTS, "engine_install": None, "host": "vm"})
     assert one.text == "1× NVIDIA H200, CPU AMD EPYC 9654, sglang 0.5.17"
-    assert one.key.startswith("fp-") and one.key == fingerprint({**_facts(one)}).key
+    assert one.key.startswith("fp-") and one.key == fingerprint(FACTS).key
     # a used-memory reading or a host name is no part of it
-    assert (
-        fingerprint(
-            {
-                "gpus": [{**H200[0], "used_mib": 9e4}],
-                "cpu_model": "AMD EPYC 9654",
-                "engine": "sglang",
-                "engine_version": "0.5.17",
-                "host": "other",
-            }
-        )
-        == one
-    )
+    again = fingerprint({**FACTS, "gpus": [{**H200[0], "used_mib": 9e4}], "host": "other"})
+    assert again == one
     for change in (
         {"gpus": H200 * 2},
         {"gpus": []},
@@ -53,20 +37,11 @@ def test_the_fingerprint_is_the_machine_and_engine_never_the_host_name() -> None
         {"engine_install": "sglang-next"},
         {"engine": "vllm"},
     ):
-        other = fingerprint({**_facts(one), **change})
+        other = fingerprint({**FACTS, **change})
         assert not one.plans_for(other) and other.key != one.key
     # a run not launched yet has no version: the machine and installation decide
-    assert one.plans_for(fingerprint({**_facts(one), "engine_version": None}))
-    assert not one.plans_for(fingerprint({**_facts(one), "engine_version": "0.5.14"}))
-
-
-def _facts(fp: object) -> dict[str, object]:
-    return {
-        "gpus": H200,
-        "cpu_model": "AMD EPYC 9654",
-        "engine": "sglang",
-        "engine_version": "0.5.17",
-    }
+    assert one.plans_for(fingerprint({**FACTS, "engine_version": None}))
+    assert not one.plans_for(fingerprint({**FACTS, "engine_version": "0.5.14"}))
 
 
 def test_an_experiments_fingerprint_is_its_first_succeeded_runs(settings: Settings) -> None:
