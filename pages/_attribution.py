@@ -17,10 +17,8 @@ from core.analysis.attribution import (
     verdict_sentence,
 )
 from core.analysis.stats import RunOfArm
-from core.analysis.trials import noise_floor
 from core.experiments.design import ExperimentRecord
 from core.metric_info import metric_label
-from core.numbers import as_number
 from core.settings import Settings
 from core.views.figures_attribution import attribution_waterfall, sweep_figure
 from pages._chart import chart
@@ -40,7 +38,6 @@ def attribution_section(
     if design is None:
         return
     attr = attribute(runs, design)
-    floor = noise_floor(settings) or {}
     st.subheader("Attribution: which knob did it")
     metrics = [m for m in ATTRIBUTION_METRICS if any(k[1] == m for k in attr.decompositions)]
     for note in attr.notes:
@@ -58,17 +55,10 @@ def attribution_section(
     conc = (
         c2.selectbox("Concurrency", known, index=len(known) - 1, key="attr_conc") if known else None
     )
-    st.markdown(f"**{verdict_sentence(attr, metric, conc, floor, untested)}**")
+    st.markdown(f"**{verdict_sentence(attr, metric, conc, None, untested)}**")
     where = "over all points" if conc is None else f"at concurrency {conc}"
-    floor_value = floor.get(metric)
-    chart(
-        attribution_waterfall(
-            decompose(attr, metric, conc),
-            metric,
-            where,
-            as_number(floor_value),
-        )
-    )
+    # no A/A band: an A/A measures noise (it plans trials), it is no threshold
+    chart(attribution_waterfall(decompose(attr, metric, conc), metric, where))
     st.caption(
         "Effects are log-ratios from OLS on log(metric) with one block per trial; "
         "a part's bar shows its own 95% interval; faded = its interval covers 0 "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.analysis.power import host_noise, power_lines
-from core.config import RunSpec, parse_whole_number
+from core.config import RunSpec, ServerConfig, parse_whole_number
 from core.engines.registry import DEFAULT_ENGINE, engine_names, engines_with_knob, get_engine
 from core.errors import ConfigError, StoreError
 from core.executors import EXECUTORS, executor_summary, ray_address, runs_here, save_ray_address
@@ -133,7 +133,13 @@ def power() -> str:
         trials = int(D["trials"])
     engine = st.session_state.get("engine", D["engine"])
     model = str(st.session_state.get("model", D["model"])).strip()
-    lines = power_lines(host_noise(settings, engine=engine, model=model), max(trials, 1))
+    try:
+        server = ServerConfig.model_validate({"engine": engine, "model": model})
+        machine = detect_host(settings).fingerprint(server)
+    except ValueError:  # a half-typed form: no machine to key the noise by yet
+        machine = None
+    noise = host_noise(settings, machine, engine=engine, model=model)
+    lines = power_lines(noise, max(trials, 1))
     return "  \n".join(lines)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from core.analysis.card import experiment_story
-from core.analysis.sequential import progress_text
+from core.analysis.sequential import look_level, progress_text
 from core.analysis.trials import experiment_runs
 from core.errors import ConfigError
 from core.experiments.design import expand, list_experiments, load_experiment, parse_experiment
@@ -121,7 +121,7 @@ def test_it_waits_then_stops_when_every_headline_contrast_is_decided(settings: S
     assert out.adaptive.stop.text == "decided after 3 trials (12 min)"
     assert out.adaptive.stop.reason == "decided"
     (look,) = out.adaptive.looks
-    assert look.complete_trials == 3 and look.level == 1 - 0.05 / 3
+    assert look.complete_trials == 3 and look.level == look_level(3, 5)
     assert {(c.metric, c.decision) for c in look.contrasts} == {
         ("output_throughput", "better"),
         ("median_ttft_ms", "better"),

@@ -202,7 +202,7 @@ def test_experiment_page_shows_the_demo_verdict(
             assert "+6.3% output throughput at concurrency 640" in text
         elif record.experiment_id == KV_AUTO_EXP:
             # trials: auto on the H200: the stop rule's adjusted interval and why it stopped
-            assert "output throughput at c=640 -0.7% (97.5% CI -9.0…+8.5%)" in text
+            assert "output throughput at c=640 -0.7% (95.9% CI -7.6…+6.8%)" in text
             assert "tested: the KV cache was a limit" in text
             assert "undecided after 4 trials" in text
         elif record.experiment_id == VERSION_EXP:

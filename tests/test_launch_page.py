@@ -80,16 +80,37 @@ def test_the_form_states_what_the_trials_resolve_from_this_hosts_aa(
     app: AppTest, tmp_path: Path
 ) -> None:
     from core.experiments.design import parse_experiment, save_experiment
+    from core.launch.forms import FORM_DEFAULTS
+    from core.launch.host import detect_host
+    from core.run.machine import cpu_model
     from core.settings import load_settings
-    from tests.runs_by_hand import P1, make_run
+    from tests.runs_by_hand import P1, make_run, run_facts
 
     settings = load_settings()
-    exp = parse_experiment({"name": "aa", "kind": "aa", "arms": [{"label": "A1"}, {"label": "A2"}]})
+    # an A/A of the form's engine and model on this very machine (its noise is keyed so)
+    server = {"engine": FORM_DEFAULTS["engine"], "model": FORM_DEFAULTS["model"]}
+    here = run_facts(
+        gpus=[{"name": g.partition(": ")[2]} for g in detect_host(settings).gpus],
+        cpu_model=cpu_model(),
+        engine=server["engine"],
+        engine_version=None,
+    )
+    exp = parse_experiment(
+        {
+            "name": "aa",
+            "kind": "aa",
+            "base": {"server": server},
+            "arms": [{"label": "A1"}, {"label": "A2"}],
+        }
+    )
     runs = []
     for arm, values in {"A1": [100.0, 104.0, 97.0], "A2": [102.0, 99.0, 99.0]}.items():
         for trial, v in enumerate(values):
             make_run(
-                settings.runs_dir, f"aa-{arm}-{trial}", points=[(P1, {"output_throughput": v}, "d")]
+                settings.runs_dir,
+                f"aa-{arm}-{trial}",
+                points=[(P1, {"output_throughput": v}, "d")],
+                facts=here,
             )
             runs.append((arm, trial, f"aa-{arm}-{trial}"))
     save_experiment(settings, exp, runs, "exp-aa")

@@ -42,6 +42,7 @@ __all__ = [
     "Drift",
     "Trend",
     "closing_drift",
+    "closing_shift",
     "common_trend",
     "drift_findings",
     "holm",
@@ -51,6 +52,7 @@ __all__ = [
     "slice_trend",
     "steady_slices",
     "trial_drift",
+    "trial_trend",
 ]
 
 DRIFT_ALPHA = 0.05  # two-sided level of both trend tests
@@ -148,6 +150,39 @@ def common_trend(observations: Sequence[tuple[str, float, float]]) -> Trend | No
     return Trend(math.expm1(slope * float(np.ptp(times))), p, len(obs))
 
 
+def trial_trend(observations: Sequence[tuple[str, int, float, float]]) -> Trend | None:
+    """The trend every arm shares, tested on **trial means**: ``observations`` are (arm,
+    trial, time, value). Each arm's mean log is taken out (a knob moves its arm, never the
+    host), then each trial is one unit: the mean of its runs' centred logs at the mean of
+    their times (a closing baseline run: a unit of one). WLS of the unit means on time,
+    weighted by runs per unit, t test on the slope over units − 2 degrees of freedom. A
+    trial's runs share the host's state (the reason arms are paired by trial), so runs
+    are not independent; trials are: a per-run test flags drift-free experiments above
+    its level when the runs of a trial are correlated (5.7–9.4 % at a nominal 5 %,
+    docs/METRICS.md). None with fewer than 3 units or no spread in time."""
+    obs = [(a, k, float(t), math.log(v)) for a, k, t, v in observations if v is not None and v > 0]
+    arm_mean: dict[str, list[float]] = {}
+    for a, _, _, y in obs:
+        arm_mean.setdefault(a, []).append(y)
+    centre = {a: float(np.mean(ys)) for a, ys in arm_mean.items()}
+    units: dict[int, list[tuple[float, float]]] = {}
+    for a, k, t, y in obs:
+        units.setdefault(k, []).append((t, y - centre[a]))
+    times = np.array([np.mean([t for t, _ in u]) for u in units.values()])
+    means = np.array([np.mean([y for _, y in u]) for u in units.values()])
+    if len(units) < 3 or np.ptp(times) == 0:
+        return None
+    # weighted by runs per unit: a closing run alone is up to k times as noisy as a mean of
+    # k runs (when runs share nothing); with a shared host state it is less: conservative
+    size = np.array([len(u) for u in units.values()], dtype=float)
+    w = np.sqrt(size / size.max())
+    design = np.column_stack([times, np.ones(len(times))]) * w[:, None]
+    slope, p = _ols_slope(design, means * w, 0)
+    # the size over every run's span: first run to last, as the common trend says it
+    span = max(t for _, _, t, _ in obs) - min(t for _, _, t, _ in obs)
+    return Trend(math.expm1(slope * span), p, len(obs))
+
+
 def steady_slices(
     chunk_s: np.ndarray,
     tokens: np.ndarray,
@@ -239,11 +274,11 @@ def point_drift(view: RunView) -> dict[PointKey, Trend]:
 
 def _observations(
     runs: Sequence[RunOfArm], metric: str
-) -> dict[PointKey, list[tuple[str, float, float]]]:
-    """Per point: (arm, minutes since the first run, value) of every succeeded run. The
-    time is the point's own start, else its run's; without any, the run's place in the
+) -> dict[PointKey, list[tuple[str, int, float, float]]]:
+    """Per point: (arm, trial, minutes since the first run, value) of every succeeded run.
+    The time is the point's own start, else its run's; without any, the run's place in the
     experiment's order (then the slope is per run, not per minute)."""
-    rows: list[tuple[PointKey, str, float | None, int, float]] = []
+    rows: list[tuple[PointKey, str, int, float | None, int, float]] = []
     for order, r in enumerate(runs):
         if r.view.status.state != "succeeded":
             continue
@@ -251,28 +286,46 @@ def _observations(
             v = as_number((s.get("metrics") or {}).get(metric))
             if v is not None:
                 t = epoch_s(s.get("started_at")) or epoch_s(r.view.status.started_at)
-                rows.append((key, r.arm, t, order, v))
-    timed = all(t is not None for _, _, t, _, _ in rows)
-    first = min((t for _, _, t, _, _ in rows if t is not None), default=0.0)
-    out: dict[PointKey, list[tuple[str, float, float]]] = {}
-    for key, arm, t, order, v in rows:
+                rows.append((key, r.arm, r.trial, t, order, v))
+    timed = all(t is not None for _, _, _, t, _, _ in rows)
+    first = min((t for _, _, _, t, _, _ in rows if t is not None), default=0.0)
+    out: dict[PointKey, list[tuple[str, int, float, float]]] = {}
+    for key, arm, trial, t, order, v in rows:
         x = (t - first) / 60 if timed and t is not None else float(order)
-        out.setdefault(key, []).append((arm, x, v))
+        out.setdefault(key, []).append((arm, trial, x, v))
     return out
 
 
 def trial_drift(
     runs: Sequence[RunOfArm], metric: str = "output_throughput"
 ) -> dict[PointKey, Trend]:
-    """Per point: the trend every arm shares (``common_trend``) over the runs given (the
-    trials, and a closing baseline run if there is one: it is one more baseline value
-    later in time)."""
+    """Per point: the trend every arm shares, on trial means (``trial_trend``) over the
+    runs given (the trials, and a closing baseline run if there is one: a later unit of
+    one run, weighted as such)."""
     out = {}
     for key, obs in _observations(runs, metric).items():
-        trend = common_trend(obs)
+        trend = trial_trend(obs)
         if trend is not None:
             out[key] = trend
     return out
+
+
+def closing_shift(baseline: Sequence[float], closing: float) -> Trend | None:
+    """The closing baseline run judged against the baseline arm's own spread: with m and s
+    the mean and sd of the baseline trials' logs (n of them), (log closing − m) /
+    (s·√(1 + 1/n)) is Student-t with n − 1 degrees of freedom when the host did not move
+    (the prediction interval of one more run). ``change``: closing over the trials'
+    geometric mean, minus 1. None without 2 positive baseline values or a positive
+    closing one; p None when the trials have no spread."""
+    logs = np.log([v for v in baseline if v is not None and v > 0])
+    if len(logs) < 2 or closing is None or closing <= 0:
+        return None
+    m, sd = float(np.mean(logs)), float(np.std(logs, ddof=1))
+    shift = math.log(closing) - m
+    if sd == 0:
+        return Trend(math.expm1(shift), None, len(logs) + 1)
+    t = shift / (sd * math.sqrt(1 + 1 / len(logs)))
+    return Trend(math.expm1(shift), float(2 * sps.t.sf(abs(t), len(logs) - 1)), len(logs) + 1)
 
 
 def closing_drift(
@@ -280,26 +333,23 @@ def closing_drift(
     closing: Sequence[RunOfArm],
     baseline: str,
     metric: str = "output_throughput",
-) -> dict[PointKey, float]:
-    """Per point: the closing baseline run's value over the baseline arm's first succeeded
-    trial, minus 1 (what the same configuration lost or gained over the experiment)."""
-    first = next(
-        (
-            r
-            for r in sorted(runs, key=lambda r: r.trial)
-            if r.arm == baseline and r.view.status.state == "succeeded"
-        ),
-        None,
-    )
+) -> dict[PointKey, Trend]:
+    """Per point: the closing baseline run against the baseline arm's succeeded trials
+    (``closing_shift``): what the same configuration lost or gained over the experiment,
+    and whether its own spread explains it."""
+    trials = [r for r in runs if r.arm == baseline and r.view.status.state == "succeeded"]
     last = next((r for r in closing if r.view.status.state == "succeeded"), None)
-    if first is None or last is None:
+    if not trials or last is None:
         return {}
-    before = _values(first.view, metric)
+    before: dict[PointKey, list[float]] = {}
+    for r in trials:
+        for key, v in _values(r.view, metric).items():
+            before.setdefault(key, []).append(v)
     out = {}
     for key, v in _values(last.view, metric).items():
-        b = before.get(key)
-        if b is not None and b > 0:
-            out[key] = v / b - 1
+        shift = closing_shift(before.get(key, []), v)
+        if shift is not None:
+            out[key] = shift
     return out
 
 
@@ -345,7 +395,8 @@ class Drift:
         elif self.kind == "closing baseline":
             text = (
                 f"{where}the baseline arm re-run after the last trial {way} {size} against "
-                "its first run"
+                f"its {self.n - 1} trials (beyond their own spread, p={self.p_value:.2g}"
+                + (f", Holm-adjusted over {self.tests} points)" if self.tests > 1 else ")")
             )
             meaning = "the host drifted by about that much over the experiment"
         else:
@@ -380,19 +431,21 @@ def drift_findings(
     *,
     within: bool = True,
 ) -> list[Drift]:
-    """The drifts worth a "Read with care" line: a common trend across trials significant
-    after Holm over the points (``holm``) and at least ``MIN_DRIFT``; points whose steady
-    window drifted that much in some run (Holm over every run's points); a closing
-    baseline at least ``MIN_DRIFT`` off its first run. By point."""
+    """The drifts worth a "Read with care" line: a common trend across the trials (on
+    trial means, ``trial_trend``) and a closing baseline beyond the baseline trials' own
+    spread (``closing_shift``), each significant after Holm over one family (every point,
+    both tests: the chance that a drift-free experiment reads "drift" stays at
+    ``DRIFT_ALPHA``) and at least ``MIN_DRIFT``; points whose steady window drifted that
+    much in some run (Holm over every run's points). By point."""
     found: list[Drift] = []
-    trends = trial_drift([*runs, *closing])
-    adjusted = holm([t.p_value for t in trends.values()])
-    for (key, t), p in zip(trends.items(), adjusted, strict=True):
+    tests: list[tuple[Kind, PointKey, Trend]] = [
+        *(("across trials", k, t) for k, t in trial_drift([*runs, *closing]).items()),
+        *(("closing baseline", k, t) for k, t in closing_drift(runs, closing, baseline).items()),
+    ]
+    adjusted = holm([t.p_value for _, _, t in tests])
+    for (kind, key, t), p in zip(tests, adjusted, strict=True):
         if p is not None and p < DRIFT_ALPHA and abs(t.change) >= MIN_DRIFT:
-            found.append(Drift(key, "across trials", t.change, p, t.n, tests=len(trends)))
-    for key, change in closing_drift(runs, closing, baseline).items():
-        if abs(change) >= MIN_DRIFT:
-            found.append(Drift(key, "closing baseline", change))
+            found.append(Drift(key, kind, t.change, p, t.n, tests=len(tests)))
     if within:
         found += _within(runs)
     order = {k: i for i, k in enumerate(["across trials", "closing baseline", "within the point"])}

@@ -2,8 +2,9 @@
 
 The paired estimator (``core.analysis.stats.paired_log_ratio``) gives the 95% interval
 mean d ± t(0.975, n − 1) · sd(d)/√n over the per-trial log-ratios d. Before launching, sd(d)
-is the noise this host has shown (``host_noise``): the per-trial log-ratios of its newest
-finished A/A experiment (two identical arms: every d is noise), else of an earlier
+is the noise this machine has shown (``host_noise``, keyed by the fingerprint of
+``core.analysis.noise``: GPUs, CPU, engine installation): the per-trial log-ratios of its
+newest finished A/A experiment (two identical arms: every d is noise), else of an earlier
 experiment's trials of the same engine and model (each contrast's spread around its own
 mean). ``resolvable_effect`` is the half-width that follows for N trials, mapped back
 (exp(·) − 1): an effect that size is resolved (its interval excludes 0) about half the
@@ -13,12 +14,12 @@ time, one twice that size nearly always (docs/METRICS.md, "Power before launch")
 from __future__ import annotations
 
 import math
-import platform
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from core.analysis.noise import Fingerprint, runs_fingerprint
 from core.analysis.points import PointKey, first_points
 from core.analysis.stats import MIN_TRIALS_FOR_CI, RunOfArm, t975, trial_log_ratios
 from core.analysis.trials import experiment_runs
@@ -32,6 +33,7 @@ __all__ = [
     "HostNoise",
     "contrast_log_sd",
     "host_noise",
+    "noise_text",
     "power_lines",
     "resolvable_effect",
 ]
@@ -50,7 +52,7 @@ class HostNoise:
     metric: str
     experiment_id: str
     source: str  # "A/A" or "trials"
-    host: str
+    host: str  # the fingerprint's words (``core.analysis.noise.Fingerprint.text``)
 
 
 def resolvable_effect(sd_log: float, trials: int) -> float | None:
@@ -101,23 +103,27 @@ def _same_setup(record: ExperimentRecord, engine: str | None, model: str | None)
 
 def host_noise(
     settings: Settings,
-    host: str | None = None,
+    machine: Fingerprint | None,
     *,
     engine: str | None = None,
     model: str | None = None,
     metric: str = "output_throughput",
 ) -> HostNoise | None:
-    """The noise this host has shown: its newest finished A/A experiment, else the newest
-    finished experiment of the same engine and model (when given) with 3 trials or more.
-    None when the host has shown none (run an A/A there)."""
-    host = host or platform.node()
-    records = [r for r in list_experiments(settings) if r.host == host]
-    ordered = [r for r in records if r.kind == "aa"] + [
-        r for r in records if r.kind != "aa" and _same_setup(r, engine, model)
-    ]
+    """The noise runs on ``machine`` have shown (``core.analysis.noise``: GPUs, CPU,
+    engine installation; never a host name): its newest finished A/A experiment of the
+    same engine and model (when given), else the newest finished experiment of them with 3
+    trials or more. None when that machine has shown none (run an A/A there), or with no
+    machine to key by. Plans trials and is shown; never a verdict threshold."""
+    if machine is None:
+        return None
+    records = list_experiments(settings)
+    ordered = [r for r in records if r.kind == "aa"] + [r for r in records if r.kind != "aa"]
     for record in ordered:
+        if not _same_setup(record, engine, model):
+            continue
         runs = experiment_runs(settings, record)
-        if not _finished(runs):
+        made = runs_fingerprint([r.view for r in runs])
+        if not _finished(runs) or made is None or not made.plans_for(machine):
             continue
         # an A/A's arms are alike: its first arm is the one the other is set against
         aa = record.kind == "aa" and record.arm_labels
@@ -130,9 +136,25 @@ def host_noise(
                 metric,
                 record.experiment_id,
                 "A/A" if record.kind == "aa" else "trials",
-                host,
+                made.text,
             )
     return None
+
+
+def noise_text(noise: HostNoise) -> str:
+    """ "this host's run-to-run noise ±x %": the typical relative difference between two
+    runs of one configuration in one trial (exp(sd) − 1 of the per-trial log-ratio), with
+    where it was measured. What a page shows beside a plan; never a threshold."""
+    where = (
+        f"A/A {noise.experiment_id}"
+        if noise.source == "A/A"
+        else f"the trials of {noise.experiment_id}"
+    )
+    return (
+        f"this host's run-to-run noise ±{math.expm1(noise.sd_log) * 100:.1f}% on "
+        f"{noise.metric} (sd of the per-trial log-ratio {noise.sd_log:.3f} over {noise.df} "
+        f"df, from {where} on {noise.host})"
+    )
 
 
 def power_lines(
@@ -147,14 +169,9 @@ def power_lines(
             "experiment or earlier trials here). Run the 'A/A noise check' preset (or a plan "
             "with kind: aa) to measure it."
         ]
-    where = (
-        f"A/A {noise.experiment_id}"
-        if noise.source == "A/A"
-        else f"the trials of {noise.experiment_id}"
-    )
     head = (
-        f"Resolvable effect on {noise.metric} (half-width of the paired 95% interval; per-trial "
-        f"log-ratio sd {noise.sd_log:.3f} over {noise.df} df, from {where} on {noise.host}):"
+        f"Resolvable effect on {noise.metric} (half-width of the paired 95% interval; "
+        f"{noise_text(noise)}):"
     )
     lines = [head]
     for n in sorted({trials, *alternatives}):

@@ -178,11 +178,44 @@ def level_text(level: float) -> str:
     return f"{share_text(level, 1)} CI (adjusted for repeated looks)"
 
 
-def _label(metric: str, low: float | None, high: float | None, rel: float | None) -> str:
+def _counts(summary: Mapping[str, Any], metric: str) -> tuple[int, int] | None:
+    """(count, total) behind a rate metric (``core.analysis.rates.RATE_COUNTS``)."""
+    from core.analysis.rates import RATE_COUNTS
+
+    names = RATE_COUNTS.get(metric)
+    m = summary.get("metrics") or {}
+    k, n = (as_number(m.get(x)) for x in names) if names else (None, None)
+    return (int(k), int(n)) if k is not None and n is not None and n > 0 else None
+
+
+def _difference(
+    metric: str,
+    arm: Mapping[int, float],
+    base: Mapping[int, float],
+    arm_counts: Mapping[int, tuple[int, int]] | None,
+    base_counts: Mapping[int, tuple[int, int]] | None,
+    level: float,
+) -> tuple[float | None, float | None, float | None]:
+    """A rate with its counts on both sides (an error rate): the difference of proportions
+    with Newcombe's interval (``core.analysis.rates``), defined at 0 errors; any other
+    metric: THE paired log-ratio."""
+    if arm_counts and base_counts:
+        from core.analysis.rates import rate_difference
+
+        found = rate_difference(arm_counts, base_counts, level)
+        if found is not None:
+            return found
+    return paired_log_ratio(arm, base, level)
+
+
+def _label(
+    metric: str, low: float | None, high: float | None, rel: float | None, pairs: int = 0
+) -> str:
     """The raw word of one difference, in core.analysis.words' vocabulary (this module sits
     below it): unconfirmed without an interval, better / worse beyond zero, else
     inconclusive. ``core.analysis.card.arm_table`` rewords every label with the plan's
     margin and the family's correction; what a reader sees comes from there."""
+    # ``pairs`` is kept for the callers; a rate at 0 gets its interval from core.analysis.rates.
     if rel is None or low is None or high is None:
         return "unconfirmed"
     if low <= 0 <= high:
@@ -208,6 +241,7 @@ def arm_stats(
     with its CI (at ``level``: see ``paired_log_ratio``), and the label. Only succeeded
     runs count."""
     values: dict[tuple[Any, str, str], dict[int, float]] = {}
+    counts: dict[tuple[Any, str, str], dict[int, tuple[int, int]]] = {}
     labels: dict[Any, str] = {}
     for r in runs:
         if r.view.status.state != "succeeded":
@@ -220,6 +254,8 @@ def arm_stats(
                 if v is not None:
                     # a trial's first value at a point (a repeated point counts once)
                     values.setdefault((key, m, r.arm), {}).setdefault(r.trial, v)
+                    if (c := _counts(s, m)) is not None:
+                        counts.setdefault((key, m, r.arm), {}).setdefault(r.trial, c)
     arms = list(dict.fromkeys(r.arm for r in runs))
     rows: list[dict[str, Any]] = []
     for key, label in labels.items():
@@ -241,9 +277,19 @@ def arm_stats(
                     "ci_high": high,
                 }
                 if arm != baseline_arm:
-                    rel, rlow, rhigh = paired_log_ratio(vals, base_vals, level)
+                    rel, rlow, rhigh = _difference(
+                        m,
+                        vals,
+                        base_vals,
+                        counts.get((key, m, arm)),
+                        counts.get((key, m, baseline_arm)),
+                        level,
+                    )
                     row.update(
-                        rel=rel, rel_low=rlow, rel_high=rhigh, label=_label(m, rlow, rhigh, rel)
+                        rel=rel,
+                        rel_low=rlow,
+                        rel_high=rhigh,
+                        label=_label(m, rlow, rhigh, rel, len(_pairs(vals, base_vals))),
                     )
                 rows.append(row)
     # The columns exist with no row too: a queued or all-failed experiment has no results.

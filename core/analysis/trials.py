@@ -1,14 +1,13 @@
-"""An experiment's trials as loaded runs, and the A/A noise floor measured from them."""
+"""An experiment's trials as loaded runs."""
 
 from __future__ import annotations
 
-import platform
 from dataclasses import dataclass
 from typing import Any
 
 from core.analysis.runs import RunView, load_run
-from core.analysis.stats import RunOfArm, arm_stats
-from core.experiments.design import list_experiments, load_experiment
+from core.analysis.stats import RunOfArm
+from core.experiments.design import load_experiment
 from core.experiments.records import ExperimentRecord
 from core.numbers import trial_text
 from core.run_folder import find_runs
@@ -83,28 +82,10 @@ def _runs(settings: Settings, record: ExperimentRecord, closing: bool) -> list[R
 
 
 def noise_floor(settings: Settings, host: str | None = None) -> dict[str, Any] | None:
-    """From the newest finished A/A experiment on this host: per metric, the largest
-    relative difference (or its interval bound) seen between two identical arms."""
-    host = host or platform.node()
-    for record in list_experiments(settings):
-        if record.kind != "aa" or record.host != host:
-            continue
-        runs = experiment_runs(settings, record)
-        if not runs or any(r.view.status.state in ("queued", "running") for r in runs):
-            continue
-        arms = record.arm_labels
-        table = arm_stats(runs, arms[0])
-        others = table[table["arm"] != arms[0]].dropna(subset=["rel"])
-        if others.empty:
-            continue
-        floor: dict[str, Any] = {"experiment_id": record.experiment_id}
-        for metric, rows in others.groupby("metric"):
-            bounds = [
-                abs(x)
-                for col in ("rel", "rel_low", "rel_high")
-                for x in rows[col]
-                if x is not None and x == x
-            ]
-            floor[str(metric)] = max(bounds)
-        return floor
+    """Retired: always None. An A/A experiment is a measurement of noise
+    (``core.analysis.power.host_noise``, keyed by the machine's fingerprint), never a
+    threshold a verdict is judged by: a floor keyed by host name let an A/A on another
+    machine called the same change a shipped verdict. Kept so that its last callers
+    (``core.analysis.card``) read "not measured" until they stop asking."""
+    del settings, host
     return None

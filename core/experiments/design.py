@@ -399,7 +399,7 @@ class ExperimentSpec(BaseModel):
         None, gt=0, le=7 * 24 * 60, description="trials: auto: no new trial after this long"
     )
     # metric -> relative margin (0.05 = ±5 %) inside which an arm counts as equivalent to
-    # the baseline; a metric left out: the host's A/A noise floor, else DEFAULT_MARGIN.
+    # the baseline; a metric left out: equivalence_margin_pct (never an A/A result).
     equivalence_margin: dict[str, float] = Field(default_factory=dict)
     # The margin of the verdict's "equivalent within ±M %" (every metric, fixed or auto
     # trials): a difference whose whole 95 % interval lies inside ±M reads equivalent.

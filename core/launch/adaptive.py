@@ -10,10 +10,11 @@ experiment has queued is final, ``advance`` acts once, and records what it did i
    queue that arm of that trial once more (same trial tag, so it pairs with the others);
    a second failure leaves the trial incomplete: it counts toward max_trials and
    its arms pair with nothing;
-3. else **look** (once min_trials trials are complete): every headline contrast's interval
-   at the adjusted level, and its decision; **stop** when all are decided, when
-   max_trials trials have been queued, or max_minutes have passed since the experiment was
-   queued; otherwise queue the next trial (its arms in their seeded shuffled order).
+3. else **look** (once min_trials trials are complete): every open headline contrast's
+   interval at its group-sequential level, and its decision (a decided one stays
+   decided); **stop** when all are decided, when max_trials trials have been queued, or
+   max_minutes have passed since the experiment was queued; otherwise queue the next
+   trial (its arms in their seeded shuffled order).
 
 All state is in experiment.json and the run folders, none in memory: a restarted worker
 (or the CLI after a portal) carries on where the last one left. It runs from the worker
@@ -36,10 +37,9 @@ from core.analysis.sequential import (
     open_text,
     undecided,
 )
-from core.analysis.trials import experiment_runs, noise_floor
+from core.analysis.trials import experiment_runs
 from core.executors.queue import submit
 from core.experiments.design import (
-    DEFAULT_MARGIN,
     ExperimentSpec,
     baseline_arm,
     expand_trial,
@@ -123,10 +123,18 @@ def advance(
     if complete >= spec.min_trials:
         runs = experiment_runs(settings, record)
         base = baseline_arm(record.spec)
-        floor = noise_floor(settings, record.host) if record.host else None
-        margins = margins_for(spec.equivalence_margin, floor, DEFAULT_MARGIN)
+        margins = margins_for(spec.equivalence_margin, spec.equivalence_margin_pct / 100)
         names = {m: metric_name(m) for m in CARD_METRICS}
-        contrasts = headline_contrasts(runs, base, margins, level, names)
+        contrasts = headline_contrasts(
+            runs,
+            base,
+            margins,
+            complete,
+            min_trials=spec.min_trials,
+            max_trials=spec.max_trials,
+            previous=state.looks[-1].contrasts if state.looks else (),
+            names=names,
+        )
         look = Look(
             complete_trials=complete,
             queued_trials=queued,

@@ -9,12 +9,14 @@ import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from core.analysis.noise import Fingerprint, fingerprint
 from core.config import EngineName, RunSpec, ServerConfig
 from core.engines import EngineInfo, engine_names, get_adapter
 from core.engines.registry import get_engine, known_engine
 from core.errors import ConfigError
 from core.executors import ray_address, ray_cluster_report
 from core.run.gpu import gpu_memory
+from core.run.machine import cpu_model
 from core.settings import Settings
 
 __all__ = [
@@ -56,6 +58,22 @@ class HostInfo:
     # False where engines are checked on the node (Ray): no knob is checked against an
     # option list here.
     checks_knobs: bool = True
+    cpu: str | None = None  # the CPU model (core.run.machine.cpu_model); None: not known
+
+    def fingerprint(self, server: ServerConfig) -> Fingerprint | None:
+        """The fingerprint runs of ``server`` would have here (``core.analysis.noise``):
+        this machine's GPUs and CPU, the server's engine and installation (its version is
+        known once it runs). None for a cluster: which node runs it is not known."""
+        if self.where != "this host":
+            return None
+        return fingerprint(
+            {
+                "gpus": [g.partition(": ")[2] for g in self.gpus],
+                "cpu_model": self.cpu,
+                "engine": server.engine,
+                "engine_install": server.engine_install,
+            }
+        )
 
     def info_for(self, server: ServerConfig) -> EngineInfo | None:
         """What was detected of the installation ``server`` asks for (its engine's default
@@ -160,7 +178,9 @@ def _detect(settings: Settings) -> HostInfo:
     engines: dict[str, EngineInfo] = {n: get_adapter(n, settings).detect() for n in engine_names()}
     installs = {i.name: _detect_install(settings, i.name) for i in settings.engine_installs}
     gpus = tuple(f"{g['gpu']}: {g['name']}" for g in gpu_memory())
-    return HostInfo(gpus=gpus, engines=engines, gpus_per_node=len(gpus), installs=installs)
+    return HostInfo(
+        gpus=gpus, engines=engines, gpus_per_node=len(gpus), installs=installs, cpu=cpu_model()
+    )
 
 
 def detect_host(settings: Settings, refresh: bool = False) -> HostInfo:
@@ -238,4 +258,6 @@ def host_for(
         for n in dict.fromkeys(installs)
         if n is not None and settings.engine_install(n) is not None
     }
-    return HostInfo(gpus=gpus, engines=found, gpus_per_node=len(gpus), installs=named)
+    return HostInfo(
+        gpus=gpus, engines=found, gpus_per_node=len(gpus), installs=named, cpu=cpu_model()
+    )

@@ -21,7 +21,7 @@ from core.executors import executor_for, runs_here, with_executor
 from core.executors.queue import cancel, submit
 from core.experiments.design import ExperimentSpec, expand, new_experiment_id, save_experiment
 from core.launch.grid import grid_estimate
-from core.launch.host import HostInfo
+from core.launch.host import HostInfo, detect_host
 from core.launch.kv_pool import plan_pools
 from core.launch.preflight import preflight, refuse
 from core.numbers import trial_text
@@ -181,7 +181,12 @@ def dry_run(
         + grid_estimate(exp, history, parallel=not runs_here(executor_for(exp.base, settings)))
     )
     lines += power_lines(
-        host_noise(settings, engine=server.engine, model=server.model),
+        host_noise(
+            settings,
+            (host or detect_host(settings)).fingerprint(server),
+            engine=server.engine,
+            model=server.model,
+        ),
         exp.max_trials if exp.adaptive else exp.first_trials,
     )
     return lines

@@ -59,6 +59,7 @@ from core.run.answers import (
 )
 from core.run.gpu import gpu_memory, gpu_pids
 from core.run.launcher import RUN_ID_ENV, ManagedServer, free_port, tail
+from core.run.machine import cpu_model
 from core.run.probe import run_probe
 from core.run.samplers import Sampler
 from core.run_folder import (
@@ -334,6 +335,7 @@ def _facts(run: _Run, name: str) -> None:
         facts["engine_install"] = launch["engine_install"]
         facts["ready_after_s"] = run.ready_s
         facts["gpus"] = gpu_memory()
+        facts["cpu_model"] = cpu_model()  # with the GPUs: the fingerprint of its noise
         # An engine may echo its own secrets (/server_info's api_key): never store them.
         run.folder.write("facts.json", scrub(facts, secret_values(plan.argv or [], plan.env)))
         run.facts = facts
