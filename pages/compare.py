@@ -43,6 +43,7 @@ from pages._details import details
 from pages._explain import explain_block
 from pages._export import export_buttons
 from pages._ledger import ledger_section
+from pages._picker import pick_runs
 from pages._services import bootstrap
 from pages._timelines import timelines_section
 
@@ -53,11 +54,9 @@ if exp_id := st.query_params.get("experiment", ""):
 folders, unknown = find_runs(settings.runs_dir, st.query_params.get("runs", "").split(","))
 if len(folders) < 2:
     st.title("Compare")
-    st.warning(
-        "Pick two or more runs on the Runs page (links look like "
-        "`/compare?runs=ID1,ID2`)." + (f" Unknown: {', '.join(unknown)}" if unknown else "")
-    )
-    st.stop()
+    if unknown:
+        st.warning(f"Not runs here: {', '.join(unknown)}; pick two or more below.")
+    pick_runs(settings)  # links look like /compare?runs=ID1,ID2
 views = [load_run(f) for f in folders]
 if (exp_of := shared_experiment(views)) is not None:  # runs of one experiment: say what this is
     st.title("Compare single runs (one run per arm, no intervals)")

@@ -12,6 +12,7 @@ from core.run_folder import is_run_id
 from core.views.history import history_figure, history_path, history_table
 from pages._chart import chart
 from pages._details import code_line
+from pages._picker import pick_run
 from pages._services import bootstrap
 
 settings, _worker = bootstrap()
@@ -23,12 +24,10 @@ history = (
 )
 st.title("History")
 if history is None:
-    st.warning(
-        "No series selected, or no succeeded run of it. Open one from a Run page or the "
-        "Runs page's history column (links look like `/history?series=ser-…` or "
-        "`/history?run=RUN_ID`)."
-    )
-    st.stop()
+    if target:
+        st.warning(f"No succeeded run of {target!r} here: pick a run below.")
+    # a run opens its configuration's series, that run checked (/history?run=RUN_ID)
+    pick_run(settings, "run", "Pick a run: its configuration's history", ("succeeded",))
 
 # the alert first: the same words as `python -m core history` (core.analysis.history)
 alert = alert_text(history)

@@ -28,6 +28,7 @@ from pages._chart import chart
 from pages._details import code_line, details
 from pages._export import export_buttons
 from pages._ledger import ledger_section
+from pages._picker import pick_run
 from pages._services import bootstrap
 from pages._timelines import timelines_section
 
@@ -36,11 +37,9 @@ run_id = st.query_params.get("run", "")
 found, _ = find_runs(settings.runs_dir, [run_id])
 if not found:
     st.title("Run")
-    st.warning(
-        "No run selected, or no such run. Open one from the Runs page "
-        "(links look like `/run?run=RUN_ID`)."
-    )
-    st.stop()
+    if run_id:
+        st.warning(f"No run {run_id!r} here: pick one below.")
+    pick_run(settings, "run", "Pick a run (newest first; links look like `/run?run=RUN_ID`)")
 folder: RunFolder = found[0]
 
 view = load_run(folder)
