@@ -22,6 +22,7 @@ from core.metric_info import metric_label, verdict_metrics
 from core.metrics import DEFINITION
 from core.numbers import pct_text
 from core.run_folder import find_runs
+from core.shapes import shapes_line
 from core.views.cells import (
     DELTA_LEGEND,
     EMPTY,
@@ -70,6 +71,8 @@ else:
     st.title("Compare")
 if unknown:
     st.warning(f"Not runs here, left out: {', '.join(unknown)}")
+if shape_line := shapes_line([v.spec for v in views]):  # model shapes: dummy weights
+    st.warning(shape_line, icon=":material/science:")
 run_ids = [v.run_id for v in views]
 asked = st.query_params.get("baseline", "")
 default = run_ids.index(asked) if asked in run_ids else baseline_index(views)

@@ -25,7 +25,7 @@ history = (
 st.title("History")
 if history is None:
     if target:
-        st.warning(f"No succeeded run of {target!r} here: pick a run below.")
+        st.warning(f"No series selected, or no succeeded run of {target!r}: pick a run below.")
     # a run opens its configuration's series, that run checked (/history?run=RUN_ID)
     pick_run(settings, "run", "Pick a run: its configuration's history", ("succeeded",))
 

@@ -9,7 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
+import streamlit as st
 from pydantic import ValidationError
+from streamlit.testing.v1 import AppTest
 
 from core.config import RunSpec, ServerConfig
 from core.engines.sglang import build_sglang_argv, uniform_experts_env
@@ -20,6 +22,7 @@ from core.run_folder import RunFolder
 from core.settings import Settings
 from core.shapes import DUMMY_WEIGHTS, SHAPES_DIR, load_shape, materialise, shape_names, shape_note
 from core.store import Catalog
+from tests.helpers import open_page
 from tests.test_pipeline import only_run, run_cli
 
 REPO = Path(__file__).resolve().parent.parent
@@ -124,7 +127,10 @@ def test_preflight_refuses_a_tokenizer_larger_than_the_shape(
 
 
 def test_a_shape_run_against_the_fake_sglang_carries_dummy_and_uniform_routing(
-    fake_sglang: Path, settings: Settings, tiny_tokenizer_dir: Path
+    fake_sglang: Path,
+    settings: Settings,
+    tiny_tokenizer_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     out = run_cli(
         settings,
@@ -164,6 +170,18 @@ def test_a_shape_run_against_the_fake_sglang_carries_dummy_and_uniform_routing(
     # the catalog (the Runs page, `python -m core runs`) names the shape and its weights
     row = Catalog(settings.catalog_path, settings.runs_dir).get_run(folder.run_id)
     assert row is not None and row["model"] == f"{MOE} (dummy weights)"
+    # labelled where a reader meets it: the CLI's report and the Run page
+    line = f"Model shape {MOE}: {DUMMY_WEIGHTS}; MoE routing simulated uniformly."
+    assert line in run_cli(settings, "show", folder.run_id).stdout
+    monkeypatch.setenv("SERVELAB_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("SERVELAB_WORKER", "off")
+    st.cache_resource.clear()
+    app = open_page(
+        AppTest.from_file(str(REPO / "app.py"), default_timeout=120),
+        "pages/run.py",
+        run=folder.run_id,
+    )
+    assert any(w.value == line for w in app.warning), [w.value for w in app.warning]
 
 
 @pytest.mark.parametrize("name", ["team_change", "2x2", "versions"])
@@ -181,3 +199,14 @@ def test_the_gpu_plans_parse_and_pass_the_gate_without_a_host(
     assert exp.base.server.shape in shape_names() and exp.base.plan.probe is not None
     assert exp.base.plan.probe.expect is None
     assert preflight(exp, None, settings) == []
+
+
+def test_an_experiment_on_a_shape_says_dummy_weights_in_its_report(settings: Settings) -> None:
+    from core.experiments.records import ExperimentRecord
+    from core.views.report import format_experiment
+
+    spec = {"name": "x", "trials": 2, "base": {"server": {"engine": "sglang", "shape": MOE}}}
+    record = ExperimentRecord(experiment_id="exp-20261205-000000-abcd", spec=spec, runs=[])
+    assert f"Model shape {MOE}: {DUMMY_WEIGHTS}." in format_experiment(settings, record)
+    plain = ExperimentRecord(experiment_id="exp-20261205-000000-abce", spec={"name": "y"})
+    assert DUMMY_WEIGHTS not in format_experiment(settings, plain)
