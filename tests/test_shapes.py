@@ -6,6 +6,7 @@ server; preflight refuses a shape where the engine cannot load dummy weights."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -210,3 +211,43 @@ def test_an_experiment_on_a_shape_says_dummy_weights_in_its_report(settings: Set
     assert f"Model shape {MOE}: {DUMMY_WEIGHTS}." in format_experiment(settings, record)
     plain = ExperimentRecord(experiment_id="exp-20261205-000000-abce", spec={"name": "y"})
     assert DUMMY_WEIGHTS not in format_experiment(settings, plain)
+
+
+def test_the_launch_form_takes_a_shape_and_drops_the_default_probe_pattern(
+    tmp_path: Path, tiny_tokenizer_dir: Path
+) -> None:
+    """The Launch form's "Model shape": the spec names the shape (model left unset), the
+    default probe pattern is dropped (dummy weights), and on transformers the gate refuses it
+    beside the field."""
+    from core.engines.base import EngineInfo
+    from core.launch.forms import FORM_DEFAULTS, SHAPE_FIELD_LABEL, launch_from_form, shape_choices
+
+    assert DUMMY_WEIGHTS in SHAPE_FIELD_LABEL and set(shape_choices()) == {"", *shape_names()}
+    host = HostInfo(
+        gpus=("0: NVIDIA H200",),
+        engines={
+            "sglang": EngineInfo("sglang", True, "0.5.17"),
+            "transformers": EngineInfo("transformers", True, "5.24.0"),
+        },
+    )
+    exe = sys.executable
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        sglang_python=exe,
+        transformers_python=exe,
+        model_roots=(tiny_tokenizer_dir.parent,),
+    )
+    form = {
+        **FORM_DEFAULTS,
+        "engine": "sglang",
+        "shape": MOE,
+        "concurrency": "1",
+        "tokenizer": str(tiny_tokenizer_dir),
+        "device": "cuda",
+    }
+    specs, errors = launch_from_form(form, host, settings=settings)
+    assert errors == {} and specs
+    assert specs[0].server.shape == MOE and specs[0].server.model == FORM_DEFAULTS["model"]
+    assert specs[0].plan.probe is not None and specs[0].plan.probe.expect is None
+    _, errors = launch_from_form({**form, "engine": "transformers"}, host, settings=settings)
+    assert "cannot load dummy weights" in errors.get("shape", "")
