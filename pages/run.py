@@ -39,7 +39,7 @@ found, _ = find_runs(settings.runs_dir, [run_id])
 if not found:
     st.title("Run")
     if run_id:
-        st.warning(f"No run {run_id!r} here: pick one below.")
+        st.warning(f"No run selected, or no such run: {run_id[:40]!r}. Pick one below.")
     pick_run(settings, "run", "Pick a run (newest first; links look like `/run?run=RUN_ID`)")
 folder: RunFolder = found[0]
 
