@@ -251,3 +251,31 @@ def test_the_launch_form_takes_a_shape_and_drops_the_default_probe_pattern(
     assert specs[0].plan.probe is not None and specs[0].plan.probe.expect is None
     _, errors = launch_from_form({**form, "engine": "transformers"}, host, settings=settings)
     assert "cannot load dummy weights" in errors.get("shape", "")
+
+
+def test_a_release_that_does_not_read_the_routing_variable_gets_no_false_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Detection reads which releases declare SGLANG_SIMULATE_UNIFORM_EXPERTS (the fake
+    0.5.23 does, the fake 0.5.14 does not); where it is missing the launch sets nothing and
+    says the routing is the dummy gate's, and an explicit uniform_experts is refused."""
+    from core.engines.base import EngineInfo
+    from core.engines.sglang import SGLangAdapter
+
+    fakes = REPO / "tests" / "fakes"
+    found = {}
+    for pkg in ("sglang_pkg", "sglang_0514_pkg"):
+        monkeypatch.setenv("PYTHONPATH", str(fakes / pkg))
+        info = SGLangAdapter(sys.executable).detect()
+        found[info.version] = info.env_vars
+    assert found == {"0.5.23": {"SGLANG_SIMULATE_UNIFORM_EXPERTS"}, "0.5.14": set()}
+    old = EngineInfo("sglang", True, "0.5.14")
+    adapter = SGLangAdapter(sys.executable)
+    plan = adapter.plan_launch(ServerConfig(engine="sglang", shape=MOE), 30000, old)
+    assert plan.env == {} and any("dummy gate's own" in n for n in plan.notes)
+    with pytest.raises(ConfigError) as exc:
+        adapter.plan_launch(ServerConfig(engine="sglang", shape=MOE, uniform_experts=True), 1, old)
+    assert exc.value.field == "server.uniform_experts"
+    new = EngineInfo("sglang", True, "0.5.23", env_vars=frozenset(found["0.5.23"]))
+    plan = adapter.plan_launch(ServerConfig(engine="sglang", shape=MOE), 30000, new)
+    assert plan.env == {"SGLANG_SIMULATE_UNIFORM_EXPERTS": "1"}
