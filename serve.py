@@ -48,6 +48,21 @@ def oidc_email(cookies: Mapping[str, str], headers: Mapping[str, str]) -> str | 
     return email if isinstance(email, str) else None
 
 
+def _no_pages_folder_navigation() -> None:
+    """No sidebar of module names, ever. Streamlit treats an app with a pages/ folder beside
+    its main script as a version-1 multipage app until its first script run reaches
+    st.navigation: that first run lists every file of pages/ (the _helpers too: "attribution",
+    "auth", "chart", ...) in the sidebar for the seconds app.py takes to start the services
+    (bench/first_paint.py measured 20 names for 8 s and more). app.py declares its pages with
+    st.navigation, so the folder is never the list: Streamlit's own flag for it says so from
+    the start (it sets the same flag itself once st.navigation has run)."""
+    from streamlit.runtime.pages_manager import PagesManager
+
+    PagesManager.uses_pages_directory = False
+
+
+_no_pages_folder_navigation()
+
 app = st.App(
     "app.py",
     middleware=[Middleware(SignInGate, base_path=_base_path, oidc_email=oidc_email)],

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,8 @@ __all__ = [
     "model_label",
     "shape_names",
     "shape_note",
+    "shapes_line",
+    "spec_shapes",
 ]
 
 SHAPES_DIR = REPO_ROOT / "data" / "shapes"
@@ -152,3 +155,34 @@ def model_label(server: dict[str, Any]) -> str | None:
     shape's name and "(dummy weights)" for a shape run, else ``server.model``."""
     shape = server.get("shape")
     return f"{shape} (dummy weights)" if shape else server.get("model")
+
+
+def spec_shapes(specs: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The shapes named by run specs or an experiment's spec (``spec.json`` /
+    ``experiment.json`` dicts: ``server.shape``, an arm's or a grid's ``server.shape``), each
+    once, in order."""
+    found: list[str] = []
+    for spec in specs:
+        server = spec.get("server") or (spec.get("base") or {}).get("server") or {}
+        names = [server.get("shape")]
+        names += [(a.get("changes") or {}).get("server.shape") for a in spec.get("arms") or []]
+        names += list(((spec.get("grid") or {}).get("knobs") or {}).get("server.shape") or [])
+        found += [n for n in names if isinstance(n, str) and n not in found]
+    return found
+
+
+def shapes_line(specs: Iterable[Mapping[str, Any]], uniform_routing: bool | None = None) -> str:
+    """The one line every view prints above runs measured on shapes: "Model shape
+    qwen3-30b-a3b: dummy weights: speed only, answers meaningless; MoE routing simulated
+    uniformly." ("" when none ran on one). ``uniform_routing``: what the runs' launch.json
+    recorded (None: not read here)."""
+    names = spec_shapes(specs)
+    if not names:
+        return ""
+    routing = {
+        True: "; MoE routing simulated uniformly",
+        False: "; MoE routing: the dummy gate's own (uneven)",
+        None: "",
+    }[uniform_routing]
+    plural = "s" if len(names) > 1 else ""
+    return f"Model shape{plural} {', '.join(names)}: {DUMMY_WEIGHTS}{routing}."

@@ -22,6 +22,7 @@ from core.metric_info import metric_label, verdict_metrics
 from core.metrics import DEFINITION
 from core.numbers import pct_text
 from core.run_folder import find_runs
+from core.shapes import shapes_line
 from core.views.cells import (
     DELTA_LEGEND,
     EMPTY,
@@ -43,6 +44,7 @@ from pages._details import details
 from pages._explain import explain_block
 from pages._export import export_buttons
 from pages._ledger import ledger_section
+from pages._picker import pick_runs
 from pages._services import bootstrap
 from pages._timelines import timelines_section
 
@@ -53,11 +55,9 @@ if exp_id := st.query_params.get("experiment", ""):
 folders, unknown = find_runs(settings.runs_dir, st.query_params.get("runs", "").split(","))
 if len(folders) < 2:
     st.title("Compare")
-    st.warning(
-        "Pick two or more runs on the Runs page (links look like "
-        "`/compare?runs=ID1,ID2`)." + (f" Unknown: {', '.join(unknown)}" if unknown else "")
-    )
-    st.stop()
+    if unknown:
+        st.warning(f"Not runs here: {', '.join(unknown)}; pick two or more below.")
+    pick_runs(settings)  # links look like /compare?runs=ID1,ID2
 views = [load_run(f) for f in folders]
 if (exp_of := shared_experiment(views)) is not None:  # runs of one experiment: say what this is
     st.title("Compare single runs (one run per arm, no intervals)")
@@ -71,6 +71,8 @@ else:
     st.title("Compare")
 if unknown:
     st.warning(f"Not runs here, left out: {', '.join(unknown)}")
+if shape_line := shapes_line([v.spec for v in views]):  # model shapes: dummy weights
+    st.warning(shape_line, icon=":material/science:")
 run_ids = [v.run_id for v in views]
 asked = st.query_params.get("baseline", "")
 default = run_ids.index(asked) if asked in run_ids else baseline_index(views)

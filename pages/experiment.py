@@ -32,6 +32,7 @@ from core.metric_info import metric_label
 from core.metrics import DEFINITION
 from core.numbers import trial_number
 from core.run_folder import is_run_id
+from core.shapes import shapes_line
 from core.views.cells import EMPTY, column_label, headroom_table, readable_table
 from core.views.figures import (
     arm_bands_figure,
@@ -82,6 +83,8 @@ st.caption(
     f"order shuffled per trial with seed {spec.get('order_seed')} · fresh server per "
     f"run · same prompts for every arm · host {record.host}"
 )
+if shape_line := shapes_line([spec]):  # model shapes: dummy weights, speed only
+    st.warning(shape_line, icon=":material/science:")
 
 
 def _states(runs: list[RunOfArm]) -> tuple[str, ...]:

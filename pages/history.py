@@ -18,6 +18,7 @@ from core.run_folder import is_run_id
 from core.views.history import history_figure, history_path, history_table, history_verdict
 from pages._chart import chart
 from pages._details import code_line
+from pages._picker import pick_run
 from pages._services import bootstrap
 
 settings, _worker = bootstrap()
@@ -29,12 +30,10 @@ history = (
 )
 st.title("History")
 if history is None:
-    st.warning(
-        "No series selected, or no succeeded run of it. Open one from a Run page or the "
-        "Runs page's history column (links look like `/history?series=ser-…` or "
-        "`/history?run=RUN_ID`)."
-    )
-    st.stop()
+    if target:
+        st.warning(f"No series selected, or no succeeded run of {target!r}: pick a run below.")
+    # a run opens its configuration's series, that run checked (/history?run=RUN_ID)
+    pick_run(settings, "run", "Pick a run: its configuration's history", ("succeeded",))
 
 # the verdict first: the same words as `python -m core history` (core.views.history): the
 # version change as its experiment reads it, where one measured it, then the band's alert

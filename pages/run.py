@@ -18,6 +18,7 @@ from core.executors.queue import cancel
 from core.launch.presets import stored_run_estimate
 from core.metrics import DEFINITION, caveat_lines, point_cancelled, point_caveats, point_error_rate
 from core.run_folder import RunFolder, find_runs
+from core.shapes import shapes_line
 from core.views.cells import EMPTY, cell_text, column_label, readable_table, time_text
 from core.views.figures import arm_colours, cdf_figure, gpu_memory_figure, no_gpu_samples_line
 from core.views.progress import point_words, run_time_text
@@ -28,6 +29,7 @@ from pages._chart import chart
 from pages._details import code_line, details
 from pages._export import export_buttons
 from pages._ledger import ledger_section
+from pages._picker import pick_run
 from pages._services import bootstrap
 from pages._timelines import timelines_section
 
@@ -36,11 +38,9 @@ run_id = st.query_params.get("run", "")
 found, _ = find_runs(settings.runs_dir, [run_id])
 if not found:
     st.title("Run")
-    st.warning(
-        "No run selected, or no such run. Open one from the Runs page "
-        "(links look like `/run?run=RUN_ID`)."
-    )
-    st.stop()
+    if run_id:
+        st.warning(f"No run selected, or no such run: {run_id[:40]!r}. Pick one below.")
+    pick_run(settings, "run", "Pick a run (newest first; links look like `/run?run=RUN_ID`)")
 folder: RunFolder = found[0]
 
 view = load_run(folder)
@@ -54,6 +54,10 @@ if place is not None:
         query_params={"experiment": place.experiment_id},
         icon=":material/science:",
     )
+# a model shape: dummy weights, and how its MoE routing ran (launch.json)
+routed = (folder.read("launch.json") or {}).get("uniform_experts") or None
+if shape_line := shapes_line([view.spec], routed):
+    st.warning(shape_line, icon=":material/science:")
 drawn_state = folder.status_or_empty().state or "?"
 # the plan's point count: "point 2/3" everywhere on this page (core.views.progress)
 points_total = len(((folder.read("spec.json") or {}).get("plan") or {}).get("points") or []) or None

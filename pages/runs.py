@@ -13,10 +13,12 @@ from core.store import Catalog, folder_rows
 from core.views.cells import EMPTY, readable_table
 from core.views.runs_table import knob_columns, live_runs, runs_frame
 from pages._auth import can_launch
+from pages._landing import answer_first
 from pages._services import bootstrap
 
 settings, worker = bootstrap()
 catalog = Catalog(settings.catalog_path, settings.runs_dir)
+answer_first(settings)  # the landing page answers the seed's question before the table
 st.title("Runs")
 
 f1, f2, f3, f4 = st.columns(4)

@@ -108,4 +108,7 @@ def test_the_demo_version_ab_is_a_two_version_history(data: Path) -> None:
 @pytest.mark.parametrize("params", [{}, {"series": "ser-000000000000"}, {"run": "../etc"}])
 def test_no_series_says_how_to_open_one(app: AppTest, params: dict[str, str]) -> None:
     page = open_page(app, "pages/history.py", **params)
-    assert "No series selected" in page.warning[0].value
+    if params:  # a link that names nothing here says so
+        assert "No series selected" in page.warning[0].value
+    # and a picker instead of a dead end (the sidebar's link has no query string)
+    assert [s for s in page.selectbox if s.label.startswith("Pick a run")]

@@ -6,10 +6,13 @@ server; preflight refuses a shape where the engine cannot load dummy weights."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
+import streamlit as st
 from pydantic import ValidationError
+from streamlit.testing.v1 import AppTest
 
 from core.config import RunSpec, ServerConfig
 from core.engines.sglang import build_sglang_argv, uniform_experts_env
@@ -20,6 +23,7 @@ from core.run_folder import RunFolder
 from core.settings import Settings
 from core.shapes import DUMMY_WEIGHTS, SHAPES_DIR, load_shape, materialise, shape_names, shape_note
 from core.store import Catalog
+from tests.helpers import open_page
 from tests.test_pipeline import only_run, run_cli
 
 REPO = Path(__file__).resolve().parent.parent
@@ -124,7 +128,10 @@ def test_preflight_refuses_a_tokenizer_larger_than_the_shape(
 
 
 def test_a_shape_run_against_the_fake_sglang_carries_dummy_and_uniform_routing(
-    fake_sglang: Path, settings: Settings, tiny_tokenizer_dir: Path
+    fake_sglang: Path,
+    settings: Settings,
+    tiny_tokenizer_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     out = run_cli(
         settings,
@@ -164,6 +171,18 @@ def test_a_shape_run_against_the_fake_sglang_carries_dummy_and_uniform_routing(
     # the catalog (the Runs page, `python -m core runs`) names the shape and its weights
     row = Catalog(settings.catalog_path, settings.runs_dir).get_run(folder.run_id)
     assert row is not None and row["model"] == f"{MOE} (dummy weights)"
+    # labelled where a reader meets it: the CLI's report and the Run page
+    line = f"Model shape {MOE}: {DUMMY_WEIGHTS}; MoE routing simulated uniformly."
+    assert line in run_cli(settings, "show", folder.run_id).stdout
+    monkeypatch.setenv("SERVELAB_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("SERVELAB_WORKER", "off")
+    st.cache_resource.clear()
+    app = open_page(
+        AppTest.from_file(str(REPO / "app.py"), default_timeout=120),
+        "pages/run.py",
+        run=folder.run_id,
+    )
+    assert any(w.value == line for w in app.warning), [w.value for w in app.warning]
 
 
 @pytest.mark.parametrize("name", ["team_change", "2x2", "versions"])
@@ -181,3 +200,82 @@ def test_the_gpu_plans_parse_and_pass_the_gate_without_a_host(
     assert exp.base.server.shape in shape_names() and exp.base.plan.probe is not None
     assert exp.base.plan.probe.expect is None
     assert preflight(exp, None, settings) == []
+
+
+def test_an_experiment_on_a_shape_says_dummy_weights_in_its_report(settings: Settings) -> None:
+    from core.experiments.records import ExperimentRecord
+    from core.views.report import format_experiment
+
+    spec = {"name": "x", "trials": 2, "base": {"server": {"engine": "sglang", "shape": MOE}}}
+    record = ExperimentRecord(experiment_id="exp-20261205-000000-abcd", spec=spec, runs=[])
+    assert f"Model shape {MOE}: {DUMMY_WEIGHTS}." in format_experiment(settings, record)
+    plain = ExperimentRecord(experiment_id="exp-20261205-000000-abce", spec={"name": "y"})
+    assert DUMMY_WEIGHTS not in format_experiment(settings, plain)
+
+
+def test_the_launch_form_takes_a_shape_and_drops_the_default_probe_pattern(
+    tmp_path: Path, tiny_tokenizer_dir: Path
+) -> None:
+    """The Launch form's "Model shape": the spec names the shape (model left unset), the
+    default probe pattern is dropped (dummy weights), and on transformers the gate refuses it
+    beside the field."""
+    from core.engines.base import EngineInfo
+    from core.launch.forms import FORM_DEFAULTS, SHAPE_FIELD_LABEL, launch_from_form, shape_choices
+
+    assert DUMMY_WEIGHTS in SHAPE_FIELD_LABEL and set(shape_choices()) == {"", *shape_names()}
+    host = HostInfo(
+        gpus=("0: NVIDIA H200",),
+        engines={
+            "sglang": EngineInfo("sglang", True, "0.5.17"),
+            "transformers": EngineInfo("transformers", True, "5.24.0"),
+        },
+    )
+    exe = sys.executable
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        sglang_python=exe,
+        transformers_python=exe,
+        model_roots=(tiny_tokenizer_dir.parent,),
+    )
+    form = {
+        **FORM_DEFAULTS,
+        "engine": "sglang",
+        "shape": MOE,
+        "concurrency": "1",
+        "tokenizer": str(tiny_tokenizer_dir),
+        "device": "cuda",
+    }
+    specs, errors = launch_from_form(form, host, settings=settings)
+    assert errors == {} and specs
+    assert specs[0].server.shape == MOE and specs[0].server.model == FORM_DEFAULTS["model"]
+    assert specs[0].plan.probe is not None and specs[0].plan.probe.expect is None
+    _, errors = launch_from_form({**form, "engine": "transformers"}, host, settings=settings)
+    assert "cannot load dummy weights" in errors.get("shape", "")
+
+
+def test_a_release_that_does_not_read_the_routing_variable_gets_no_false_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Detection reads which releases declare SGLANG_SIMULATE_UNIFORM_EXPERTS (the fake
+    0.5.23 does, the fake 0.5.14 does not); where it is missing the launch sets nothing and
+    says the routing is the dummy gate's, and an explicit uniform_experts is refused."""
+    from core.engines.base import EngineInfo
+    from core.engines.sglang import SGLangAdapter
+
+    fakes = REPO / "tests" / "fakes"
+    found = {}
+    for pkg in ("sglang_pkg", "sglang_0514_pkg"):
+        monkeypatch.setenv("PYTHONPATH", str(fakes / pkg))
+        info = SGLangAdapter(sys.executable).detect()
+        found[info.version] = info.env_vars
+    assert found == {"0.5.23": {"SGLANG_SIMULATE_UNIFORM_EXPERTS"}, "0.5.14": set()}
+    old = EngineInfo("sglang", True, "0.5.14")
+    adapter = SGLangAdapter(sys.executable)
+    plan = adapter.plan_launch(ServerConfig(engine="sglang", shape=MOE), 30000, old)
+    assert plan.env == {} and any("dummy gate's own" in n for n in plan.notes)
+    with pytest.raises(ConfigError) as exc:
+        adapter.plan_launch(ServerConfig(engine="sglang", shape=MOE, uniform_experts=True), 1, old)
+    assert exc.value.field == "server.uniform_experts"
+    new = EngineInfo("sglang", True, "0.5.23", env_vars=frozenset(found["0.5.23"]))
+    plan = adapter.plan_launch(ServerConfig(engine="sglang", shape=MOE), 30000, new)
+    assert plan.env == {"SGLANG_SIMULATE_UNIFORM_EXPERTS": "1"}

@@ -95,6 +95,11 @@ PY
   for w in $G/py/*; do  # each installation's own sglang, kernel and transformers
     [[ -x $w ]] && "$w" -c "import importlib.metadata as m, sglang.launch_server; print('$(basename "$w")', \
       *(n + ' ' + m.version(n) for n in ('sglang', 'sglang-kernel', 'flashinfer-python', 'transformers')))"
+    # whether this release reads the MoE routing variable a shape run sets (else it is not set)
+    [[ -x $w ]] && "$w" -c "import importlib.util as u, pathlib as p; s = u.find_spec('sglang'); \
+      f = p.Path(list(s.submodule_search_locations)[0], 'srt', 'environ.py'); \
+      print('$(basename "$w") reads SGLANG_SIMULATE_UNIFORM_EXPERTS:', \
+            f.is_file() and 'SGLANG_SIMULATE_UNIFORM_EXPERTS' in f.read_text(errors='replace'))"
   done
 }
 

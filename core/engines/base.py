@@ -47,6 +47,9 @@ class EngineInfo:
     version: str | None = None
     reason: str = ""  # why it is not installed / what is missing, in words
     options: frozenset[str] = frozenset()  # the CLI flags the installed version knows
+    # environment variables the installed version reads that a launch may set (SGLang's
+    # SGLANG_SIMULATE_UNIFORM_EXPERTS): an older release silently ignores one it lacks
+    env_vars: frozenset[str] = frozenset()
     notes: tuple[str, ...] = ()  # e.g. "CUDA graphs do not apply on CPU"
 
 

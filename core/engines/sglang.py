@@ -131,7 +131,16 @@ SERVER_INFO_TIMEOUT_S = 10.0
 # The first version whose CUDA graph flags are per phase (see the reference §1.3).
 PER_PHASE_GRAPH_FLAGS_SINCE = (0, 5, 23)
 
-_VERSION_CODE = "import importlib.metadata as m; print(m.version('sglang'))"
+# The version (last line), after the environment variables ServeLab may set that this
+# release's srt/environ.py declares (read as text: nothing of SGLang is imported).
+_VERSION_CODE = (
+    "import importlib.metadata as m, importlib.util as u, pathlib as p\n"
+    "s = u.find_spec('sglang')\n"
+    "e = [p.Path(d, 'srt', 'environ.py') for d in (s.submodule_search_locations or [])][:1]\n"
+    "t = e[0].read_text(errors='replace') if e and e[0].is_file() else ''\n"
+    "print('env:' + ','.join(v for v in %r if v in t))\n"
+    "print(m.version('sglang'))"
+)
 _FLAG_RE = re.compile(r"(?<![\w-])--[A-Za-z][A-Za-z0-9_-]*")
 _VERSION_NUMS_RE = re.compile(r"\d+")
 _GPU_INDEX_RE = re.compile(r"cuda:(\d+)")
@@ -189,6 +198,9 @@ _LOG_KEY_FOR: dict[str, tuple[str, ...]] = {
     "available_gpu_mem_gb": ("available_gpu_mem_gb_final",),
     "kv_cache_tokens": ("kv_cache_tokens", "max_total_num_tokens"),
 }
+
+# The environment variables a launch may set, asked of each installed release.
+_SETTABLE_ENV = tuple(v for v in (ENGINE.uniform_experts_env,) if v)
 
 _options_cache: dict[tuple[str, str], frozenset[str]] = {}
 _options_lock = threading.Lock()
@@ -486,7 +498,7 @@ class SGLangAdapter(EngineAdapter):
     def detect(self) -> EngineInfo:
         try:
             proc = subprocess.run(
-                [self.python, "-c", _VERSION_CODE],
+                [self.python, "-c", _VERSION_CODE % (_SETTABLE_ENV,)],
                 capture_output=True,
                 text=True,
                 errors="replace",
@@ -506,13 +518,22 @@ class SGLangAdapter(EngineAdapter):
                 reason=f"SGLang is not installed for {self.python} ({last})",
             )
         version = lines[-1].strip()
+        env_line = next((ln for ln in lines[:-1] if ln.startswith("env:")), "env:")
+        env_vars = frozenset(v for v in env_line[4:].split(",") if v)
         options, problem = self._options(version)
         notes = (
             (f"{problem}; flags are chosen by version and extra_args are not checked",)
             if problem
             else ()
         )
-        return EngineInfo(self.name, installed=True, version=version, options=options, notes=notes)
+        return EngineInfo(
+            self.name,
+            installed=True,
+            version=version,
+            options=options,
+            notes=notes,
+            env_vars=env_vars,
+        )
 
     def plan_launch(self, config: ServerConfig, port: int, info: EngineInfo) -> LaunchPlan:
         if not info.installed:
@@ -538,6 +559,19 @@ class SGLangAdapter(EngineAdapter):
             )
         host = f"[{config.host}]" if ":" in config.host else config.host
         env = uniform_experts_env(config)
+        if env and not set(env) <= info.env_vars:  # this release would ignore it
+            if config.uniform_experts:
+                raise ConfigError(
+                    "server.uniform_experts",
+                    f"SGLang {info.version or '(unknown version)'} does not read "
+                    f"{ENGINE.uniform_experts_env}; set uniform_experts to false, or use a "
+                    "release that has it",
+                )
+            env = {}
+            notes.append(
+                f"MoE routing: the dummy gate's own, uneven (SGLang {info.version} does not "
+                f"read {ENGINE.uniform_experts_env})"
+            )
         if env:
             notes.append("MoE routing simulated uniformly (dummy gate weights route unevenly)")
         return LaunchPlan(

@@ -13,6 +13,7 @@ from core.metrics import DEFINITION, caveat_lines, point_cancelled, point_caveat
 from core.numbers import EMPTY, duration_text, is_number, number_text, pct_text, share_text
 from core.run_folder import RunFolder, RunStatus, Step, stop_step_read
 from core.settings import Settings
+from core.shapes import shapes_line
 from core.views.progress import point_words
 
 __all__ = [
@@ -133,6 +134,9 @@ def format_run(folder: RunFolder) -> str:
         f"run {folder.run_id}: {st.state}" + (f" — {st.reason}" if st.reason else ""),
         f"  folder:  {folder.path}",
     ]
+    spec = folder.read("spec.json") or {}
+    if shape_line := shapes_line([spec], launch.get("uniform_experts") or None):
+        out.append(f"  {shape_line}")
     if where := node_line(st):  # a run an executor placed elsewhere (core/executors)
         out.append(f"  ran on:  {where}")
     if launch.get("command"):
@@ -282,6 +286,8 @@ def format_experiment(settings: Settings, record: ExperimentRecord) -> str:
         f"{spec.get('order_seed')}); runs: "
         + ", ".join(f"{s}={states.count(s)}" for s in sorted(set(states)))
     ]
+    if shape_line := shapes_line([spec]):  # model shapes: dummy weights, speed only
+        out.append(shape_line)
     if not runs or not arms:
         return "\n".join(out)
     story = experiment_story(settings, record, runs)  # the same story as the pages

@@ -1,0 +1,113 @@
+"""The landing page's answer: the seed team's question, answered from the shipped demo.
+
+The seed team turned CUDA graphs on and raised the memory fraction in one restart, and their
+throughput jumped. Which change did it? The shipped 2×2 factorial over exactly those two knobs
+answers it; this module picks that experiment (the newest shipped one, so a re-run demo
+replaces the answer) and words its attribution (core/analysis/attribution.py: each knob's
+share of the change with its 95 % interval) in two sentences. Nothing here is a number typed
+in by hand: change the demo and the page changes."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from core.analysis.attribution import Attribution, Part, decompose, experiment_attribution
+from core.analysis.stats import WITHIN_NOISE
+from core.experiments.design import list_experiments
+from core.experiments.records import ExperimentRecord
+from core.metric_info import metric_name
+from core.numbers import pct_interval_text, pct_text
+from core.settings import DEMO_DIR, Settings
+
+__all__ = ["QUESTION", "Answer", "demo_experiment", "landing_answer"]
+
+QUESTION = "CUDA graphs and the memory fraction changed together — which did it?"
+# The two knobs the seed team changed at once; the demo that answers is a grid over them.
+KNOBS = frozenset({"server.cuda_graphs", "server.mem_fraction_static"})
+METRIC = "output_throughput"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The answer in two sentences, the experiment they come from, and what it ran on."""
+
+    sentences: tuple[str, str]
+    experiment_id: str
+    experiment_name: str
+    trials: int
+    shape: str | None  # a model shape run with dummy weights (core/shapes.py), or None
+
+
+def demo_experiment(settings: Settings) -> ExperimentRecord | None:
+    """The shipped experiment that answers the question: a grid over exactly the two knobs,
+    the newest of those in data/demo (installed into the data folder on first start)."""
+    shipped = {p.name for p in (DEMO_DIR / "experiments").glob("exp-*")}
+    found = [
+        r
+        for r in list_experiments(settings)  # newest first
+        if r.experiment_id in shipped
+        and set((r.spec.get("grid") or {}).get("knobs") or {}) == KNOBS
+    ]
+    return found[0] if found else None
+
+
+def _ci(part: Part) -> str:
+    if part.log_low is None or part.log_high is None:
+        return "interval unknown"
+    return "95% CI " + pct_interval_text(math.expm1(part.log_low), math.expm1(part.log_high))
+
+
+def _main_parts(attr: Attribution, concurrency: object) -> dict[str, Part]:
+    return {p.name: p for p in decompose(attr, METRIC, concurrency) if p.kind == "main"}
+
+
+def _share(part: Part | None, concurrency: object) -> str:
+    if part is None:
+        return f"unknown at concurrency {concurrency}"
+    noise = f", {WITHIN_NOISE}" if part.within_noise else ""
+    return f"{pct_text(part.rel)} at concurrency {concurrency} ({_ci(part)}{noise})"
+
+
+def _sentences(attr: Attribution) -> tuple[str, str] | None:
+    """The knob whose share is resolved and largest, at the highest and lowest concurrency
+    measured; then the other knob's share (within noise or not, by the interval)."""
+    concs = sorted(c for c, m in attr.decompositions if m == METRIC and isinstance(c, int))
+    if not concs:
+        return None
+    low, high = concs[0], concs[-1]
+    at_high, at_low = _main_parts(attr, high), _main_parts(attr, low)
+    if not at_high:
+        return None
+    words = metric_name(METRIC)
+    resolved = [p for p in at_high.values() if p.within_noise is False]
+    lead = max(resolved, key=lambda p: abs(p.log)) if resolved else None
+    if lead is None:
+        first = f"Neither knob's share of the {words} change is resolved by this demo yet."
+    else:
+        at_low_too = f" and {_share(at_low.get(lead.name), low)}" if low != high else ""
+        first = f"{lead.name} did it: {words} {_share(lead, high)}{at_low_too}."
+    rest = [p for p in at_high.values() if lead is None or p.name != lead.name]
+    others = "; ".join(f"{p.name} {_share(p, high)}" for p in rest)
+    return first, f"The other change: {others}." if others else "No other change was tested."
+
+
+def landing_answer(settings: Settings) -> Answer | None:
+    """The demo's answer, or None when no shipped experiment over the two knobs has results."""
+    record = demo_experiment(settings)
+    if record is None:
+        return None
+    attr = experiment_attribution(settings, record)
+    sentences = _sentences(attr) if attr is not None else None
+    if sentences is None:
+        return None
+    spec = record.spec
+    trials = spec.get("trials")
+    server = (spec.get("base") or {}).get("server") or {}
+    return Answer(
+        sentences=sentences,
+        experiment_id=record.experiment_id,
+        experiment_name=str(spec.get("name") or record.experiment_id),
+        trials=trials if isinstance(trials, int) else len({r.trial for r in record.runs}),
+        shape=server.get("shape"),
+    )

@@ -1,0 +1,118 @@
+"""core/views/landing.py and the pages that no longer dead-end: the landing page (Runs, at /)
+answers the seed's question from the shipped demo's attribution, not from typed numbers; Run,
+Compare and History opened bare (the sidebar's links) offer a picker that opens the choice."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from core.analysis.attribution import decompose, experiment_attribution
+from core.numbers import pct_interval_text, pct_text
+from core.portal.demo import install_demo
+from core.settings import Settings
+from core.views.landing import QUESTION, demo_experiment, landing_answer
+from core.views.pickers import run_options
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def demo(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    install_demo(settings)
+    monkeypatch.setenv("SERVELAB_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("SERVELAB_WORKER", "off")
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    return settings
+
+
+def test_the_answer_is_the_demo_attribution_in_two_sentences(demo: Settings) -> None:
+    record = demo_experiment(demo)
+    assert record is not None
+    assert set(record.spec["grid"]["knobs"]) == {"server.cuda_graphs", "server.mem_fraction_static"}
+    answer = landing_answer(demo)
+    assert answer is not None and answer.experiment_id == record.experiment_id
+    first, second = answer.sentences
+    # each number is the attribution's own part at that concurrency, worded by core.numbers
+    attr = experiment_attribution(demo, record)
+    assert attr is not None
+    for conc, knob, sentence in (
+        (64, "cuda_graphs", first),
+        (1, "cuda_graphs", first),
+        (64, "mem_fraction_static", second),
+    ):
+        (part,) = [
+            p
+            for p in decompose(attr, "output_throughput", conc)
+            if p.kind == "main" and p.name.startswith(knob)
+        ]
+        assert part.log_low is not None and part.log_high is not None
+        interval = pct_interval_text(math.expm1(part.log_low), math.expm1(part.log_high))
+        assert f"{pct_text(part.rel)} at concurrency {conc} (95% CI {interval}" in sentence
+    assert first.startswith("cuda_graphs off→on did it: output throughput +")
+    assert "at concurrency 64" in first and "at concurrency 1 " in first
+    assert second.startswith("The other change: mem_fraction_static 0.85→0.92 ")
+    assert "within noise" in second and "within noise" not in first
+
+
+def test_no_shipped_grid_no_answer(settings: Settings) -> None:
+    assert landing_answer(settings) is None  # an empty data folder: nothing to quote
+
+
+def test_the_landing_page_shows_question_answer_and_links(demo: Settings) -> None:
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
+    app.run()
+    assert not app.exception, app.exception
+    assert app.header[0].value == QUESTION
+    answer = landing_answer(demo)
+    assert answer is not None
+    shown = " ".join(m.value for m in app.markdown)
+    assert answer.sentences[0] in shown and answer.sentences[1] in shown
+    assert app.title[0].value == "Runs"  # the runs table follows the answer
+
+
+@pytest.mark.parametrize(
+    ("page", "label"),
+    [
+        ("pages/run.py", "Pick a run"),
+        ("pages/history.py", "Pick a run: its configuration's history"),
+    ],
+)
+def test_a_bare_page_offers_a_picker_that_opens_the_choice(
+    demo: Settings, page: str, label: str
+) -> None:
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
+    app.run()
+    app.switch_page(page).run()
+    assert not app.exception, app.exception
+    (box,) = [s for s in app.selectbox if s.label.startswith(label)]
+    # the options read "RUN_ID · state · engine model · started …", newest first
+    run_id = next(o for o in box.options if " · " in o).split(" · ")[0]
+    box.select(run_id).run()
+    assert not app.exception, app.exception
+    assert app.query_params["run"] == run_id  # the choice opened as its own link
+    assert not [s for s in app.selectbox if s.label.startswith(label)]  # the picker is gone
+
+
+def test_compare_bare_offers_a_multiselect(demo: Settings) -> None:
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
+    app.run()
+    app.switch_page("pages/compare.py").run()
+    assert not app.exception, app.exception
+    (pick,) = app.multiselect
+    assert pick.label.startswith("Runs to compare") and len(pick.options) >= 2
+
+
+def test_run_options_words_each_run_and_filters_states() -> None:
+    rows = [
+        {"run_id": "r2", "state": "failed", "engine": "sglang", "model": "/m/x/llama"},
+        {"run_id": "r1", "state": "succeeded", "engine": "sglang", "model": "q (dummy weights)"},
+    ]
+    assert list(run_options(rows)) == ["r2", "r1"]
+    assert run_options(rows)["r2"].startswith("r2 · failed · sglang llama · started")
+    assert list(run_options(rows, ("succeeded",))) == ["r1"]
