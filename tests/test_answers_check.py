@@ -5,6 +5,10 @@ divergence inside the top-k, a small numeric drift, and none (an A/A)."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -19,9 +23,11 @@ from core.analysis.same_answers import (
 )
 from core.config import AnswersSpec
 from core.engines.sglang import ENGINE, SGLangAdapter
+from core.experiments.design import list_experiments
 from core.load.prompts import load_tokenizer
-from core.run.answers import ANSWERS_FILE, AnswersTarget, collect_answers
+from core.run.answers import ANSWERS_FILE, RANDOM_WEIGHTS_MARKER, AnswersTarget, collect_answers
 from core.run_folder import RunFolder, write_json_atomic
+from core.settings import Settings
 from tests.test_fake_sglang import MODEL, launch
 
 SPEC = AnswersSpec(enabled=True, prompts="token_ids", max_tokens=12)
@@ -142,3 +148,61 @@ def test_an_fp8_kv_cache_moves_the_fake_s_numerics(
 ) -> None:
     arm = _answers(tmp_path, tiny_tokenizer_dir, reference, "--kv-cache-dtype", "fp8_e5m2")
     assert _verdict(reference, arm).outcome == "differs"
+
+
+def test_an_experiment_plan_runs_the_check_and_every_view_carries_it(
+    fake_sglang: Path, settings: Settings, tiny_tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    """graphs on / off / fp8 KV cache through the CLI, as bench/gpu/plan_answers.json on the
+    H200: the step in every run, teacher forcing of the baseline's first run, the verdict's
+    "Answers:" line and ``--json``'s ``answers`` key."""
+    model = tmp_path / "model"
+    shutil.copytree(tiny_tokenizer_dir, model)
+    (model / RANDOM_WEIGHTS_MARKER).write_text("{}")
+    plan = {
+        "name": "answers",
+        "trials": 2,
+        "order_seed": 3,
+        "baseline": "graphs on",
+        "base": {
+            "server": {"engine": "sglang", "model": str(model), "cuda_graphs": True},
+            "plan": {
+                "points": [{"concurrency": 1, "num_prompts": 2, "output_len": 4}],
+                "probe": {"expect": None},
+                "answers": {"max_tokens": 8},
+            },
+        },
+        "arms": [
+            {"label": "graphs on"},
+            {"label": "graphs off", "changes": {"server.cuda_graphs": False}},
+            {"label": "fp8 kv", "changes": {"server.extra_args": ["--kv-cache-dtype", "fp8_e5m2"]}},
+        ],
+    }
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    env = {
+        **os.environ,
+        **FAST,
+        "SERVELAB_DATA_DIR": str(settings.data_dir),
+        "SERVELAB_SGLANG_PYTHON": sys.executable,
+    }
+    cmd = [sys.executable, "-m", "core", "experiment"]
+    out = subprocess.run([*cmd, str(path)], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "Answers: graphs on (A/A): same answers as graphs on" in out.stdout
+    assert "graphs off: same answers as graphs on: 16/16 prompts identical" in out.stdout
+    assert "fp8 kv: answers differ from graphs on (numerics changed, not broken)" in out.stdout
+    (record,) = list_experiments(settings)
+    for run in record.runs:
+        data = RunFolder(settings.runs_dir / run.run_id).read(ANSWERS_FILE)
+        assert data["set"] == "token-ids-v1" and data["weights"] == "random"
+    show = subprocess.run(
+        [*cmd, "--show", record.experiment_id, "--json"], env=env, capture_output=True, text=True
+    )
+    answers = json.loads(show.stdout)["answers"]
+    assert {arm: v["outcome"] for arm, v in answers.items()} == {
+        "graphs on": "same",
+        "graphs off": "same",
+        "fp8 kv": "differs",
+    }
+    assert answers["fp8 kv"]["pairs"][-1]["forced_kind"] == "teacher-forced"

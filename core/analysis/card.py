@@ -45,6 +45,7 @@ from core.analysis.points import (
 )
 from core.analysis.roles import field_name, headline_point
 from core.analysis.runs import RunView
+from core.analysis.same_answers import AnswersVerdict, answers_lines, answers_of_runs
 from core.analysis.sequential import look_level, progress_text
 from core.analysis.stats import (
     MIN_TRIALS_FOR_CI,
@@ -629,6 +630,8 @@ class Story:
     # arms that differ from the baseline only in knobs the workload never exercised
     untested_arms: list[str] = field(default_factory=list)
     level: float = 0.95  # the intervals' level (an adaptive experiment's is adjusted)
+    # per arm: same / differs / broken answers against the baseline (analysis.same_answers)
+    answers: dict[str, AnswersVerdict] = field(default_factory=dict)
 
     @property
     def noise(self) -> str:
@@ -661,6 +664,7 @@ class Story:
             # the card's rows with their intervals (change, low, high: relative, paired)
             "card": [asdict(r) | {"name": r.name, "unit": r.unit} for r in self.card],
             "caveats": [c.sentence() for c in self.caveats],
+            "answers": {arm: v.as_json() for arm, v in self.answers.items()},
         }
 
 
@@ -751,6 +755,7 @@ def experiment_story(
         [key for views in by_arm.values() for v in views for key, _ in first_points(v)],
     )
     care = caveat_line(found)
+    answers = answers_of_runs([r for r in runs if r.view.status.state == "succeeded"], base)
     if (trials_line := progress_text(record)) is not None:
         level_note = f" Intervals: {share_text(level, 1)}, adjusted for the stop rule's looks."
         text += f" Trials auto: {trials_line}." + (level_note if runs else "")
@@ -758,7 +763,13 @@ def experiment_story(
         baseline=base,
         arms=arms,
         card=card,
-        verdict=[*knobs, *regs_line, text, *([care] if care else [])],
+        verdict=[
+            *knobs,
+            *regs_line,
+            text,
+            *answers_lines(answers, _faster(card)),
+            *([care] if care else []),
+        ],
         floor=floor,
         host=str(host) if host else None,
         caveats=found,
@@ -766,7 +777,13 @@ def experiment_story(
         ledger=ledgers,
         untested_arms=sorted(untested),
         level=level,
+        answers=answers,
     )
+
+
+def _faster(card: Sequence[CardRow]) -> set[str]:
+    """The arms the card calls better in output throughput (a broken arm's is no win)."""
+    return {r.arm for r in card if r.metric == "output_throughput" and r.verdict == "better"}
 
 
 def _relabel(table: pd.DataFrame, untested: Collection[str]) -> pd.DataFrame:
@@ -852,6 +869,10 @@ def comparison_story(
                 )
             lines.append(line)
     lines[:0] = regressions_paragraph(card)
+    answers = answers_of_runs(
+        [RunOfArm(n, 0, v) for n, v in zip(arms, views, strict=True)], arms[baseline]
+    )
+    lines += answers_lines(answers, _faster(card))
     found: list[ReadWithCare] = [*caveats(by_arm)]
     if care := caveat_line(found):
         lines.append(care)
@@ -865,6 +886,7 @@ def comparison_story(
         caveats=found,
         knob_checks=checks,
         ledger=ledgers,
+        answers=answers,
     )
 
 
