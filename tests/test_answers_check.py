@@ -206,3 +206,44 @@ def test_an_experiment_plan_runs_the_check_and_every_view_carries_it(
         "fp8 kv": "differs",
     }
     assert answers["fp8 kv"]["pairs"][-1]["forced_kind"] == "teacher-forced"
+
+
+def _endpoint_answers(
+    log_dir: Path, tok_dir: Path, reference: RunFolder | None, **env: str
+) -> dict:
+    from core.engines.endpoint import ENGINE as ENDPOINT
+    from core.engines.endpoint import EndpointAdapter
+
+    with launch(log_dir, env={**FAST, **env}) as fake:
+        target = AnswersTarget(
+            fake.base,
+            MODEL,
+            EndpointAdapter(),
+            ENDPOINT.logprobs,
+            load_tokenizer(str(tok_dir)),
+            {},
+            30.0,
+            lambda: False,
+        )
+        return collect_answers(target, SPEC, "random", reference, reference is None)
+
+
+def test_the_openai_compatible_route_decodes_and_compares_too(
+    tmp_path: Path, tiny_tokenizer_dir: Path
+) -> None:
+    """/v1/completions with token-id prompts and logprobs (the endpoint engine's route,
+    which vLLM and SGLang answer): the tokens come by text, so they are compared by text; an
+    A/A reads same and a drift differs."""
+    ref_dir = tmp_path / "20260101-000000-bbbbbb"
+    ref_dir.mkdir()
+    ref = _endpoint_answers(ref_dir, tiny_tokenizer_dir, None)
+    write_json_atomic(ref_dir / ANSWERS_FILE, ref)
+    row = ref["prompts"][0]
+    assert row["error"] is None and len(row["tokens"]) == 12 and len(row["top"][0]) == 5
+    reference = RunFolder(ref_dir)
+    aa = _endpoint_answers(tmp_path, tiny_tokenizer_dir, reference)
+    drift = _endpoint_answers(
+        tmp_path, tiny_tokenizer_dir, reference, FAKE_SGLANG_ANSWERS="drift=0.05"
+    )
+    assert _verdict(reference, aa).outcome == "same"
+    assert _verdict(reference, drift).outcome == "differs"
