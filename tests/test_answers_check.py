@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
 
 from core.analysis.same_answers import (
     AnswersVerdict,
@@ -28,7 +30,10 @@ from core.load.prompts import load_tokenizer
 from core.run.answers import ANSWERS_FILE, RANDOM_WEIGHTS_MARKER, AnswersTarget, collect_answers
 from core.run_folder import RunFolder, write_json_atomic
 from core.settings import Settings
+from tests.helpers import open_page, page_tables
 from tests.test_fake_sglang import MODEL, launch
+
+REPO = Path(__file__).resolve().parent.parent
 
 SPEC = AnswersSpec(enabled=True, prompts="token_ids", max_tokens=12)
 FAST = {"FAKE_SGLANG_ITL_MS": "0.2", "FAKE_SGLANG_TTFT_MS": "1"}
@@ -151,7 +156,11 @@ def test_an_fp8_kv_cache_moves_the_fake_s_numerics(
 
 
 def test_an_experiment_plan_runs_the_check_and_every_view_carries_it(
-    fake_sglang: Path, settings: Settings, tiny_tokenizer_dir: Path, tmp_path: Path
+    fake_sglang: Path,
+    settings: Settings,
+    tiny_tokenizer_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """graphs on / off / fp8 KV cache through the CLI, as bench/gpu/plan_answers.json on the
     H200: the step in every run, teacher forcing of the baseline's first run, the verdict's
@@ -206,6 +215,20 @@ def test_an_experiment_plan_runs_the_check_and_every_view_carries_it(
         "fp8 kv": "differs",
     }
     assert answers["fp8 kv"]["pairs"][-1]["forced_kind"] == "teacher-forced"
+    # the pages: the verdict's "Answers:" line and the per-arm table on the first screen
+    monkeypatch.setenv("SERVELAB_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("SERVELAB_WORKER", "off")
+    for page in ("pages/experiment.py", "pages/compare.py"):
+        st.cache_resource.clear()
+        app = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
+        app = open_page(app, page, experiment=record.experiment_id)
+        assert any(m.value.startswith("**Answers:**") for m in app.markdown)
+        (table,) = [t for t in page_tables(app) if "answers" in t.columns]
+        assert list(table["answers"]) == [
+            "same answers",
+            "same answers",
+            "differs (numerics changed)",
+        ]
 
 
 def _endpoint_answers(

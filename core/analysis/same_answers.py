@@ -44,6 +44,7 @@ __all__ = [
     "compare_pair",
     "correct_words",
     "judge_arm",
+    "measured_pairs",
     "speed_caveat",
     "thresholds_from",
 ]
@@ -320,7 +321,7 @@ def compare_pair(
 def thresholds_from(aa_pairs: Sequence[PairDiff]) -> Thresholds:
     """The same-answers thresholds: from the baseline's own A/A pairs where there are any
     with a |Δ| measure, else the defaults."""
-    measured = [p for p in _measured(aa_pairs) if p.forced_max is not None]
+    measured = [p for p in measured_pairs(aa_pairs) if p.forced_max is not None]
     if not measured:
         return Thresholds(DEFAULT_MEDIAN, DEFAULT_MAX, "defaults (issue 36, H200)")
     aa_median = max(p.forced_median or 0.0 for p in measured)
@@ -375,7 +376,7 @@ def _broken_reasons(
     return list(dict.fromkeys(reasons))
 
 
-def _measured(pairs: Sequence[PairDiff]) -> list[PairDiff]:
+def measured_pairs(pairs: Sequence[PairDiff]) -> list[PairDiff]:
     """The pairs whose |Δ| is read: the teacher-forced ones where there are any (an arm that
     ran before the baseline in the first trial has only its decoded logprobs)."""
     forced = [p for p in pairs if p.forced_kind == "teacher-forced"]
@@ -388,7 +389,7 @@ def _is_same(pairs: Sequence[PairDiff], thr: Thresholds) -> bool:
         share = p.identical / n if n else 0.0
         if share < (thr.aa_identical_share if thr.aa_identical_share is not None else 1.0):
             return False
-    for p in _measured(pairs):
+    for p in measured_pairs(pairs):
         if p.forced_median is not None and p.forced_median > thr.median:
             return False
         if p.forced_max is not None and p.forced_max > thr.max:
@@ -397,7 +398,7 @@ def _is_same(pairs: Sequence[PairDiff], thr: Thresholds) -> bool:
 
 
 def _measure_words(pairs: Sequence[PairDiff], thr: Thresholds) -> str:
-    measured = _measured(pairs)
+    measured = measured_pairs(pairs)
     if not measured:
         return "no logprobs to compare (greedy text only)"
     median = max(p.forced_median or 0.0 for p in measured)

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from core.analysis.same_answers import AnswersVerdict, PairDiff, correct_words
+from core.analysis.same_answers import AnswersVerdict, PairDiff, correct_words, measured_pairs
 from core.numbers import EMPTY, number_text
 
 __all__ = ["OUTCOME_WORDS", "answers_frame", "mark_divergence", "prompt_frame"]
@@ -43,7 +43,10 @@ def _thresholds(v: AnswersVerdict) -> str:
 
 
 def _worst_pair(v: AnswersVerdict) -> PairDiff | None:
-    return min(v.pairs, key=lambda p: p.identical) if v.pairs else None
+    """The run shown: of those whose |Δ| the verdict reads (teacher-forced first), the one
+    with the fewest identical prompts."""
+    shown = measured_pairs(v.pairs) or list(v.pairs)
+    return min(shown, key=lambda p: p.identical) if shown else None
 
 
 def answers_frame(answers: Mapping[str, AnswersVerdict]) -> pd.DataFrame:
