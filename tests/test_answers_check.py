@@ -26,6 +26,9 @@ from core.analysis.same_answers import (
 from core.config import AnswersSpec
 from core.engines.sglang import ENGINE, SGLangAdapter
 from core.experiments.design import list_experiments
+from core.interop.export_html import html_report
+from core.interop.export_tables import table_files
+from core.interop.selection import select
 from core.load.prompts import load_tokenizer
 from core.run.answers import ANSWERS_FILE, RANDOM_WEIGHTS_MARKER, AnswersTarget, collect_answers
 from core.run_folder import RunFolder, write_json_atomic
@@ -215,6 +218,10 @@ def test_an_experiment_plan_runs_the_check_and_every_view_carries_it(
         "fp8 kv": "differs",
     }
     assert answers["fp8 kv"]["pairs"][-1]["forced_kind"] == "teacher-forced"
+    # the exports: the answers table and the HTML report's verdict
+    sel = select(settings, [record.experiment_id])
+    assert b"fp8 kv,differs (numerics changed)" in table_files(sel, "csv")["answers.csv"]
+    assert "Answers: graphs on (A/A): same answers" in html_report(sel)
     # the pages: the verdict's "Answers:" line and the per-arm table on the first screen
     monkeypatch.setenv("SERVELAB_DATA_DIR", str(settings.data_dir))
     monkeypatch.setenv("SERVELAB_WORKER", "off")
