@@ -1,5 +1,5 @@
 """core/load/answer_sets.py: the fixed, versioned prompt sets and the known-answer rule;
-core/run/answers.py: when the check runs and which set a model gets."""
+core/run/answers_step.py: when the check runs and which set a model gets."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from core.config import AnswersSpec, BenchmarkPlan, ServerConfig
 from core.engines.declare import LogprobSupport
 from core.load.answer_sets import QUESTIONS, TOKEN_IDS, answer_set, is_correct, normalise_answer
-from core.run.answers import (
+from core.run.answers_step import (
     RANDOM_WEIGHTS_MARKER,
     answers_enabled,
     answers_step_words,

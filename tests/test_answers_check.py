@@ -30,7 +30,12 @@ from core.interop.export_html import html_report
 from core.interop.export_tables import table_files
 from core.interop.selection import select
 from core.load.prompts import load_tokenizer
-from core.run.answers import ANSWERS_FILE, RANDOM_WEIGHTS_MARKER, AnswersTarget, collect_answers
+from core.run.answers_step import (
+    ANSWERS_FILE,
+    RANDOM_WEIGHTS_MARKER,
+    AnswersTarget,
+    collect_answers,
+)
 from core.run_folder import RunFolder, write_json_atomic
 from core.settings import Settings
 from tests.helpers import open_page, page_tables

@@ -1,5 +1,5 @@
 """Same answers? Every arm's outputs against the baseline's (the answers step's
-``answers.json``, core/run/answers.py), so a configuration that changes outputs silently
+``answers.json``, core/run/answers_step.py), so a configuration that changes outputs silently
 while every request returns HTTP 200 is named before its speed is read.
 
 Per prompt: greedy tokens matched up to the first divergence, and there whether the arm's
@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 Outcome = Literal["same", "differs", "broken", "unchecked"]
-ANSWERS_FILE = "answers.json"  # core.run.answers.ANSWERS_FILE (analysis never imports run)
+ANSWERS_FILE = "answers.json"  # core.run.answers_step.ANSWERS_FILE (analysis never imports run)
 
 # Defaults where no A/A is at hand: issue 36's H200 figures (SGLang 0.5.17, SmolLM2 shape,
 # normal-init random weights): A/A median 0.0001, max 0.016; fp8 KV cache median 0.016.
