@@ -154,3 +154,21 @@ def test_the_per_prompt_view_marks_the_first_divergence() -> None:
     assert row["first divergence"] == "token 1" and row["in baseline top-k"] == "yes"
     assert row["arm"] == " t12⟦ t23⟧ t30 t40"
     assert mark_divergence(["a"] * 30, None, limit=3) == "aaa…"
+
+
+def test_the_answers_check_s_settings_are_no_confounder(tmp_path: Path) -> None:
+    """Runs of two experiments differ in plan.answers.baseline_tag, an older run has no
+    plan.answers at all: the check runs before the warm-up and measures nothing."""
+    from core.analysis.diff import confounders
+    from tests.runs_by_hand import make_run
+
+    a = make_run(tmp_path, "a", server={"engine": "sglang", "cuda_graphs": False})
+    b = make_run(tmp_path, "b", server={"engine": "sglang", "cuda_graphs": True})
+    spec = b.read("spec.json")
+    spec["plan"]["answers"] = {"enabled": True, "baseline_tag": "arm-label:on"}
+    b.write("spec.json", spec)
+    old = a.read("spec.json")
+    del old["plan"]["answers"]
+    a.write("spec.json", old)
+    assert confounders([load_run(a), load_run(b)], {"server.cuda_graphs"}) == []
+    assert confounders([load_run(a), load_run(b)], set()) == []
