@@ -36,7 +36,7 @@ def main(src: Path, out: Path) -> None:
     ):
         if (src / name).exists():
             shutil.copy(src / name, out / name)
-    # the answers check (core/run/answers.py) reads this: token-id prompts, not questions
+    # the answers check (core/run/answers_step.py) reads this: token-id prompts, not questions
     marker = {"init": "normal (transformers from_config)", "seed": 0, "dtype": "bfloat16"}
     (out / "servelab_random_weights.json").write_text(json.dumps(marker) + "\n")
     print(f"random-weight model in {out}: {sum(p.numel() for p in model.parameters()):,} params")

@@ -435,7 +435,7 @@ class ProbeSpec(_Frozen):
 
 
 class AnswersSpec(_Frozen):
-    """The answers check (core/run/answers.py): a fixed, versioned prompt set decoded
+    """The answers check (core/run/answers_step.py): a fixed, versioned prompt set decoded
     greedily with top-k logprobs before the load, and the baseline arm's tokens scored
     (teacher forcing), so every arm's outputs are compared with the baseline's. A plan may
     give ``answers: true|false`` for ``enabled``."""
@@ -498,7 +498,7 @@ class BenchmarkPlan(_Frozen):
     probe: ProbeSpec | None = ProbeSpec()
     answers: AnswersSpec = Field(
         default_factory=AnswersSpec,
-        description="the answers check: true, false, or its fields (core/run/answers.py)",
+        description="the answers check: true, false, or its fields (core/run/answers_step.py)",
     )
     request_timeout_s: float = Field(300.0, gt=0, le=86_400)
     point_timeout_s: float = Field(3600.0, gt=0, le=86_400)

@@ -20,6 +20,7 @@ from core.settings import Settings
 from core.views.cells import readable_cells
 from core.views.figures import arm_bands_figure
 from pages import _story
+from pages._answers import answers_section
 from pages._chart import chart
 from pages._export import export_buttons
 from pages._ledger import ledger_section
@@ -58,6 +59,7 @@ def experiment_compare(settings: Settings, exp_id: str) -> None:
 
     _story.verdict(story)  # the answer first, as on the Experiment page
     _story.summary_card(story)
+    answers_section(story, "cmp_exp_answers")  # same / differs / broken, beside the verdict
 
     first = first_per_arm(runs)
     arms = [a for a in story.arms if a in first]

@@ -38,6 +38,7 @@ from core.views.figures import (
     no_memory_line,
 )
 from pages import _story
+from pages._answers import answers_section
 from pages._chart import chart
 from pages._compare_experiment import experiment_compare
 from pages._details import details
@@ -101,6 +102,7 @@ if any(s != "succeeded" for s in states.values()):
 # --- the answer ------------------------------------------------------------------------------
 _story.verdict(story)  # the answer first: one sentence per knob, whether it was tested
 _story.summary_card(story)
+answers_section(story, "cmp_answers")  # same / differs / broken, beside the verdict
 knobs = knob_fields(views)
 extra = confounders(views)
 if extra:

@@ -43,6 +43,7 @@ from core.views.figures import (
 )
 from core.views.progress import ended_text, experiment_time_text
 from pages import _story
+from pages._answers import answers_section
 from pages._attribution import attribution_section
 from pages._chart import chart
 from pages._details import details
@@ -191,6 +192,7 @@ if still := sum(s in ACTIVE for s in drawn):
 # --- the answer: card, verdict, and the link to the same comparison on Compare -------------
 _story.verdict(story)  # the answer first: one sentence per knob, whether it was tested
 _story.summary_card(story)
+answers_section(story, "exp_answers")  # same / differs / broken, beside the verdict
 first = first_per_arm(runs)
 if len(first) > 1:  # Compare tells this story too: every trial, the same baseline and intervals
     st.page_link(

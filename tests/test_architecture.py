@@ -71,6 +71,7 @@ PAGES_MAY_IMPORT = frozenset(
         "core.views.figures_ledger",
         "core.answers",
         "core.views.progress",
+        "core.views.answers",
         "core.engines.registry",
     }
 )

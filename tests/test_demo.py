@@ -33,7 +33,8 @@ def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
     copied = install_demo(settings)
     # 6 transformers-serve runs + the SGLang 2x2 x 3 trials + the seed pair + the KV A/B
     # + the same KV A/B with trials: auto (4 trials) + the version A/B (2 releases x 3 trials)
-    assert len([c for c in copied if not c.startswith("exp-")]) == 6 + 12 + 2 + 6 + 8 + 6
+    # + the answers experiment (graphs on / off / fp8 KV x 3 trials)
+    assert len([c for c in copied if not c.startswith("exp-")]) == 6 + 12 + 2 + 6 + 8 + 6 + 9
     assert install_demo(settings) == []  # once only, never overwrites
     cat = Catalog(settings.catalog_path, settings.runs_dir)
     cat.sync()

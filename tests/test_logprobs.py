@@ -82,3 +82,25 @@ def test_a_completion_with_logprobs_null_is_refused() -> None:
     body = {"choices": [{"index": 0, "text": "x", "logprobs": None}]}
     with pytest.raises(ValueError, match="no logprobs"):
         parse_completions_logprobs(body)
+
+
+def test_teacher_forcing_asks_from_the_prompt_s_end_and_keeps_the_continuation() -> None:
+    """SGLang's input logprobs start at logprob_start_len (its very first input token has a
+    null logprob): asked one token early, the last ``count`` are the continuation's."""
+    from core.engines.logprobs import generate_score_body, parse_generate_score
+
+    body = generate_score_body([5, 6, 7], [8, 9], 2)
+    assert body["input_ids"] == [5, 6, 7, 8, 9] and body["logprob_start_len"] == 2
+    answer = {
+        "meta_info": {
+            "input_token_logprobs": [[-1.0, 7, "c"], [-0.5, 8, "d"], [-0.25, 9, "e"]],
+            "input_top_logprobs": [None, [[-0.5, 8, "d"], [-2.0, 3, "x"]], [[-0.25, 9, "e"]]],
+        }
+    }
+    tokens = parse_generate_score(answer, 2)
+    assert [(t.token_id, t.logprob) for t in tokens] == [(8, -0.5), (9, -0.25)]
+    assert tokens[0].top_ids == {8: -0.5, 3: -2.0}
+    whole = {"meta_info": {"input_token_logprobs": [[None, 5, "a"], [-0.5, 8, "d"]]}}
+    assert [t.logprob for t in parse_generate_score(whole, 1)] == [-0.5]
+    with pytest.raises(ValueError, match="2 asked for"):
+        parse_generate_score(whole, 2)

@@ -305,7 +305,7 @@ def test_the_kv_pressure_ab_reads_inconclusive_with_the_trials_it_would_take() -
     resolve it; the memory the knob reserves is its cost, never a regression."""
     story = _demo_story("exp-20261202-001049-5252")
     (mem,) = [line for line in story.verdict if line.startswith("mem_fraction_static")]
-    assert "output throughput at c=640 -0.7% (97.5% CI -9.0…+8.5%), inconclusive; about " in mem
+    assert "output throughput at c=640 -0.7% (95.9% CI -7.6…+6.8%), inconclusive; about " in mem
     assert " trials would resolve ±5% at this noise" in mem
     row = next(r for r in story.card if r.metric == "output_throughput")
     assert row.reading.trials is not None and row.reading.trials > 4

@@ -49,6 +49,7 @@ from core.analysis.points import (
 )
 from core.analysis.roles import field_name, headline_point
 from core.analysis.runs import RunView
+from core.analysis.same_answers import AnswersVerdict, answers_lines, answers_of_runs
 from core.analysis.sequential import look_level, progress_text
 from core.analysis.stats import (
     MIN_TRIALS_FOR_CI,
@@ -730,6 +731,9 @@ class Story:
         """The declared family in words (``family_line``)."""
         return family_line(self.card)
 
+    # per arm: same / differs / broken answers against the baseline (analysis.same_answers)
+    answers: dict[str, AnswersVerdict] = field(default_factory=dict)
+
     @property
     def noise(self) -> str:
         return noise_note(self.floor, self.host)
@@ -766,6 +770,7 @@ class Story:
                 for r in self.card
             ],
             "caveats": [c.sentence() for c in self.caveats],
+            "answers": {arm: v.as_json() for arm, v in self.answers.items()},
         }
 
 
@@ -877,6 +882,7 @@ def experiment_story(
         [key for views in by_arm.values() for v in views for key, _ in first_points(v)],
     )
     care = caveat_line(found)
+    answers = answers_of_runs([r for r in runs if r.view.status.state == "succeeded"], base)
     if (trials_line := progress_text(record)) is not None:
         level_note = f" Intervals: {share_text(level, 1)}, adjusted for the stop rule's looks."
         text += f" Trials auto: {trials_line}." + (level_note if runs else "")
@@ -884,7 +890,14 @@ def experiment_story(
         baseline=base,
         arms=arms,
         card=card,
-        verdict=[*knobs, *regs_line, text, *([fam] if fam else []), *([care] if care else [])],
+        verdict=[
+            *knobs,
+            *regs_line,
+            text,
+            *answers_lines(answers, _faster(card)),
+            *([fam] if fam else []),
+            *([care] if care else []),
+        ],
         floor=floor,
         host=str(host) if host else None,
         caveats=found,
@@ -893,7 +906,13 @@ def experiment_story(
         untested_arms=sorted(untested),
         level=level,
         margin=margin,
+        answers=answers,
     )
+
+
+def _faster(card: Sequence[CardRow]) -> set[str]:
+    """The arms the card calls better in output throughput (a broken arm's is no win)."""
+    return {r.arm for r in card if r.metric == "output_throughput" and r.verdict == "better"}
 
 
 def _table_words(
@@ -1012,6 +1031,10 @@ def comparison_story(
                 )
             lines.append(line)
     lines[:0] = regressions_paragraph(card)
+    answers = answers_of_runs(
+        [RunOfArm(n, 0, v) for n, v in zip(arms, views, strict=True)], arms[baseline]
+    )
+    lines += answers_lines(answers, _faster(card))
     found: list[ReadWithCare] = [*caveats(by_arm)]
     if care := caveat_line(found):
         lines.append(care)
@@ -1025,6 +1048,7 @@ def comparison_story(
         caveats=found,
         knob_checks=checks,
         ledger=ledgers,
+        answers=answers,
     )
 
 

@@ -1,5 +1,5 @@
 """Same answers? Every arm's outputs against the baseline's (the answers step's
-``answers.json``, core/run/answers.py), so a configuration that changes outputs silently
+``answers.json``, core/run/answers_step.py), so a configuration that changes outputs silently
 while every request returns HTTP 200 is named before its speed is read.
 
 Per prompt: greedy tokens matched up to the first divergence, and there whether the arm's
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
@@ -39,15 +39,18 @@ __all__ = [
     "PairDiff",
     "PromptDiff",
     "Thresholds",
+    "answers_lines",
     "answers_of_runs",
     "compare_pair",
+    "correct_words",
     "judge_arm",
+    "measured_pairs",
     "speed_caveat",
     "thresholds_from",
 ]
 
 Outcome = Literal["same", "differs", "broken", "unchecked"]
-ANSWERS_FILE = "answers.json"  # core.run.answers.ANSWERS_FILE (analysis never imports run)
+ANSWERS_FILE = "answers.json"  # core.run.answers_step.ANSWERS_FILE (analysis never imports run)
 
 # Defaults where no A/A is at hand: issue 36's H200 figures (SGLang 0.5.17, SmolLM2 shape,
 # normal-init random weights): A/A median 0.0001, max 0.016; fp8 KV cache median 0.016.
@@ -56,7 +59,7 @@ DEFAULT_MEDIAN = 0.002
 DEFAULT_MAX = 0.1
 # From an A/A: this many times its worst median / max, never below the floors (an A/A of a
 # deterministic server reads exactly 0).
-AA_MEDIAN_FACTOR, AA_MAX_FACTOR = 5.0, 3.0
+AA_MEDIAN_FACTOR, AA_MAX_FACTOR = 5.0, 5.0
 FLOOR_MEDIAN, FLOOR_MAX = 0.0005, 0.01
 # Broken: the arm's greedy token outside the baseline's top-k at the first divergence in
 # more than this share of prompts, or the baseline's tokens this much less likely
@@ -202,16 +205,29 @@ def _degenerate(rows: Sequence[Mapping[str, Any]]) -> str | None:
 
 
 def _forced_abs(
-    arm: Mapping[str, Any], reference: Mapping[str, Any] | None, reference_id: str | None
+    arm: Mapping[str, Any], others: Sequence[tuple[Mapping[str, Any] | None, str | None]]
 ) -> dict[int, tuple[float, ...]]:
-    """Per prompt, |Δ logprob| of the reference's tokens as the arm and the reference itself
-    scored them; empty when the arm scored another run's tokens or nothing."""
+    """Per prompt, |Δ logprob| of one reference's tokens as the arm and another run scored
+    them: the reference itself (it scored its own tokens), or a run that scored the same
+    reference; empty when no run at hand scored what the arm scored."""
     ref_of_arm = (arm.get("reference") or {}).get("run_id")
-    if reference is None or not arm.get("forced") or ref_of_arm != reference_id:
+    if ref_of_arm is None or not arm.get("forced"):
         return {}
-    own = {r["index"]: r for r in reference.get("forced") or [] if not r.get("error")}
+    for data, run_id in others:
+        if data is None or not data.get("forced"):
+            continue
+        ref = data.get("reference") or {}
+        if (run_id == ref_of_arm and ref.get("self")) or ref.get("run_id") == ref_of_arm:
+            return _forced_pairs(arm["forced"], data["forced"])
+    return {}
+
+
+def _forced_pairs(
+    arm_rows: Sequence[Mapping[str, Any]], other_rows: Sequence[Mapping[str, Any]]
+) -> dict[int, tuple[float, ...]]:
+    own = {r.get("index"): r for r in other_rows if not r.get("error")}
     out = {}
-    for row in arm["forced"]:
+    for row in arm_rows:
         base = own.get(row.get("index"))
         if base is None or row.get("error"):
             continue
@@ -269,9 +285,10 @@ def compare_pair(
     reference_id: str | None = None,
 ) -> PairDiff:
     """One arm run's answers against one baseline run's, prompt by prompt; the
-    teacher-forced |Δ| against the ``reference`` run (the experiment's first baseline run)
-    where the arm scored its tokens, else the decoded logprobs up to the first divergence."""
-    forced = _forced_abs(arm, reference, reference_id)
+    teacher-forced |Δ| where the arm and the ``reference`` run (the experiment's first
+    baseline run) or ``base`` scored the same tokens, else the decoded logprobs up to the
+    first divergence."""
+    forced = _forced_abs(arm, [(reference, reference_id), (base, base_id)])
     arm_forced = {r.get("index"): r for r in arm.get("forced") or []}
     base_rows = {r.get("index"): r for r in base.get("prompts") or []}
     prompts: list[PromptDiff] = []
@@ -304,7 +321,7 @@ def compare_pair(
 def thresholds_from(aa_pairs: Sequence[PairDiff]) -> Thresholds:
     """The same-answers thresholds: from the baseline's own A/A pairs where there are any
     with a |Δ| measure, else the defaults."""
-    measured = [p for p in _measured(aa_pairs) if p.forced_max is not None]
+    measured = [p for p in measured_pairs(aa_pairs) if p.forced_max is not None]
     if not measured:
         return Thresholds(DEFAULT_MEDIAN, DEFAULT_MAX, "defaults (issue 36, H200)")
     aa_median = max(p.forced_median or 0.0 for p in measured)
@@ -359,7 +376,7 @@ def _broken_reasons(
     return list(dict.fromkeys(reasons))
 
 
-def _measured(pairs: Sequence[PairDiff]) -> list[PairDiff]:
+def measured_pairs(pairs: Sequence[PairDiff]) -> list[PairDiff]:
     """The pairs whose |Δ| is read: the teacher-forced ones where there are any (an arm that
     ran before the baseline in the first trial has only its decoded logprobs)."""
     forced = [p for p in pairs if p.forced_kind == "teacher-forced"]
@@ -372,7 +389,7 @@ def _is_same(pairs: Sequence[PairDiff], thr: Thresholds) -> bool:
         share = p.identical / n if n else 0.0
         if share < (thr.aa_identical_share if thr.aa_identical_share is not None else 1.0):
             return False
-    for p in _measured(pairs):
+    for p in measured_pairs(pairs):
         if p.forced_median is not None and p.forced_median > thr.median:
             return False
         if p.forced_max is not None and p.forced_max > thr.max:
@@ -381,7 +398,7 @@ def _is_same(pairs: Sequence[PairDiff], thr: Thresholds) -> bool:
 
 
 def _measure_words(pairs: Sequence[PairDiff], thr: Thresholds) -> str:
-    measured = _measured(pairs)
+    measured = measured_pairs(pairs)
     if not measured:
         return "no logprobs to compare (greedy text only)"
     median = max(p.forced_median or 0.0 for p in measured)
@@ -533,3 +550,17 @@ def speed_caveat(verdict: AnswersVerdict | None, faster: bool) -> str | None:
     if faster:
         return f"{arm}: faster, but its answers are broken ({why}): its speed is no win."
     return f"{arm}: its answers are broken ({why})."
+
+
+def answers_lines(verdicts: Mapping[str, AnswersVerdict], faster: Collection[str]) -> list[str]:
+    """The answers verdict beside the speed verdict: one "Answers:" paragraph (each arm's
+    sentence), then for a broken arm what its speed may say (``speed_caveat``); [] when no
+    run answered. ``faster``: the arms the card calls better in throughput."""
+    if not verdicts:
+        return []
+    found = list(verdicts.values())
+    if all(v.outcome == "unchecked" for v in found):
+        return [found[0].sentence.split(": ", 1)[-1].capitalize() + "."]
+    said = [v.sentence.rstrip(".") + "." for v in found if v.outcome != "unchecked"]
+    caveats = [speed_caveat(v, v.arm in faster) for v in found]
+    return ["Answers: " + " ".join(said), *[c for c in caveats if c]]

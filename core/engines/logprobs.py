@@ -56,14 +56,15 @@ def generate_score_body(
     prompt_ids: Sequence[int], continuation_ids: Sequence[int], top_n: int
 ) -> dict[str, Any]:
     """SGLang's native request for teacher forcing: prompt + continuation as input, the
-    input's logprobs from the continuation's first token (``logprob_start_len``), one new
-    token (the answer's own logprobs are not read)."""
+    input's logprobs from the prompt's last token on (``logprob_start_len``: one early, so
+    the continuation is covered whether the first entry is that position's token or the
+    next; ``parse_generate_score`` keeps the last ones), one new token (not read)."""
     return {
         "input_ids": [*prompt_ids, *continuation_ids],
         "sampling_params": {"max_new_tokens": 1, "temperature": 0.0},
         "return_logprob": True,
         "top_logprobs_num": top_n,
-        "logprob_start_len": len(prompt_ids),
+        "logprob_start_len": max(len(prompt_ids) - 1, 0),
         "return_text_in_logprobs": True,
         "stream": False,
     }

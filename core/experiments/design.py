@@ -558,7 +558,7 @@ def expand_trial(
             f"trial:{trial}",
         ]
         data["intended_diff"] = list(exp.knobs)
-        # the answers check scores the baseline arm's tokens in every run (core/run/answers.py)
+        # the answers check scores the baseline arm's tokens in every run (core/run/answers_step.py)
         answers = data["plan"].get("answers")
         answers = {"enabled": answers} if isinstance(answers, bool) else dict(answers or {})
         data["plan"]["answers"] = {**answers, "baseline_tag": baseline}

@@ -30,6 +30,7 @@ from core.errors import ConfigError
 from core.interop.selection import Selection, origin_of
 from core.metrics import point_cancelled, point_caveats, point_error_rate, rate_value
 from core.run_folder import RunFolder
+from core.views.answers import answers_frame
 
 __all__ = [
     "arm_stats_frame",
@@ -205,6 +206,8 @@ def _frames(sel: Selection) -> dict[str, Any]:
         frames["config_diff"] = config_diff(sel.views)
     if sel.story is not None:
         frames["summary_card"] = card_frame(sel.story.card)
+        if sel.story.answers:  # same / differs / broken per arm (core.analysis.same_answers)
+            frames["answers"] = answers_frame(sel.story.answers)
     stats = arm_stats_frame(sel)
     if stats is not None:
         frames["arm_stats"] = stats

@@ -1,4 +1,4 @@
-"""The prompt sets of the answers check (core/run/answers.py): fixed and versioned, so two
+"""The prompt sets of the answers check (core/run/answers_step.py): fixed and versioned, so two
 runs months apart asked the same things. A set's version is stored with every run's
 answers; a changed set gets a new version, never an edit in place.
 

@@ -48,7 +48,7 @@ from core.load.prompts import Tokenizer, load_tokenizer, make_prompts, prompts_d
 from core.load.workloads import BuiltWorkload, build_workload, workload_digest
 from core.metrics import compute_point_metrics, point_warnings, record_lengths
 from core.records import RequestRecord, records_to_table
-from core.run.answers import (
+from core.run.answers_step import (
     ANSWERS_FILE,
     AnswersTarget,
     answers_enabled,
@@ -370,7 +370,7 @@ def _probe(run: _Run, name: str) -> None:
 
 
 def _answers(run: _Run, name: str) -> None:
-    """The answers check (core/run/answers.py): off unless the plan or an experiment asks."""
+    """The answers check (core/run/answers_step.py): off unless the plan or an experiment asks."""
     spec, server = run.spec.plan.answers, run.spec.server
     if not answers_enabled(spec, run.spec.tags):
         return

@@ -104,6 +104,7 @@ def run_details(folder: RunFolder) -> dict[str, Any]:
             k: v for k, v in (folder.read("facts.json") or {}).items() if k != "server_info_raw"
         },
         "probe": folder.read("probe.json"),
+        "answers": folder.read("answers.json"),  # the answers check (core/run/answers_step.py)
         "points": folder.point_summaries(),
     } | run_why(folder)
 

@@ -130,12 +130,23 @@ def _token_rows(tokens: list[TokenLogprob]) -> dict[str, Any]:
     }
 
 
+def _token_id(tok: Tokenizer, token: TokenLogprob) -> int | None:
+    """A token's id: the server's, else its text encoded where that is one token (an
+    OpenAI-compatible server names tokens by text only)."""
+    if token.token_id is not None:
+        return token.token_id
+    ids = tok.encode(token.token)
+    return ids[0] if len(ids) == 1 else None
+
+
 def _decode_logprobs(
     target: AnswersTarget, ids: list[int], aset: AnswerSet, top_k: int
 ) -> dict[str, Any]:
     path, body = target.adapter.logprobs_request(target.model, ids, aset.max_tokens, top_k)
     tokens = target.adapter.parse_logprobs(_post(target, path, body))
-    return {**_token_rows(tokens), "text": "".join(t.token for t in tokens)}
+    rows = _token_rows(tokens)
+    rows["token_ids"] = [_token_id(target.tok, t) for t in tokens]
+    return {**rows, "text": "".join(t.token for t in tokens)}
 
 
 def _decode_text(target: AnswersTarget, prompt: AnswerPrompt, aset: AnswerSet) -> dict[str, Any]:
@@ -297,6 +308,8 @@ def answers_step_words(data: dict[str, Any]) -> tuple[str, str]:
     rows = data.get("prompts") or []
     failed = sum(1 for r in rows if r.get("error"))
     parts = [f"{len(rows)} prompts ({data.get('set')}, {data.get('weights')} weights)"]
+    if data.get("weights") == "dummy":
+        parts.append("dummy weights give near-uniform logits: the check means nothing here")
     if data.get("asked"):
         parts.append(f"{data.get('correct')}/{data.get('asked')} correct")
     ref = data.get("reference") or {}
