@@ -26,6 +26,8 @@ SEED_PAIR = ("20261201-000311-8d8413", "20261201-000511-eb5799")  # before, afte
 KV_AUTO_EXP = "exp-20261202-001049-5252"  # the same A/B, trials: auto
 KV_EXP = "exp-20261201-204553-b919"  # mem 0.85 vs 0.92 under KV pressure (BENCHMARKS 5.3)
 VERSION_EXP = "exp-20261202-033636-ec50"  # SGLang 0.5.14 vs 0.5.17, graphs on (5.5)
+# graphs on / off / fp8 KV with the answers step: 8B shape, normal-init weights (issue 36)
+ANSWERS_EXP = "exp-20261205-123358-fc13"
 KV_POOLS = {0.85: 478_752, 0.92: 518_662}  # KV tokens SGLang allocated per arm
 
 
@@ -41,18 +43,17 @@ def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
     rows = cat.list_runs()
     states = sorted(r["state"] for r in rows)
     assert (states.count("succeeded"), states.count("failed"), states.count("cancelled")) == (
-        38,
+        38 + 9,  # + the answers experiment
         1,
         1,
     )
     assert {r["cuda_graphs"] for r in rows} == {True, False}
     assert {r["engine"] for r in rows} == {"transformers", "sglang"}
     texts = {r.experiment_id: format_experiment(settings, r) for r in list_experiments(settings)}
-    assert len(texts) == 5
+    assert len(texts) == 6
     # the real H200 results: graphs on is far faster at every concurrency
-    tf = next(
-        t for e, t in texts.items() if e not in (SGLANG_EXP, KV_EXP, KV_AUTO_EXP, VERSION_EXP)
-    )
+    named = (SGLANG_EXP, KV_EXP, KV_AUTO_EXP, VERSION_EXP, ANSWERS_EXP)
+    tf = next(t for e, t in texts.items() if e not in named)
     assert "runs: succeeded=6" in tf and "confounders: none." in tf
     assert "(95% CI +" in tf
     sg = texts[SGLANG_EXP]
@@ -209,6 +210,12 @@ def test_experiment_page_shows_the_demo_verdict(
         elif record.experiment_id == VERSION_EXP:
             assert "engine version 0.5.14→0.5.17" in text
             assert "Holm over 3 comparisons" in text and "Regressions" not in text
+        elif record.experiment_id == ANSWERS_EXP:
+            # fp8 KV flips near ties of random weights: numerics changed, not broken;
+            # graphs off decodes the very same tokens as graphs on
+            assert "fp8 kv: answers differ from graphs on (numerics changed, not broken)" in text
+            assert "graphs off: same answers as graphs on: 16/16 prompts identical" in text
+            assert "broken" not in text.replace("not broken", "")
         else:
             assert "output throughput at concurrency 1 (95% CI +" in text
             assert any("Runs (6/6 ended: 6 succeeded)" in label for label in labels), labels

@@ -172,3 +172,34 @@ def test_the_answers_check_s_settings_are_no_confounder(tmp_path: Path) -> None:
     a.write("spec.json", old)
     assert confounders([load_run(a), load_run(b)], {"server.cuda_graphs"}) == []
     assert confounders([load_run(a), load_run(b)], set()) == []
+
+
+def _diverging(base_spread_nats: float) -> tuple[dict, dict]:
+    """A baseline whose top-2 at token 1 spans ``base_spread_nats``, and an arm that picks a
+    token outside that top-2 there in every prompt (same first token, same logprobs)."""
+    base, arm = _base(), _arm()
+    for b, a in zip(base["prompts"], arm["prompts"], strict=True):
+        b["top"][1] = [[b["token_ids"][1], -1.0], [b["token_ids"][1] + 1, -1.0 - base_spread_nats]]
+        a["token_ids"][1] = 999
+        a["tokens"][1] = " t999"
+    return base, arm
+
+
+def test_a_flip_outside_a_flat_top_k_is_numerics_but_outside_a_sure_one_is_broken() -> None:
+    """Random weights give near-uniform logits (top-5 within 0.1-1.3 nats over 128K tokens
+    on the device): fp8 KV flips such near ties outside the baseline's top-k. That is a
+    numerics change; the same flip where the baseline was sure (its top-k spans >= 2 nats)
+    is a broken arm."""
+    for spread, outcome in ((0.4, "differs"), (3.0, "broken")):
+        base, arm = _diverging(spread)
+        pair = compare_pair(base, "base", arm, "arm", base, "base")
+        judged = judge_arm("arm", "base", [pair], thresholds_from([]), base)
+        assert judged.outcome == outcome, (spread, judged.sentence)
+        if outcome == "differs":
+            assert (
+                "4 outside it where its top-k spanned under 2 nats, a near tie" in judged.sentence
+            )
+        else:
+            assert (
+                "4/4 prompts diverge to a token far outside the baseline's top-k" in judged.sentence
+            )

@@ -33,6 +33,7 @@ from core.numbers import number_text
 __all__ = [
     "BROKEN_FORCED_MEDIAN",
     "BROKEN_OUTSIDE_SHARE",
+    "CONFIDENT_SPREAD_NATS",
     "DEFAULT_MAX",
     "DEFAULT_MEDIAN",
     "AnswersVerdict",
@@ -43,6 +44,7 @@ __all__ = [
     "answers_of_runs",
     "compare_pair",
     "correct_words",
+    "far_outside",
     "judge_arm",
     "measured_pairs",
     "speed_caveat",
@@ -65,6 +67,10 @@ FLOOR_MEDIAN, FLOOR_MAX = 0.0005, 0.01
 # more than this share of prompts, or the baseline's tokens this much less likely
 # (teacher-forced median |Δ| in nats: e-fold) in a typical position.
 BROKEN_OUTSIDE_SHARE = 0.25
+# "Far" outside: the baseline's own top-k spans at least this many nats at the divergence
+# (e^2: its top token over 7x as likely as its k-th), so the arm's token is that much less
+# likely than the baseline's choice; below it, the top-k is a near tie (see far_outside).
+CONFIDENT_SPREAD_NATS = 2.0
 BROKEN_FORCED_MEDIAN = 1.0
 _MIN_REPEAT_TOKENS = 4  # an answer of one token repeated at least this often is degenerate
 
@@ -89,6 +95,8 @@ class PromptDiff:
     arm_tokens: tuple[str, ...]
     diverged_at: int | None  # the first differing token; None: identical
     in_top_k: bool | None  # the arm's token there among the baseline's top-k (None: unknown)
+    # the baseline's top-1 minus its k-th logprob there (nats): how sure the baseline was
+    base_top_spread: float | None = None
     forced_abs: tuple[float, ...] = ()  # teacher-forced |Δ logprob| per token
     problems: tuple[str, ...] = ()  # "NaN logprob", "empty", "error: ..."
     base_correct: bool | None = None
@@ -170,6 +178,27 @@ def _in_top(base_row: Mapping[str, Any], at: int, token: Any) -> bool | None:
     if not keys:
         return None
     return token in keys or str(token) in [str(k) for k in keys]
+
+
+def _top_spread(base_row: Mapping[str, Any], at: int) -> float | None:
+    """The baseline's top-1 minus its k-th logprob at ``at`` (nats); None when unknown."""
+    tops = base_row.get("top")
+    if not isinstance(tops, list) or at >= len(tops) or not isinstance(tops[at], list):
+        return None
+    values = [_num(t[1]) for t in tops[at] if isinstance(t, list) and len(t) > 1]
+    finite = [v for v in values if math.isfinite(v)]
+    return max(finite) - min(finite) if len(finite) > 1 else None
+
+
+def far_outside(d: PromptDiff) -> bool:
+    """The arm's token outside the baseline's top-k where the baseline was sure: its top-k
+    spans at least CONFIDENT_SPREAD_NATS, so the arm's token is at least that much less
+    likely than the baseline's. In a flat distribution (random weights: top-5 within 0.1-1.3
+    nats of each other over 128K tokens, measured on the device) a flip outside the top-k is
+    a near tie that changed numerics, not a broken model."""
+    if d.in_top_k is not False:
+        return False
+    return d.base_top_spread is None or d.base_top_spread >= CONFIDENT_SPREAD_NATS
 
 
 def _problems(row: Mapping[str, Any], forced: Mapping[str, Any] | None) -> tuple[str, ...]:
@@ -263,12 +292,14 @@ def _prompt_diff(
     base_toks, arm_toks = _tokens(base_row), _tokens(arm_row)
     at = _first_divergence(base_toks, arm_toks)
     in_top = _in_top(base_row, at, arm_toks[at]) if at is not None and at < len(arm_toks) else None
+    spread = _top_spread(base_row, at) if at is not None else None
     return PromptDiff(
         index=int(arm_row.get("index", 0)),
         base_tokens=tuple(map(str, base_row.get("tokens") or [])),
         arm_tokens=tuple(map(str, arm_row.get("tokens") or [])),
         diverged_at=at,
         in_top_k=in_top,
+        base_top_spread=spread,
         forced_abs=forced_abs,
         problems=_problems(arm_row, forced),
         base_correct=base_row.get("correct"),
@@ -363,9 +394,11 @@ def _broken_reasons(
             reasons.append(f"no answer in {missing}/{n} prompts")
         if p.degenerate and not base_degenerate:
             reasons.append(f"degenerate: {p.degenerate}")
-        outside = sum(1 for d in p.prompts if d.in_top_k is False)
+        outside = sum(1 for d in p.prompts if far_outside(d))
         if n and outside / n > BROKEN_OUTSIDE_SHARE:
-            reasons.append(f"{outside}/{n} prompts diverge to a token outside the baseline's top-k")
+            reasons.append(
+                f"{outside}/{n} prompts diverge to a token far outside the baseline's top-k"
+            )
         if p.forced_median is not None and p.forced_median > BROKEN_FORCED_MEDIAN:
             reasons.append(
                 f"{p.forced_kind} |Δ logprob| median {number_text(p.forced_median)} nats"
@@ -424,8 +457,15 @@ def _divergence_words(pairs: Sequence[PairDiff]) -> str:
         inside = sum(1 for d in worst.prompts if d.in_top_k)
         known = sum(1 for d in worst.prompts if d.in_top_k is not None)
         text += f", the others diverge at {span}"
+        near = sum(1 for d in worst.prompts if d.in_top_k is False and not far_outside(d))
         if known:
-            text += f" ({inside}/{known} inside the baseline's top-k)"
+            text += f" ({inside}/{known} inside the baseline's top-k"
+            if near:
+                text += (
+                    f"; {near} outside it where its top-k spanned under "
+                    f"{number_text(CONFIDENT_SPREAD_NATS)} nats, a near tie"
+                )
+            text += ")"
     return text
 
 
