@@ -21,6 +21,7 @@ from core.views.cells import readable_cells
 from core.views.figures import arm_bands_figure
 from pages import _story
 from pages._chart import chart
+from pages._engines import engine_section
 from pages._export import export_buttons
 from pages._ledger import ledger_section
 
@@ -67,6 +68,7 @@ def experiment_compare(settings: Settings, exp_id: str) -> None:
         st.write("The arms' configurations are identical.")
     else:
         st.table(readable_cells(diff).set_index(diff.columns[0]))
+    engine_section({a: first[a] for a in arms})
 
     colours = sel.colours  # the Experiment page's: record order, baseline first
     table = arm_table(runs, story)
