@@ -247,3 +247,17 @@ def test_a_run_through_the_cli_on_the_fake(tmp_path: Path, tiny_tokenizer_dir: P
     assert view.kv_used_peak_tokens is not None  # usage share x pool
     assert view.prefix_cache_hit_rate is not None
     assert run_ledger(load_run(RunFolder(run))).graph_gb == 0.5
+
+
+def test_the_gpu_plans_build_a_vllm_argv_for_0_26() -> None:
+    from core.experiments.design import expand, parse_experiment
+
+    for name in ("plan_vllm_graphs.json", "plan_engines.json"):
+        data = json.loads((REPO_ROOT / "bench" / "gpu" / name).read_text())
+        data["base"]["server"]["model"] = "/tmp/gpu/models/llama-3.1-8b-dummy"
+        arms = [s for _, t, s in expand(parse_experiment(data), "x") if t == 0]
+        for spec in arms:
+            if spec.server.engine == "vllm":
+                argv = build_vllm_argv(spec.server, 1, "py", "0.26.0", _options("0.26.0"))
+                assert argv[argv.index("--load-format") + 1] == "dummy"
+                assert ("-cc.cudagraph_mode=NONE" in argv) is (spec.server.cuda_graphs is False)
