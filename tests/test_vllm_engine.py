@@ -261,3 +261,24 @@ def test_the_gpu_plans_build_a_vllm_argv_for_0_26() -> None:
                 argv = build_vllm_argv(spec.server, 1, "py", "0.26.0", _options("0.26.0"))
                 assert argv[argv.index("--load-format") + 1] == "dummy"
                 assert ("-cc.cudagraph_mode=NONE" in argv) is (spec.server.cuda_graphs is False)
+
+
+def test_the_launch_form_takes_engine_vllm(settings: Settings, tiny_tokenizer_dir: Path) -> None:
+    from core.launch.forms import FORM_DEFAULTS, launch_from_form
+    from core.launch.host import HostInfo
+
+    info = EngineInfo("vllm", True, "0.26.0", options=_options("0.26.0"))
+    host = HostInfo(gpus=("0: H200",), engines={"vllm": info})
+    form = {**FORM_DEFAULTS, "engine": "vllm", "model": str(tiny_tokenizer_dir)}
+    form |= {"preset": "CUDA graphs A/B", "mem_fraction_static": "0.85", "device": "cuda:0"}
+    specs, errors = launch_from_form(
+        form, host, model_roots=[tiny_tokenizer_dir.parent], settings=settings
+    )
+    assert errors == {}
+    assert {s.server.engine for s in specs} == {"vllm"}
+    assert sorted(str(s.server.cuda_graphs) for s in specs) == ["False", "True"]
+    bad = {**form, "extra_args": "--no-such-flag"}
+    _, errors = launch_from_form(
+        bad, host, model_roots=[tiny_tokenizer_dir.parent], settings=settings
+    )
+    assert any("--no-such-flag is unknown to vLLM 0.26.0" in m for m in errors.values()), errors
