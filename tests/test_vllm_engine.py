@@ -282,3 +282,27 @@ def test_the_launch_form_takes_engine_vllm(settings: Settings, tiny_tokenizer_di
         bad, host, model_roots=[tiny_tokenizer_dir.parent], settings=settings
     )
     assert any("--no-such-flag is unknown to vLLM 0.26.0" in m for m in errors.values()), errors
+
+
+def test_the_fake_refuses_an_unknown_flag_like_argparse() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", "m", "--no-such-flag"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 2 and "unrecognized arguments: --no-such-flag" in out.stderr
+
+
+def test_the_fake_streams_chat_in_openai_format(fake_server: tuple[str, Path]) -> None:
+    base, _ = fake_server
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True}
+    body |= {"ignore_eos": True, "stream_options": {"include_usage": True}}
+    with httpx.stream("POST", base + "/v1/chat/completions", json=body, timeout=10) as resp:
+        events = [line[6:] for line in resp.iter_lines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    assert chunks[-1]["usage"]["completion_tokens"] == 3 and chunks[-1]["choices"] == []
