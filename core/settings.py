@@ -100,6 +100,8 @@ class Settings:
     sglang_python: str
     # The Python that runs `transformers serve` (defaults to ServeLab's own).
     transformers_python: str
+    # The Python that has vLLM (SERVELAB_VLLM_PYTHON; its own virtual environment, usually).
+    vllm_python: str = sys.executable
     # The portal's worker starts queued runs; off in page tests (SERVELAB_WORKER=off).
     worker_enabled: bool = True
     # Folders model/tokenizer paths must be inside (data/models is always allowed).
@@ -299,6 +301,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     return Settings(
         data_dir=data_dir,
         sglang_python=env.get("SERVELAB_SGLANG_PYTHON", sys.executable),
+        vllm_python=env.get("SERVELAB_VLLM_PYTHON", sys.executable),
         transformers_python=env.get("SERVELAB_TRANSFORMERS_PYTHON", sys.executable),
         worker_enabled=env.get("SERVELAB_WORKER", "on").lower() not in ("off", "0", "false"),
         model_roots=model_roots_from_env(env),

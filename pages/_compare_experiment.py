@@ -22,6 +22,7 @@ from core.views.figures import arm_bands_figure
 from pages import _story
 from pages._answers import answers_section
 from pages._chart import chart
+from pages._engines import engine_section
 from pages._export import export_buttons
 from pages._ledger import ledger_section
 
@@ -69,6 +70,7 @@ def experiment_compare(settings: Settings, exp_id: str) -> None:
         st.write("The arms' configurations are identical.")
     else:
         st.table(readable_cells(diff).set_index(diff.columns[0]))
+    engine_section({a: first[a] for a in arms})
 
     colours = sel.colours  # the Experiment page's: record order, baseline first
     table = arm_table(runs, story)

@@ -47,6 +47,7 @@ from pages._answers import answers_section
 from pages._attribution import attribution_section
 from pages._chart import chart
 from pages._details import details
+from pages._engines import engine_section
 from pages._export import export_buttons
 from pages._ledger import ledger_section
 from pages._services import bootstrap
@@ -254,6 +255,7 @@ timelines_section(
     colours=colours,  # the arms' colours of every chart on this page
 )
 
+engine_section(first)  # arms of different engines: each one's configuration, flags side by side
 ledger_section(story.ledger, colours, key="exp_ledger")
 
 st.subheader("Memory headroom per arm")

@@ -20,6 +20,7 @@ PAGES_MAY_IMPORT = frozenset(
         "core.portal.access",
         "core.analysis.attribution",
         "core.analysis.diff",
+        "core.analysis.engines",
         "core.analysis.history",
         "core.analysis.memory",
         "core.analysis.points",

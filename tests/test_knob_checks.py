@@ -102,7 +102,7 @@ def test_each_check_names_the_resource_its_engine_declares(
     }
     sglang = registry.get_engine("sglang")
     assert all(sglang.knob(k).resource == words for k, words in checks.items())  # type: ignore[union-attr]
-    imported = {a: _relabel(vs, engine="vllm") for a, vs in arms.items()}
+    imported = {a: _relabel(vs, engine="tgi") for a, vs in arms.items()}
     assert {c["knob"]: c["resource"] for c in knob_checks(imported)} == checks
     # transformers declaring other words for its CUDA graphs: its runs show those
     mine = registry.get_engine("transformers")

@@ -41,12 +41,12 @@ def test_each_knob_says_what_it_acts_on_and_what_it_is_meant_to_cost() -> None:
 
 def test_an_unknown_engine_is_an_error_never_a_default() -> None:
     with pytest.raises(ConfigError) as info:
-        get_engine("vllm")
+        get_engine("tgi")
     assert info.value.field == "server.engine"
-    assert "'vllm'" in info.value.message and "transformers, sglang, endpoint" in info.value.message
-    with pytest.raises(ValueError, match="unknown engine 'vllm'"):
-        ServerConfig(engine="vllm")
-    assert find_engine("vllm") is None  # a stored (imported) run of it still reads
+    assert "'tgi'" in info.value.message and "transformers, sglang, endpoint" in info.value.message
+    with pytest.raises(ValueError, match="unknown engine 'tgi'"):
+        ServerConfig(engine="tgi")
+    assert find_engine("tgi") is None  # a stored (imported) run of it still reads
 
 
 def test_a_bad_registration_entry_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -69,7 +69,8 @@ def test_register_engine_adds_one_in_this_process(monkeypatch: pytest.MonkeyPatc
 
 def test_importers_map_a_backend_word_through_the_registry() -> None:
     assert engine_for_backend("sglang-native") == "sglang"
-    assert engine_for_backend("vllm") is None
+    assert engine_for_backend("vllm") == "vllm"
+    assert engine_for_backend("tgi") is None
 
 
 def test_an_engine_without_logprobs_says_why(settings: Settings) -> None:

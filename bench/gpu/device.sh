@@ -14,6 +14,14 @@
 # $G/models/tokenizer) and SGLang fills the weights with random values (--load-format dummy).
 # `bash bench/gpu/device.sh shape NAME` materialises one on its own (a check before `start`).
 #
+# vLLM (prepare_vllm.sh): one piece a call, then join and unpack once all are there:
+#   bash bench/gpu/device.sh stash .gpu/vllm-part1     # call k: piece k into /tmp/gpu/pieces
+#   bash bench/gpu/device.sh stash .gpu/vllm-part3 unpack-vllm check-vllm   # the last piece
+#   REPO_TAR=.gpu/part2/repo.tar bash bench/gpu/device.sh start bench/gpu/plan_vllm_graphs.json
+#
+# DUMMY_WEIGHTS=1 makes the model folder from config + tokenizer only (plans that pass
+# --load-format dummy, as plan_vllm_graphs.json and plan_engines.json do).
+#
 # MODEL_NAME names the folder the random-weight model is built in (default
 # smollm2-135m-random); runs store that path as server.model, so a model of another shape
 # (prepare.sh MODEL_OVERRIDES, docs/BENCHMARKS.md 5.3) should get its own name.
@@ -24,7 +32,11 @@
 set -uo pipefail
 G=/tmp/gpu
 export PYTHONPATH=$G/site:$G/extra HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
+# Only vLLM staged: ServeLab's own pydantic and friends come from vLLM's site folder (after
+# the extras); with SGLang's there, never (SGLang would find `vllm` importable).
+[[ -d $G/site ]] || export PYTHONPATH=$G/extra:$G/vllm-site
 export SERVELAB_DATA_DIR=$G/data SERVELAB_SGLANG_PYTHON=python3 SERVELAB_MODEL_ROOTS=$G/models
+export VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1  # no network there
 # Several-GPU kinds: NVLink multicast stays off in NCCL, PyTorch and NVSHMEM (KINDS.md).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 model=$G/models/${MODEL_NAME:-smollm2-135m-random}
@@ -36,6 +48,13 @@ mkdir -p $G/data $G/py
 # site-VERSION and goes ahead of the main one on PYTHONPATH, sharing everything else.
 installs() {
   local spec="" v dir
+  if [[ -d $G/vllm-site ]]; then  # vLLM: its own site folder, ahead of the shared extras
+    v=$(basename "$(ls -d $G/vllm-site/vllm-*.dist-info 2>/dev/null | head -1)" .dist-info)
+    printf '#!/bin/sh\nPYTHONPATH=%s exec python3 "$@"\n' "$G/vllm-site:$G/extra" > "$G/py/$v"
+    chmod +x "$G/py/$v"
+    export SERVELAB_VLLM_PYTHON=$G/py/$v
+    spec+="$v=$G/py/$v"
+  fi
   for dir in $G/site $G/site-*; do
     [[ -d $dir ]] || continue
     v=$(basename "$(ls -d "$dir"/sglang-*.dist-info 2>/dev/null | head -1)" .dist-info)
@@ -74,10 +93,45 @@ unpack() {  # PART_DIR: every *.tar.xz (or its .partNN pieces) into $G/site or $
     done
   fi
   if [[ -d $1/model-src && ! -d $model && ${SHAPES_ONLY:-0} != 1 ]]; then
-    python3 bench/gpu_make_model.py "$1/model-src" "$model"
+    if [[ ${DUMMY_WEIGHTS:-0} == 1 ]]; then  # --load-format dummy: config + tokenizer only
+      mkdir -p "$model" && cp "$1"/model-src/* "$model"/
+    else
+      python3 bench/gpu_make_model.py "$1/model-src" "$model"
+    fi
   fi
   installs
   echo "unpacked $1 in $((SECONDS - t)) s; engine installs: $SERVELAB_ENGINE_INSTALLS"
+}
+
+stash() {  # PART_DIR: its pieces kept until unpack-vllm joins them (one call each)
+  mkdir -p $G/pieces && cp "$1"/*.part* $G/pieces/
+  ls -l $G/pieces
+}
+
+unpack_vllm() {  # every piece stashed so far, joined, into $G/vllm-site
+  local t=$SECONDS
+  rm -rf $G/vllm-site && mkdir -p $G/vllm-site
+  cat $G/pieces/vllm.tar.xz.part* | xz -dc -T0 | tar -C $G/vllm-site -xf - || return 1
+  rm -rf $G/pieces
+  installs
+  echo "unpacked vLLM in $((SECONDS - t)) s; SERVELAB_VLLM_PYTHON=$SERVELAB_VLLM_PYTHON"
+}
+
+check_vllm() {  # the serve path's imports, and the option list ServeLab reads
+  "$SERVELAB_VLLM_PYTHON" - <<'PY'
+import importlib, importlib.metadata as m, traceback
+print("vllm", m.version("vllm"), "torch", m.version("torch"), "transformers", m.version("transformers"))
+for mod in ("vllm.entrypoints.openai.api_server", "vllm.v1.engine.core", "vllm.v1.worker.gpu_worker",
+            "vllm.model_executor.models.llama", "vllm.vllm_flash_attn.flash_attn_interface"):
+    try:
+        importlib.import_module(mod)
+        print("ok", mod)
+    except Exception:
+        print("FAILED", mod); traceback.print_exc(limit=3)
+from vllm.vllm_flash_attn import flash_attn_interface as f
+print("FA2", f.FA2_AVAILABLE, "FA3", f.FA3_AVAILABLE)
+PY
+  "$SERVELAB_VLLM_PYTHON" -m vllm.entrypoints.cli.main serve --help=all | grep -c -- '--' || true
 }
 
 check() {
@@ -188,6 +242,9 @@ wait_for() {  # SECONDS: until the experiment's console says it is done, or time
 while (( $# )); do
   case $1 in
     unpack) unpack "$2"; shift 2 ;;
+    stash) stash "$2"; shift 2 ;;
+    unpack-vllm) unpack_vllm; shift ;;
+    check-vllm) check_vllm; shift ;;
     check) check; shift ;;
     start) start "$2"; shift 2 ;;
     shape) materialise "$2"; shift 2 ;;

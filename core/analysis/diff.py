@@ -48,6 +48,7 @@ FIELD_GROUPS = ("server", "plan", "facts", "launch")
 # installations (server.engine_install: choosing one is the knob, its version the fact).
 ENVIRONMENT_FIELDS = ("facts.engine_version", "facts.gpu")
 INSTALL_FIELD = "server.engine_install"
+ENGINE_FIELD = "server.engine"
 VERSION_FIELD = "facts.engine_version"
 # Fields that differ without changing what is measured (a fixed port vs a free one).
 INERT_FIELDS = frozenset({"server.port"})
@@ -331,12 +332,13 @@ def version_change(views: Sequence[RunView]) -> str | None:
 def environment_differences(views: Sequence[RunView]) -> list[str]:
     """The ``ENVIRONMENT_FIELDS`` that differ among the runs and that no knob explains: the
     GPU always; the engine version unless the runs differ by engine installation
-    (``version_change`` says what that choice changed). A run cancelled before its
+    (``version_change`` says what that choice changed) or by engine. A run cancelled before its
     server started states no facts: it differs in nothing."""
     stated = [v for v in views if v.facts]
     if len(stated) < 2:
         return []
-    by_install = len(_values(views, INSTALL_FIELD)) > 1
+    # another installation, or another engine altogether, explains another version
+    by_install = len(_values(views, INSTALL_FIELD)) > 1 or len(_values(views, ENGINE_FIELD)) > 1
     return [
         f
         for f in derived_differences(stated)

@@ -17,6 +17,7 @@ from core.analysis.diff import (
     is_intended,
     spec_differences,
 )
+from core.analysis.engines import engine_arm_fields
 from core.analysis.points import MatchedPoint, match_points
 from core.analysis.runs import RunView
 from core.experiments.design import arm_label, control_of, run_arm
@@ -32,13 +33,15 @@ def _arm_tag(view: RunView) -> str | None:
 
 def knob_fields(views: Sequence[RunView]) -> list[str]:
     """The knobs under test: the declared intended fields that differ, else every
-    ``server.*``/``plan.*`` field that differs (a port never counts)."""
+    ``server.*``/``plan.*`` field that differs (a port never counts). When the engine
+    differs it is the knob, and the server fields that differ with it are each arm's
+    configuration (``core.analysis.engines.engine_arm_fields``)."""
     if len(views) < 2:
         return []
     spec_diff = spec_differences(views)
     intended = declared_intended(views)
     chosen = [f for f in spec_diff if is_intended(f, intended)] if intended else []
-    return chosen or spec_diff
+    return engine_arm_fields(chosen or spec_diff)[0]
 
 
 def field_name(field: str) -> str:

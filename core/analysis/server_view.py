@@ -176,6 +176,9 @@ def _from_metrics(
     roles = server_metric_names(engine)
     used = series(*roles.get("kv_used_tokens", ()))
     capacity = kv_capacity
+    if used.empty and capacity:
+        # vLLM states only the share of its pool in use (vllm:kv_cache_usage_perc)
+        used = series(*roles.get("kv_usage", ())) * capacity
     passes = roles.get("graph_passes_total", ())
 
     def share(phase: str) -> float | None:

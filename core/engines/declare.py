@@ -89,6 +89,9 @@ class EngineSpec:
     # The names other tools' result files give this engine (bench_serving's --backend),
     # so an importer maps what it parsed to an engine through the registry.
     bench_backends: tuple[str, ...] = ()
+    # What the engine does where ServeLab sets nothing (name → in words): part of an arm's
+    # configuration when arms differ by engine, never a confounder (core/analysis/engines.py).
+    defaults: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def knob(self, name: str) -> KnobSpec | None:
         return next((k for k in self.knobs if k.name == name), None)

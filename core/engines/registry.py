@@ -36,6 +36,7 @@ _BUILTIN: dict[str, str] = {
     "transformers": "core.engines.transformers_serve",
     "sglang": "core.engines.sglang",
     "endpoint": "core.engines.endpoint",
+    "vllm": "core.engines.vllm",
 }
 # The engine a form or a spec without one gets: the one that runs anywhere.
 DEFAULT_ENGINE = "transformers"
@@ -111,7 +112,7 @@ def get_engine(name: str) -> EngineSpec:
 
 def find_engine(name: str | None) -> EngineSpec | None:
     """The declarations of a stored run's engine; None for one no registration here knows
-    (an imported run's "vllm", an engine registered in another process only): its run still reads,
+    (an imported run's "tgi", an engine registered in another process only): its run still reads,
     with what needs the declarations left out."""
     if name is None or not known_engine(name):
         return None

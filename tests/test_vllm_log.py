@@ -1,0 +1,90 @@
+"""core/engines/vllm_log.py against logs in vLLM 0.26's line formats (tests/fixtures/vllm-logs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.engines.vllm_log import (
+    LOG_FACT_KEYS,
+    graph_runtime_modes,
+    parse_stats_lines,
+    parse_vllm_log,
+)
+
+LOGS = Path(__file__).parent / "fixtures" / "vllm-logs"
+
+
+def _read(name: str) -> str:
+    return (LOGS / name).read_text()
+
+
+def test_graphs_on_start_up_facts() -> None:
+    facts = parse_vllm_log(_read("v026-graphs-on.log"))
+    assert list(facts) == list(LOG_FACT_KEYS)
+    assert facts["vllm_version"] == "0.26.0"
+    assert facts["cudagraph_mode"] == "FULL_AND_PIECEWISE"
+    assert facts["compilation_mode"] == "VLLM_COMPILE"
+    assert facts["cuda_graph_capture_sizes"] == [1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64]
+    assert facts["cuda_graph_enabled"] is True
+    assert facts["enforce_eager"] is False
+    assert facts["prefix_caching"] is True
+    assert facts["attention_backend"] == "FLASH_ATTN"
+    assert (facts["weight_mem_gb"], facts["load_weight_s"]) == (14.99, 1.734512)
+    assert facts["kv_cache_gb"] == 107.42
+    assert facts["kv_cache_tokens"] == 879_952
+    assert facts["max_model_len"] == 131072 and facts["max_concurrency"] == 6.71
+    assert (facts["graph_mem_gb"], facts["cuda_graph_capture_s"]) == (0.51, 6.0)
+    assert facts["graph_memory_profiled"] is True
+    assert facts["gpu_memory_utilization"] == 0.9
+    assert facts["gpu_memory_utilization_without_graphs"] == 0.8964
+    assert (facts["init_engine_s"], facts["compile_s"]) == (28.4, 14.02)
+    assert facts["ready"] is True and facts["failure"] is None
+    assert facts["stats_lines"] == 2
+
+
+def test_graphs_off_states_no_capture_and_a_larger_pool() -> None:
+    on, off = (
+        parse_vllm_log(_read("v026-graphs-on.log")),
+        parse_vllm_log(_read("v026-graphs-off.log")),
+    )
+    assert off["cudagraph_mode"] == "NONE"
+    assert off["cuda_graph_enabled"] is False
+    assert off["graph_mem_gb"] is None and off["graph_memory_profiled"] is None
+    assert off["cuda_graph_capture_sizes"] == []
+    assert off["kv_cache_tokens"] > on["kv_cache_tokens"]  # graph memory comes out of the KV budget
+
+
+def test_stats_lines_with_and_without_preemptions() -> None:
+    rows = parse_stats_lines(_read("v026-graphs-on.log"))
+    assert rows[0] == {
+        "prompt_tok_s": 1638.4,
+        "gen_tok_s": 3120.7,
+        "running": 64,
+        "waiting": 0,
+        "preemptions": 0,
+        "kv_usage": 0.019,
+        "prefix_hit_rate": 0.0,
+    }
+    assert (rows[1]["waiting"], rows[1]["preemptions"], rows[1]["prefix_hit_rate"]) == (4, 2, 0.125)
+
+
+def test_cudagraph_metrics_tables_are_counted_per_runtime_mode() -> None:
+    assert graph_runtime_modes(_read("v026-graphs-on.log")) == {
+        "FULL": 2480,
+        "PIECEWISE": 12,
+        "NONE": 3,
+    }
+    assert graph_runtime_modes(_read("v026-graphs-off.log")) == {}
+
+
+def test_a_failed_start_is_labelled() -> None:
+    facts = parse_vllm_log(_read("v026-no-kv-memory.log"))
+    assert facts["failure"] == "no-memory-for-kv-cache"
+    assert facts["ready"] is False and facts["kv_cache_tokens"] is None
+
+
+def test_blank_or_foreign_text_states_nothing() -> None:
+    for text in ("", "INFO some other server\n" * 3):
+        facts = parse_vllm_log(text)
+        assert all(facts[k] is None for k in LOG_FACT_KEYS if k not in ("ready", "stats_lines"))
+        assert facts["ready"] is False and facts["stats_lines"] == 0
