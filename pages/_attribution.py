@@ -55,7 +55,7 @@ def attribution_section(
     conc = (
         c2.selectbox("Concurrency", known, index=len(known) - 1, key="attr_conc") if known else None
     )
-    st.markdown(f"**{verdict_sentence(attr, metric, conc, None, untested)}**")
+    st.markdown(f"**{verdict_sentence(attr, metric, conc, untested)}**")
     where = "over all points" if conc is None else f"at concurrency {conc}"
     # no A/A band: an A/A measures noise (it plans trials), it is no threshold
     chart(attribution_waterfall(decompose(attr, metric, conc), metric, where))

@@ -50,6 +50,7 @@ def test_the_legends_name_the_four_words_and_no_noise_floor() -> None:
         assert word in CARD_LEGEND
     assert "Holm" in CARD_LEGEND and "Benjamini–Hochberg" in CARD_LEGEND
     assert "A/A" not in CARD_LEGEND and "within noise" not in CARD_LEGEND
+    assert "noise floor" not in CARD_LEGEND
     assert '"unconfirmed"' in DELTA_LEGEND and "no interval" in DELTA_LEGEND
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -12,10 +15,12 @@ from streamlit.testing.v1 import AppTest
 from core.analysis.diff import confounders
 from core.analysis.runs import load_run
 from core.experiments.design import list_experiments
+from core.interop.export import html_report, select
 from core.portal.demo import install_demo
 from core.run_folder import RunFolder
 from core.settings import DEMO_DIR, Settings
 from core.store import Catalog
+from core.views.landing import landing_answer
 from core.views.report import format_experiment
 
 REPO = Path(__file__).resolve().parent.parent
@@ -264,3 +269,33 @@ def test_card_verdict_table_and_attribution_give_one_interval_per_contrast(
         "metric == 'output_throughput' and concurrency == 64 and arm == 'graphs=on mem=0.85'"
     ).iloc[0]
     assert round(graphs_64["rel_low"] * 100) == 220 and round(graphs_64["rel_high"] * 100) == 234
+
+
+def test_no_shipped_demo_output_says_within_noise_or_noise_floor(settings: Settings) -> None:
+    """Issue 35 items 3-4: a difference reads in core.analysis.words' four words only and
+    the host's noise is shown as noise, never as a floor: ``experiment --show`` of every
+    shipped experiment, its HTML report and the landing page's sentences."""
+    install_demo(settings)
+    env = {**os.environ, "SERVELAB_DATA_DIR": str(settings.data_dir)}
+    texts: dict[str, str] = {}
+    for record in list_experiments(settings):
+        exp_id = record.experiment_id
+        out = subprocess.run(
+            [sys.executable, "-m", "core", "experiment", "--show", exp_id],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        texts[f"{exp_id} --show"] = out.stdout
+        texts[f"{exp_id} report"] = html_report(select(settings, [exp_id]))
+    answer = landing_answer(settings)
+    assert answer is not None
+    texts["landing"] = " ".join(answer.sentences)
+    for where, text in texts.items():
+        lower = text.lower()
+        assert "within noise" not in lower and "noise floor" not in lower, where
+    # the host's noise is there, as noise (core.analysis.power.noise_text)
+    assert all("run-to-run noise ±" in t for w, t in texts.items() if w.endswith("--show"))

@@ -442,7 +442,7 @@ def test_a_2x2_through_the_cli_attributes_the_difference_to_the_knob_that_made_i
     graphs, memory, _ = pieces
     assert graphs.name.startswith("cuda_graphs") and memory.name.startswith("mem_fraction")
     # 3x slower decode without graphs: the graphs' part is large and its interval clear of 0
-    assert graphs.within_noise is False and graphs.log_low is not None and graphs.log_low > 0.3
+    assert graphs.covers_zero is False and graphs.log_low is not None and graphs.log_low > 0.3
     assert abs(memory.log) < graphs.log / 5
     sentence = verdict_sentence(attr)
     printed = sentence.split("add up: ")[1].rstrip(".").split(" = ")

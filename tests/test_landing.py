@@ -11,7 +11,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from core.analysis.attribution import decompose, experiment_attribution
+from core.analysis.attribution import decompose, experiment_attribution, part_reading
 from core.numbers import pct_interval_text, pct_text
 from core.portal.demo import install_demo
 from core.settings import Settings
@@ -57,7 +57,20 @@ def test_the_answer_is_the_demo_attribution_in_two_sentences(demo: Settings) -> 
     assert first.startswith("cuda_graphs off→on did it: output throughput +")
     assert "at concurrency 64" in first and "at concurrency 1 " in first
     assert second.startswith("The other change: mem_fraction_static 0.85→0.92 ")
-    assert "within noise" in second and "within noise" not in first
+    # each share's word is core.analysis.words' reading of its interval: the graphs' share
+    # is better (no word said), the memory fraction's is not, and says which word it is
+    graphs, mem = (
+        next(
+            p
+            for p in decompose(attr, "output_throughput", 64)
+            if p.kind == "main" and p.name.startswith(knob)
+        )
+        for knob in ("cuda_graphs", "mem_fraction_static")
+    )
+    assert part_reading(graphs, "output_throughput", answer.trials).coloured
+    word = part_reading(mem, "output_throughput", answer.trials)
+    assert not word.coloured and second.endswith(f", {word.text()}).")
+    assert "within noise" not in first + second and "noise floor" not in first + second
 
 
 def test_no_shipped_grid_no_answer(settings: Settings) -> None:

@@ -417,7 +417,8 @@ def test_demo_tells_one_story_on_experiment_compare_and_report(
     assert "Holm over 3 comparisons" in regs
     assert "peak GPU memory" not in regs.split("Confirmatory")[0]
     assert "graphs on** vs **graphs off** (baseline)" in text
-    assert "A/A noise floor: not measured on vm" in text
+    # the host's noise as noise (power.noise_text), never a floor a verdict is judged by
+    assert "This host's run-to-run noise ±" in text and "noise floor" not in text
     card = next(d for d in page_tables(exp) if "c=64" in d.columns)
     assert "Peak GPU memory (MiB)" in card.index and "c=64" in card.columns
     assert card.loc["Median TTFT (ms)", "c=64"].endswith("▼")

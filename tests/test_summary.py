@@ -1,7 +1,7 @@
 """The summary card on hand-made runs: changes with log-scale intervals, the four words of
 core.analysis.words by each metric's direction, the declared family (Holm for the
-confirmatory contrasts), regressions first and in words, single runs unconfirmed (the A/A
-floor never a threshold), and the memory rows (a knob's intended cost never a regression)."""
+confirmatory contrasts), regressions first and in words, single runs unconfirmed (the host's
+noise shown, never a threshold), and the memory rows (a knob's intended cost never a regression)."""
 
 from __future__ import annotations
 
@@ -22,12 +22,17 @@ from core.analysis.card import (
     regression_lines,
     summary_card,
 )
+from core.analysis.noise import runs_fingerprint
 from core.analysis.points import metric_deltas
+from core.analysis.power import host_noise, noise_text
 from core.analysis.runs import RunView, load_run
 from core.analysis.stats import NOT_TESTED
+from core.analysis.trials import experiment_runs
 from core.experiments.design import load_experiment
+from core.portal.demo import install_demo
 from core.run_folder import RunFolder, RunStatus
 from core.settings import DEMO_DIR, Settings
+from tests.runs_by_hand import make_run, run_facts
 
 
 def view(
@@ -115,19 +120,30 @@ def test_one_run_each_is_unconfirmed_and_the_aa_floor_is_never_a_threshold() -> 
     text, verdicts = card_grid(rows, "a")
     assert verdicts.loc["Output throughput (tok/s)", "c=4"] == UNCONFIRMED
     assert text.loc["Output throughput (tok/s)", "c=4"].endswith("·")
-    floored = summary_card({"a": [a], "b": [b]}, "b", floor={"output_throughput": 0.5})
-    assert next(r for r in floored if r.metric == "output_throughput").verdict == UNCONFIRMED
-    story = comparison_story([a, b], 1, ["a", "b"], None, "gpu-7")
-    assert story.baseline == "b" and "not measured on gpu-7" in story.noise
+    story = comparison_story([a, b], 1, ["a", "b"])
+    assert story.baseline == "b" and story.noise == ""  # no noise known: no line at all
     assert story.verdict[-1].startswith("a vs b at c=4")
 
 
-def test_noise_note_names_the_host() -> None:
-    assert noise_note(None, "h200-1") == (
-        "A/A noise floor: not measured on h200-1 (run the 'A/A noise check' preset there)."
+def test_the_noise_note_is_the_runs_machines_noise_never_a_floor(settings: Settings) -> None:
+    """The host's noise (``power.host_noise`` of the runs' fingerprint) in the words of
+    ``power.noise_text``; nothing where that machine has shown none."""
+    install_demo(settings)
+    record = load_experiment(settings, "exp-20261201-041412-6b50")  # the shipped 2x2
+    assert record is not None
+    views = [r.view for r in experiment_runs(settings, record)]
+    server = record.spec["base"]["server"]
+    found = host_noise(
+        settings, runs_fingerprint(views), engine=server["engine"], model=server["model"]
     )
-    note = noise_note({"experiment_id": "exp-aa", "output_throughput": 0.031}, "h200-1")
-    assert note == "A/A noise floor on h200-1 (from exp-aa): output throughput ±3.1%."
+    assert found is not None
+    note = noise_note(settings, views, server)
+    assert note.startswith("This host's run-to-run noise ±") and noise_text(found)[1:] in note
+    assert "floor" not in note and experiment_story(settings, record).noise == note
+    # runs of a machine that has shown no noise, or no data folder: no line
+    make_run(settings.runs_dir, "elsewhere", facts=run_facts(cpu_model="Another CPU"))
+    assert noise_note(settings, [load_run(RunFolder(settings.runs_dir / "elsewhere"))]) == ""
+    assert noise_note(None, views) == ""
 
 
 def test_the_verdict_and_card_name_points_whose_numbers_are_suspect() -> None:

@@ -1,11 +1,8 @@
-"""core.analysis.trials: an experiment's runs as loaded trials; the A/A noise floor is
-retired (an A/A is a measurement of noise, never a threshold)."""
+"""core.analysis.trials: an experiment's runs as loaded trials."""
 
 from __future__ import annotations
 
-import platform
-
-from core.analysis.trials import experiment_runs, noise_floor
+from core.analysis.trials import experiment_runs
 from core.experiments.design import list_experiments, parse_experiment, save_experiment
 from core.experiments.records import ExperimentRecord
 from core.settings import Settings
@@ -40,29 +37,3 @@ def test_experiment_runs_are_the_trials_that_have_a_folder(settings: Settings) -
         ("A2", 2, "aa-A2-2"),
     ]
     assert runs[0].view.points[0]["metrics"]["output_throughput"] == 100.0
-
-
-def test_an_aa_is_never_a_noise_floor(settings: Settings) -> None:
-    """An A/A measures noise (core.analysis.power.host_noise, by machine fingerprint); no
-    verdict is judged by it, so the retired floor is None even beside a finished A/A."""
-    _aa(settings, {"A1": [100.0, 101.0, 99.0], "A2": [101.5, 100.5, 101.0]})
-    assert noise_floor(settings) is None
-    assert noise_floor(settings, host=platform.node()) is None
-
-
-def test_an_experiment_json_cannot_point_outside_the_runs_folder(settings: Settings) -> None:
-    """experiment.json names its runs by id, and ids go through the one run-id rule: a
-    hand-edited ``../elsewhere`` is no trial, even where such a folder exists."""
-    make_run(settings.data_dir, "elsewhere")
-    make_run(settings.runs_dir, "inside")
-    record = ExperimentRecord.model_validate(
-        {
-            "experiment_id": "exp-hand-edited",
-            "spec": {},
-            "runs": [
-                {"run_id": "../elsewhere", "arm": "A", "trial": 0},
-                {"run_id": "inside", "arm": "A", "trial": 1},
-            ],
-        }
-    )
-    assert [r.view.run_id for r in experiment_runs(settings, record)] == ["inside"]

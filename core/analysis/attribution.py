@@ -36,12 +36,12 @@ from core.analysis.memory import memory_headroom
 from core.analysis.points import point_key
 from core.analysis.stats import NOT_TESTED, RunOfArm, paired_log_ratio
 from core.analysis.trials import experiment_runs
-from core.analysis.words import read_difference
+from core.analysis.words import Reading, read_difference
 from core.config import knob_text, same_value
 from core.experiments.design import baseline_arm
 from core.experiments.records import ExperimentRecord
 from core.metric_info import higher_is_better, metric_name, metrics_for, verdict_metrics
-from core.numbers import as_number, pct_interval_text, pct_text, share_text
+from core.numbers import as_number, pct_interval_text, pct_text
 from core.settings import Settings
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
     "experiment_effects",
     "format_attribution",
     "higher_is_better",
+    "part_reading",
     "verdict_sentence",
 ]
 
@@ -295,7 +296,8 @@ class Part:
         return math.expm1(self.log)
 
     @property
-    def within_noise(self) -> bool | None:
+    def covers_zero(self) -> bool | None:
+        """Whether its interval holds 0 (None: no interval): no direction shown."""
         if self.log_low is None or self.log_high is None:
             return None
         return self.log_low <= 0 <= self.log_high
@@ -529,14 +531,19 @@ def _arm_text(design: Design, arm: str) -> str:
     return " + ".join(f"{k.split('.', 1)[-1]} {knob_text(levels[k])}" for k in design.changed)
 
 
-def _part_text(
-    p: Part, metric: str, noise_floor: dict[str, Any] | None, untested: Collection[str]
-) -> str:
-    """One part of the split: its change, interval and, where it is no finding, its word
-    (``core.analysis.words``; the A/A noise is never a threshold)."""
-    del noise_floor
+def part_reading(p: Part, metric: str, pairs: int = 0) -> Reading:
+    """THE word of one part of the split (``core.analysis.words``: better / worse,
+    equivalent within ±5 %, inconclusive, unconfirmed), from its own interval. ``pairs``:
+    the paired trials a main effect's interval stands on (a grid arm against the baseline),
+    so an inconclusive part says how many trials would resolve it; 0: not said."""
     low, high = (None if x is None else math.expm1(x) for x in (p.log_low, p.log_high))
-    reading = read_difference(metric, p.rel, low, high, 0)
+    return read_difference(metric, p.rel, low, high, pairs)
+
+
+def _part_text(p: Part, metric: str, untested: Collection[str]) -> str:
+    """One part of the split: its change, interval and, where it is no finding, its word
+    (``part_reading``)."""
+    reading = part_reading(p, metric)
     tail = "" if reading.coloured else f", {reading.text()}"
     if _involves(p.name, untested):
         tail = f", {NOT_TESTED}"
@@ -554,11 +561,10 @@ def verdict_sentence(
     attr: Attribution,
     metric: str = "output_throughput",
     concurrency: Any = "highest",
-    noise_floor: dict[str, Any] | None = None,
     untested: Collection[str] = (),
 ) -> str:
     """ "Of the −14% output throughput at concurrency 64 (after vs before): knob +9% (95% CI
-    …), …; A/A noise floor ±3%." followed by the log-scale sum of the parts. ``untested``:
+    …), …." followed by the log-scale sum of the parts. ``untested``:
     the knobs whose resource the workload never reached (``core.analysis.knob_checks``):
     their part reads "not tested by this workload", never "inconclusive"."""
     parts = decompose(attr, metric, concurrency)
@@ -571,10 +577,7 @@ def verdict_sentence(
     assert design.after_arm is not None
     conc = next(k[0] for k, v in attr.decompositions.items() if v is parts)
     where = "over all points" if conc is None else f"at concurrency {conc}"
-    texts = [_part_text(p, metric, noise_floor, untested) for p in pieces]
-    floor = ""
-    if noise_floor and isinstance(noise_floor.get(metric), int | float):
-        floor = f"; A/A noise floor ±{share_text(noise_floor[metric])}"
+    texts = [_part_text(p, metric, untested) for p in pieces]
     additive = (
         " (additive model: interactions not estimable)"
         if not any(p.kind == "interaction" for p in pieces) and len(design.changed) > 1
@@ -593,7 +596,7 @@ def verdict_sentence(
     raw = attr.measured.get((conc, metric))
     if raw is not None and abs(raw - total.log) > 5e-4:
         check += f"; the arms' raw geometric means differ by {raw:+.3f} (unbalanced runs)"
-    return head + ", ".join(texts) + additive + floor + ". " + check + "."
+    return head + ", ".join(texts) + additive + ". " + check + "."
 
 
 def experiment_attribution(settings: Settings, record: ExperimentRecord) -> Attribution | None:
@@ -611,7 +614,6 @@ def experiment_attribution(settings: Settings, record: ExperimentRecord) -> Attr
 def format_attribution(
     settings: Settings,
     record: ExperimentRecord,
-    noise_floor: dict[str, Any] | None = None,
     untested: Collection[str] = (),
 ) -> list[str]:
     """Text lines for the CLI: the verdict per metric at the highest concurrency, then the
@@ -622,9 +624,7 @@ def format_attribution(
     out = ["", "Attribution (log-ratio effects, OLS with trial blocks):"]
     for metric in verdict_metrics():
         if decompose(attr, metric):
-            out.append(
-                "  " + verdict_sentence(attr, metric, noise_floor=noise_floor, untested=untested)
-            )
+            out.append("  " + verdict_sentence(attr, metric, untested=untested))
     out += [f"  note: {n}" for n in attr.notes]
     return out
 

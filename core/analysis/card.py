@@ -17,7 +17,7 @@ its timestamps late, not steady state: ``core.metrics.point_caveats``) are named
 
 An arm is a list of runs: the trials of an experiment arm, or one run of a comparison.
 With fewer than 3 runs per arm there is no interval and the change is unconfirmed, whatever
-its size. The host's A/A noise is shown, never used as a threshold.
+its size. The host's run-to-run noise is shown (``noise_note``), never a threshold.
 """
 
 from __future__ import annotations
@@ -42,11 +42,13 @@ from core.analysis.knob_checks import (
 )
 from core.analysis.ledger import MemoryLedger, arm_ledgers, knob_cost
 from core.analysis.memory import gpu_total_gb, headroom_gb, memory_headroom, peak_gpu_mib_by_point
+from core.analysis.noise import runs_fingerprint
 from core.analysis.points import (
     different_prompts,
     first_points,
     metric_deltas,
 )
+from core.analysis.power import host_noise, noise_text
 from core.analysis.roles import field_name, headline_point
 from core.analysis.runs import RunView
 from core.analysis.same_answers import AnswersVerdict, answers_lines, answers_of_runs
@@ -60,7 +62,7 @@ from core.analysis.stats import (
     runs_phrase,
     verdict,
 )
-from core.analysis.trials import closing_runs, experiment_runs, noise_floor
+from core.analysis.trials import closing_runs, experiment_runs
 from core.analysis.words import (
     EQUIVALENT,
     INCONCLUSIVE,
@@ -116,7 +118,6 @@ __all__ = [
     "noise_note",
     "regression_lines",
     "regressions",
-    "runs_host",
     "shared_experiment",
     "summary_card",
 ]
@@ -254,19 +255,17 @@ def _point_values(
 def summary_card(
     arms: Mapping[str, Sequence[RunView]],
     baseline: str,
-    floor: Mapping[str, Any] | None = None,
     trials: Mapping[str, Sequence[int]] | None = None,
     level: float = 0.95,
     margin: float = DEFAULT_MARGIN,
 ) -> list[CardRow]:
     """The card's rows for every arm other than ``baseline`` (arms in order; the views of
     an arm are its succeeded runs), each read by ``core.analysis.words`` against the
-    equivalence ``margin`` and corrected for its family (``declare_family``). ``floor``:
-    the host's A/A noise, accepted for callers and never a threshold. ``trials``: per
+    equivalence ``margin`` and corrected for its family (``declare_family``); the host's
+    run-to-run noise never decides a word (``noise_note``). ``trials``: per
     arm, the trial of each view, so that arms pair by trial (``paired_log_ratio``); without
     it (plain runs, one each) the views pair by position. ``level``: the intervals'
     coverage."""
-    del floor  # the A/A noise plans trials and is shown; it never decides a word
     if baseline not in arms:
         return []
     trial_of = {
@@ -666,17 +665,28 @@ def card_grid(rows: Sequence[CardRow], arm: str) -> tuple[pd.DataFrame, pd.DataF
     )
 
 
-def noise_note(floor: Mapping[str, Any] | None, host: str | None) -> str:
-    """Where the A/A noise floor comes from, or that it was not measured on that host."""
-    where = host or "the host these runs ran on (not recorded)"
-    if not floor:
-        return f"A/A noise floor: not measured on {where} (run the 'A/A noise check' preset there)."
-    parts = ", ".join(
-        f"{metric_name(k)} ±{share_text(v, 1)}"
-        for k, v in floor.items()
-        if k != "experiment_id" and as_number(v) is not None
+def noise_note(
+    settings: Settings | None,
+    views: Sequence[RunView],
+    server: Mapping[str, Any] | None = None,
+) -> str:
+    """ "this host's run-to-run noise ±x % …" (``power.noise_text``) of the machine the
+    runs ran on (their fingerprint, ``noise.runs_fingerprint``: never a host name) for
+    ``server``'s engine and model (default: the first run's); "" where that machine has
+    shown no noise. Shown beside the card; it never decides a word."""
+    if settings is None or not views:
+        return ""
+    server = server if server is not None else views[0].spec.get("server") or {}
+    found = host_noise(
+        settings,
+        runs_fingerprint(views),
+        engine=server.get("engine"),
+        model=server.get("model"),
     )
-    return f"A/A noise floor on {where} (from {floor.get('experiment_id')}): {parts}."
+    if found is None:
+        return ""
+    text = noise_text(found)
+    return f"{text[:1].upper()}{text[1:]}; it plans trials, it never decides a word."
 
 
 def regression_lines(rows: Sequence[CardRow]) -> list[str]:
@@ -714,8 +724,7 @@ class Story:
     arms: list[str]
     card: list[CardRow]
     verdict: list[str]
-    floor: dict[str, Any] | None
-    host: str | None
+    noise: str  # this host's run-to-run noise (``noise_note``), "" where none is known
     # suspect points and drift, in words (the "Read with care" line)
     caveats: list[ReadWithCare] = field(default_factory=list)
     # per knob under test: could the workload show it (core.analysis.knob_checks)
@@ -733,10 +742,6 @@ class Story:
 
     # per arm: same / differs / broken answers against the baseline (analysis.same_answers)
     answers: dict[str, AnswersVerdict] = field(default_factory=dict)
-
-    @property
-    def noise(self) -> str:
-        return noise_note(self.floor, self.host)
 
     @property
     def costs(self) -> str | None:
@@ -813,7 +818,7 @@ def _knob_story(
     arms: Mapping[str, Sequence[RunView]], baseline: str, card: Sequence[CardRow]
 ) -> tuple[list[CardRow], list[dict[str, Any]], dict[str, MemoryLedger], list[str], set[str]]:
     """The knob checks and the ledger per arm; the card with the contrasts of a knob the
-    workload never exercised reading "not tested by this workload" (never "within noise";
+    workload never exercised reading "not tested by this workload" (never "inconclusive";
     memory rows keep theirs: what a knob costs is real either way); one sentence per knob
     under test, and the arms so relabelled. Each check also carries its knob's ``cost``
     (``core.analysis.ledger.knob_cost``: what it costs and buys in memory, or None)."""
@@ -858,8 +863,6 @@ def experiment_story(
     runs = list(runs) if runs is not None else experiment_runs(settings, record)
     base = baseline_arm(record.spec)
     arms = record.arm_labels
-    host = record.host
-    floor = noise_floor(settings, host) if record.kind != "aa" and host else None
     by_arm: dict[str, list[RunView]] = {a: [] for a in arms}
     trials: dict[str, list[int]] = {a: [] for a in arms}
     for r in runs:
@@ -870,10 +873,10 @@ def experiment_story(
     # card and the verdict show those, so the decision and the interval agree.
     level = _experiment_level(record.spec)
     margin = margin_of(record.spec)
-    card = summary_card(by_arm, base, floor, trials, level, margin) if base else []
+    card = summary_card(by_arm, base, trials, level, margin) if base else []
     card, checks, ledgers, knobs, untested = _knob_story(by_arm, base, card)
     table = _table_words(arm_stats(list(runs), base, level=level), card, untested, margin, level)
-    text = verdict(str(record.name), table, list(runs), base, None, level)
+    text = verdict(str(record.name), table, list(runs), base, level)
     regs_line = regressions_paragraph(card)
     fam = family_line(card)
     found: list[ReadWithCare] = [*caveats(by_arm)]
@@ -898,8 +901,11 @@ def experiment_story(
             *([fam] if fam else []),
             *([care] if care else []),
         ],
-        floor=floor,
-        host=str(host) if host else None,
+        noise=noise_note(
+            settings,
+            [r.view for r in runs],
+            (record.spec.get("base") or {}).get("server") or {},
+        ),
         caveats=found,
         knob_checks=checks,
         ledger=ledgers,
@@ -996,13 +1002,13 @@ def comparison_story(
     views: Sequence[RunView],
     baseline: int,
     names: Sequence[str],
-    floor: Mapping[str, Any] | None = None,
-    host: str | None = None,
+    noise: str = "",
 ) -> Story:
-    """The story of plain runs side by side (each run its own arm, named by ``names``)."""
+    """The story of plain runs side by side (each run its own arm, named by ``names``);
+    ``noise``: the runs' host noise in words (``noise_note``), "" where none is known."""
     arms = list(names)
     by_arm = {n: [v] for n, v in zip(arms, views, strict=True)}
-    card = summary_card(by_arm, arms[baseline], floor)
+    card = summary_card(by_arm, arms[baseline])
     card, checks, ledgers, knobs, untested = _knob_story(by_arm, arms[baseline], card)
     lines: list[str] = []
     head = headline_point(views)
@@ -1043,25 +1049,12 @@ def comparison_story(
         arms=arms,
         card=card,
         verdict=[*knobs, *lines],
-        floor=dict(floor) if floor else None,
-        host=host,
+        noise=noise,
         caveats=found,
         knob_checks=checks,
         ledger=ledgers,
         answers=answers,
     )
-
-
-def runs_host(settings: Settings | None, views: Sequence[RunView]) -> str | None:
-    """The host the runs ran on, where it is recorded: the experiment (tag ``exp:<id>``)
-    they all belong to. None otherwise (a run folder does not name its host)."""
-    exp_id = shared_experiment(views)
-    if settings is None or exp_id is None:
-        return None
-    from core.experiments.design import load_experiment
-
-    record = load_experiment(settings, exp_id)
-    return record.host if record is not None and record.host else None
 
 
 def shared_experiment(views: Sequence[RunView]) -> str | None:

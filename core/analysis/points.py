@@ -174,7 +174,7 @@ def _metric(summary: dict[str, Any] | None, metric: str, source: TokenSource) ->
 
 def is_no_change(rel: float) -> bool:
     """THE single-run "no difference" rule: a relative change below 0.5 %, where no interval
-    (and no noise floor) can say whether it is noise."""
+    can say more."""
     return abs(rel) < NO_CHANGE_THRESHOLD
 
 

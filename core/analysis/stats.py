@@ -35,7 +35,6 @@ __all__ = [
     "EXPERIMENT_METRICS",
     "MIN_TRIALS_FOR_CI",
     "NOT_TESTED",
-    "WITHIN_NOISE",
     "arm_stats",
     "first_per_arm",
     "frontier",
@@ -50,10 +49,9 @@ __all__ = [
 ]
 
 MIN_TRIALS_FOR_CI = 3
-# The words a verdict uses where a change is no finding, written here only: an interval
-# (or the host's A/A noise floor) covers the change; or the workload never reached the
-# resource the knob acts on (core.analysis.knob_checks), so no interval speaks for the knob.
-WITHIN_NOISE: Final = "within noise"
+# The word a verdict uses where a change is no finding because the workload never reached
+# the resource the knob acts on (core.analysis.knob_checks), so no interval speaks for the
+# knob; every other difference is read by core.analysis.words.
 NOT_TESTED: Final = "not tested by this workload"
 ARM_STATS_COLUMNS = (
     "point",
@@ -366,7 +364,6 @@ def verdict(
     table: pd.DataFrame,
     runs: list[RunOfArm],
     baseline_arm: str,
-    noise_floor: dict[str, float] | None = None,
     level: float = 0.95,
 ) -> str:
     """One sentence from the numbers: output throughput at the lowest and highest
@@ -380,8 +377,6 @@ def verdict(
     if tput.empty:
         return f"{name}: no comparable results yet."
     parts = _throughput_parts(tput, level)
-    if noise_floor and "output_throughput" in noise_floor:
-        parts[-1][-1] += f" [A/A noise floor ±{share_text(noise_floor['output_throughput'])}]"
     several = len(parts) > 1
     short = sum(
         1

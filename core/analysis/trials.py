@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from core.analysis.runs import RunView, load_run
 from core.analysis.stats import RunOfArm
@@ -13,7 +12,7 @@ from core.numbers import trial_text
 from core.run_folder import find_runs
 from core.settings import Settings
 
-__all__ = ["RunPlace", "closing_runs", "experiment_runs", "noise_floor", "run_place"]
+__all__ = ["RunPlace", "closing_runs", "experiment_runs", "run_place"]
 
 
 @dataclass(frozen=True)
@@ -79,13 +78,3 @@ def _runs(settings: Settings, record: ExperimentRecord, closing: bool) -> list[R
         if found:  # an id experiment.json names but no folder (or no valid id): no trial
             out.append(RunOfArm(r.arm, r.trial, load_run(found[0])))
     return out
-
-
-def noise_floor(settings: Settings, host: str | None = None) -> dict[str, Any] | None:
-    """Retired: always None. An A/A experiment is a measurement of noise
-    (``core.analysis.power.host_noise``, keyed by the machine's fingerprint), never a
-    threshold a verdict is judged by: a floor keyed by host name let an A/A on another
-    machine called the same change a shipped verdict. Kept so that its last callers
-    (``core.analysis.card``) read "not measured" until they stop asking."""
-    del settings, host
-    return None

@@ -381,7 +381,7 @@ def grid_experiment(
 
 
 MAX_TRIALS = 50
-DEFAULT_MARGIN = 0.05  # the equivalence margin where no A/A noise floor is known (±5 %)
+DEFAULT_MARGIN = 0.05  # the equivalence margin where the plan sets none (±5 %)
 
 
 class ExperimentSpec(BaseModel):

@@ -130,7 +130,7 @@ class ExperimentRecord(BaseModel):
 
     experiment_id: str
     created_at: str | None = None
-    host: str | None = None  # the machine it was queued on (the noise floor is per host)
+    host: str | None = None  # the host name it was queued on (noise is keyed by fingerprint)
     spec: dict[str, Any] = {}
     runs: list[ExperimentRun] = []
     adaptive: AdaptiveState | None = None  # trials: auto only

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
-from core.analysis.card import Story, comparison_story, experiment_story, runs_host
+from core.analysis.card import Story, comparison_story, experiment_story, noise_note
 from core.analysis.roles import arm_names, baseline_index
 from core.analysis.runs import RunView, load_run, run_labels
 from core.errors import ConfigError, ServeLabError
@@ -96,21 +96,8 @@ class Selection:
             return experiment_story(self.settings, self.experiment)
         if len(self.views) < 2:
             return None
-        floor, host = (
-            (None, runs_host(self.settings, self.views))
-            if self.settings is None
-            else _floor(self.settings, self.views)
-        )
-        return comparison_story(self.views, self.baseline, self.names, floor, host)
-
-
-def _floor(
-    settings: Settings, views: Sequence[RunView]
-) -> tuple[dict[str, Any] | None, str | None]:
-    from core.analysis.trials import noise_floor
-
-    host = runs_host(settings, views)
-    return (noise_floor(settings, host) if host else None), host
+        noise = noise_note(self.settings, self.views, self.views[self.baseline].spec.get("server"))
+        return comparison_story(self.views, self.baseline, self.names, noise)
 
 
 def _load_selected(

@@ -86,7 +86,7 @@ PRESETS: tuple[Preset, ...] = (
     ),
     Preset(
         "A/A noise check",
-        "the same configuration twice: the noise floor on this host",
+        "the same configuration twice: this host's run-to-run noise",
         (),
         (("A1", {}), ("A2", {})),
     ),

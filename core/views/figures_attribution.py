@@ -10,10 +10,10 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from core.analysis.attribution import Design, Part, higher_is_better
+from core.analysis.attribution import Design, Part, higher_is_better, part_reading
 from core.config import knob_text
 from core.metric_info import metric_label
-from core.numbers import pct_text, share_text
+from core.numbers import pct_text
 from core.views.figures import ARM_PALETTE, layout, note, rgb_of
 
 __all__ = ["WATERFALL_HEIGHT", "WATERFALL_Y_TITLE", "attribution_waterfall", "sweep_figure"]
@@ -32,12 +32,10 @@ def _cum(logs: Sequence[float]) -> list[float]:
 _Label = tuple[str, bool, float, float, str]
 
 
-def attribution_waterfall(
-    parts: Sequence[Part], metric: str, where: str, noise_floor: float | None = None
-) -> go.Figure:
+def attribution_waterfall(parts: Sequence[Part], metric: str, where: str) -> go.Figure:
     """One floating bar per main effect and interaction, from the baseline (0 %) to the
-    after-configuration (the total bar), each with its own 95% interval, and the A/A
-    noise floor as a band around 0."""
+    after-configuration (the total bar), each with its own 95% interval; a part that is
+    no finding is pale and labelled with its word (``attribution.part_reading``)."""
     fig = go.Figure()
     title = f"{metric_label(metric)} {where}: baseline → after, part by part"
     if not parts:
@@ -48,19 +46,9 @@ def attribution_waterfall(
     *pieces, total = parts
     labels = [*_add_part_bars(fig, pieces, metric), _add_total_bar(fig, total)]
     _add_labels(fig, labels)
-    if noise_floor:
-        fig.add_hrect(
-            y0=-noise_floor,
-            y1=noise_floor,
-            fillcolor="grey",
-            opacity=0.15,
-            line_width=0,
-        )
     logs = " ".join(f"{p.log:+.3f}" for p in pieces)
-    # the band's name goes under the plot: written on the band it sat on the bars
-    band = f"grey band: A/A noise floor ±{share_text(noise_floor)} · " if noise_floor else ""
     fig.add_annotation(
-        text=f"{band}log scale: {logs} = {total.log:+.3f} (the parts add up)",
+        text=f"log scale: {logs} = {total.log:+.3f} (the parts add up)",
         xref="paper",
         yref="paper",
         x=0,
@@ -100,6 +88,7 @@ def _add_part_bars(fig: go.Figure, pieces: Sequence[Part], metric: str) -> list[
     labels: list[_Label] = []
     for name, p, s, e in zip(names, pieces, starts, ends, strict=True):
         good = (p.log > 0) == higher_is_better(metric)
+        reading = part_reading(p, metric)
         # the part's own interval, drawn at the bar's end on the cumulative scale
         lo = None if p.log_low is None else (1 + s) * math.exp(p.log_low) - 1
         hi = None if p.log_high is None else (1 + s) * math.exp(p.log_high) - 1
@@ -110,12 +99,12 @@ def _add_part_bars(fig: go.Figure, pieces: Sequence[Part], metric: str) -> list[
                 y=[e - s],
                 base=[s],
                 showlegend=False,
-                marker={"color": up if good else down, "opacity": 0.35 if p.within_noise else 1},
+                marker={"color": up if good else down, "opacity": 1 if reading.coloured else 0.35},
                 error_y=_whisker(e, lo, hi),
                 hovertemplate=f"{name}: {pct_text(p.rel)} (log {p.log:+.3f})<extra></extra>",
             )
         )
-        text = pct_text(p.rel) + (" (noise)" if p.within_noise else "")
+        text = pct_text(p.rel) + ("" if reading.coloured else f" ({reading.text()})")
         labels.append((x, p.log >= 0, _lo(lo, s, e), _hi(hi, s, e), text))
     return labels
 

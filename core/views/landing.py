@@ -12,8 +12,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from core.analysis.attribution import Attribution, Part, decompose, experiment_attribution
-from core.analysis.stats import WITHIN_NOISE
+from core.analysis.attribution import (
+    Attribution,
+    Part,
+    decompose,
+    experiment_attribution,
+    part_reading,
+)
 from core.experiments.design import list_experiments
 from core.experiments.records import ExperimentRecord
 from core.metric_info import metric_name
@@ -62,16 +67,18 @@ def _main_parts(attr: Attribution, concurrency: object) -> dict[str, Part]:
     return {p.name: p for p in decompose(attr, METRIC, concurrency) if p.kind == "main"}
 
 
-def _share(part: Part | None, concurrency: object) -> str:
+def _share(part: Part | None, concurrency: object, trials: int) -> str:
     if part is None:
         return f"unknown at concurrency {concurrency}"
-    noise = f", {WITHIN_NOISE}" if part.within_noise else ""
-    return f"{pct_text(part.rel)} at concurrency {concurrency} ({_ci(part)}{noise})"
+    reading = part_reading(part, METRIC, trials)
+    word = "" if reading.coloured else f", {reading.text()}"
+    return f"{pct_text(part.rel)} at concurrency {concurrency} ({_ci(part)}{word})"
 
 
-def _sentences(attr: Attribution) -> tuple[str, str] | None:
+def _sentences(attr: Attribution, trials: int) -> tuple[str, str] | None:
     """The knob whose share is resolved and largest, at the highest and lowest concurrency
-    measured; then the other knob's share (within noise or not, by the interval)."""
+    measured; then the other knob's share, with its word (``attribution.part_reading``)
+    where its interval reads no better / worse."""
     concs = sorted(c for c, m in attr.decompositions if m == METRIC and isinstance(c, int))
     if not concs:
         return None
@@ -80,15 +87,15 @@ def _sentences(attr: Attribution) -> tuple[str, str] | None:
     if not at_high:
         return None
     words = metric_name(METRIC)
-    resolved = [p for p in at_high.values() if p.within_noise is False]
+    resolved = [p for p in at_high.values() if part_reading(p, METRIC).coloured]
     lead = max(resolved, key=lambda p: abs(p.log)) if resolved else None
     if lead is None:
         first = f"Neither knob's share of the {words} change is resolved by this demo yet."
     else:
-        at_low_too = f" and {_share(at_low.get(lead.name), low)}" if low != high else ""
-        first = f"{lead.name} did it: {words} {_share(lead, high)}{at_low_too}."
+        at_low_too = f" and {_share(at_low.get(lead.name), low, trials)}" if low != high else ""
+        first = f"{lead.name} did it: {words} {_share(lead, high, trials)}{at_low_too}."
     rest = [p for p in at_high.values() if lead is None or p.name != lead.name]
-    others = "; ".join(f"{p.name} {_share(p, high)}" for p in rest)
+    others = "; ".join(f"{p.name} {_share(p, high, trials)}" for p in rest)
     return first, f"The other change: {others}." if others else "No other change was tested."
 
 
@@ -97,17 +104,18 @@ def landing_answer(settings: Settings) -> Answer | None:
     record = demo_experiment(settings)
     if record is None:
         return None
-    attr = experiment_attribution(settings, record)
-    sentences = _sentences(attr) if attr is not None else None
-    if sentences is None:
-        return None
     spec = record.spec
     trials = spec.get("trials")
+    trials = trials if isinstance(trials, int) else len({r.trial for r in record.runs})
+    attr = experiment_attribution(settings, record)
+    sentences = _sentences(attr, trials) if attr is not None else None
+    if sentences is None:
+        return None
     server = (spec.get("base") or {}).get("server") or {}
     return Answer(
         sentences=sentences,
         experiment_id=record.experiment_id,
         experiment_name=str(spec.get("name") or record.experiment_id),
-        trials=trials if isinstance(trials, int) else len({r.trial for r in record.runs}),
+        trials=trials,
         shape=server.get("shape"),
     )

@@ -295,7 +295,7 @@ def format_experiment(settings: Settings, record: ExperimentRecord) -> str:
     baseline = story.baseline
     table = arm_table(runs, story)
     out += story.verdict
-    out.append(story.noise)
+    out += [story.noise] if story.noise else []  # this host's run-to-run noise, if known
     # a grid's split of the difference into knobs; an unexercised knob's part is "not tested"
     out += format_attribution(settings, record, untested=story.untested_knobs)
     rows = []
