@@ -32,7 +32,14 @@ import pandas as pd
 
 from core.analysis.diff import confounders
 from core.analysis.drift import Drift, drift_findings
-from core.analysis.family import benjamini_hochberg, holm, holm_name, p_from_interval
+from core.analysis.family import (
+    ALPHA,
+    benjamini_hochberg,
+    bh_name,
+    holm,
+    holm_name,
+    p_from_interval,
+)
 from core.analysis.knob_checks import (
     knob_change,
     knob_checks,
@@ -61,9 +68,11 @@ from core.analysis.stats import (
 )
 from core.analysis.trials import closing_runs, experiment_runs, noise_floor
 from core.analysis.words import (
+    BETTER_ALONE,
     EQUIVALENT,
     INCONCLUSIVE,
     UNCONFIRMED,
+    WORSE_ALONE,
     Reading,
     demote,
     margin_of,
@@ -130,11 +139,13 @@ CardVerdict = Literal[
     "equivalent",
     "inconclusive",
     "unconfirmed",
+    "better alone",
+    "worse alone",
     "not tested by this workload",
     "cost",
 ]
 COST: Literal["cost"] = "cost"
-_NO_FINDING = (EQUIVALENT, INCONCLUSIVE, UNCONFIRMED, NOT_TESTED, COST)
+_NO_FINDING = (EQUIVALENT, INCONCLUSIVE, UNCONFIRMED, BETTER_ALONE, WORSE_ALONE, NOT_TESTED, COST)
 Family = Literal["confirmatory", "exploratory"]
 # the card metrics a knob meant to consume memory moves on purpose (its cost)
 _COST_METRICS = {
@@ -328,14 +339,17 @@ def declare_family(rows: Sequence[CardRow]) -> list[CardRow]:
         tested = [i for i in idx if out[i].low is not None and out[i].high is not None]
         p = [_p_value(out[i]) for i in tested]
         if family == "confirmatory":
-            keep, why = holm(p), f"not confirmed by {holm_name(len(idx))}"
+            keep, why = holm(p), f"the family ({holm_name(len(idx))})"
         else:
-            keep = benjamini_hochberg(p)
-            why = f"exploratory: not confirmed by Benjamini–Hochberg over {len(idx)} cells"
+            keep, why = benjamini_hochberg(p), f"the exploratory cells ({bh_name(len(idx))})"
+        need = 1 - ALPHA / max(len(idx), 1)  # Bonferroni: confirms it whatever the rest read
         for i, ok in zip(tested, keep, strict=True):
             if not ok and out[i].reading.coloured:
-                reading = demote(out[i].reading, why)
-                out[i] = replace(out[i], reading=reading, verdict=reading.word)
+                r = out[i]
+                assert r.change is not None and r.low is not None and r.high is not None
+                interval = (r.change, r.low, r.high)
+                reading = demote(r.reading, why, need, interval, min(r.n, r.n_base), r.level)
+                out[i] = replace(r, reading=reading, verdict=reading.word)
     return out
 
 
@@ -631,6 +645,8 @@ _MARK = {
     EQUIVALENT: "≈",
     INCONCLUSIVE: "?",
     UNCONFIRMED: "·",
+    BETTER_ALONE: "△",
+    WORSE_ALONE: "▽",
     NOT_TESTED: "n/t",
     COST: "cost",
 }
@@ -821,7 +837,7 @@ def _knob_story(
         replace(r, verdict=NOT_TESTED)
         if r.arm in untested
         and r.metric not in _MEMORY
-        and r.verdict in (EQUIVALENT, INCONCLUSIVE, UNCONFIRMED)
+        and r.verdict in (EQUIVALENT, INCONCLUSIVE, UNCONFIRMED, BETTER_ALONE, WORSE_ALONE)
         else r
         for r in card
     ]
