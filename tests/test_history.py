@@ -280,7 +280,7 @@ def test_the_version_demos_history_reads_the_change_as_its_experiment() -> None:
         if row.metric in HISTORY_METRICS and row.concurrency is not None:
             assert f"{row.name} {row.where} {row.change_text()}, {row.word_text()}" in lines[0]
     c16 = next(r for r in story.card if r.metric == "output_throughput" and r.concurrency == 16)
-    assert c16.verdict == "inconclusive" and "-30.7%" in lines[0]
+    assert c16.verdict == "worse alone" and "-30.7%" in lines[0]
     assert history.band_from in {"sglang-0.5.14", "sglang-0.5.17"}
     assert "Regression in" not in " ".join(lines)  # neither page claims one
     assert lines[-1].startswith("With these ") and "4 times in 5" in lines[-1]

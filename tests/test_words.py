@@ -3,10 +3,13 @@ margin, inconclusive with the trials that would resolve it, unconfirmed without 
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from core.analysis import points
 from core.analysis.power import resolvable_effect
+from core.analysis.stats import t_quantile
 from core.analysis.words import (
     UNCONFIRMED,
     Reading,
@@ -56,13 +59,40 @@ def test_no_interval_is_unconfirmed_however_large_and_never_coloured() -> None:
     assert read_difference("output_throughput", None, None, None, 0).word == UNCONFIRMED
 
 
-def test_a_finding_the_family_does_not_confirm_reads_inconclusive() -> None:
-    r = read_difference("output_throughput", 0.1, 0.01, 0.2, 3)
-    d = demote(r, "not confirmed by Holm over 6 comparisons")
-    assert d.word == "inconclusive" and not d.coloured
-    assert d.text() == "inconclusive (not confirmed by Holm over 6 comparisons)"
+def test_a_finding_the_family_does_not_confirm_reads_worse_alone_never_inconclusive() -> None:
+    """The graphs-off demo's c=64 contrast: its 95 % interval excludes zero over 3 trials,
+    Holm over 6 does not confirm it; it reads worse alone, with the trials whose 99.2 %
+    interval (5 % / 6) would exclude zero at this noise, were the change what it is now."""
+    r = read_difference("output_throughput", -0.655, -0.816, -0.353, 3)
+    assert r.word == "worse"
+    d = demote(r, "the family (Holm over 6 comparisons)", 1 - 0.05 / 6, (-0.655, -0.816, -0.353), 3)
+    assert d.word == "worse alone" and not d.coloured and d.trials == 4
+    assert d.text() == (
+        "worse alone, not confirmed over the family (Holm over 6 comparisons); about 4 trials "
+        "would confirm it at this noise (at 99.2%, the per-comparison level that confirms it)"
+    )
+    assert "inconclusive" not in d.text()
+    # the trials are the first whose interval at the family's level excludes zero
+    sd = (math.log1p(-0.353) - math.log1p(-0.816)) / 2 / t_quantile(0.975, 2) * math.sqrt(3)
+    for n, excludes in ((3, False), (4, True)):
+        half = t_quantile(1 - 0.05 / 12, n - 1) * sd / math.sqrt(n)
+        assert (half < abs(math.log1p(-0.655))) is excludes
+    up = demote(
+        read_difference("output_throughput", 0.02, 0.006, 0.034, 3),
+        "x",
+        0.99,
+        (0.02, 0.006, 0.034),
+        3,
+    )
+    assert up.word == "better alone" and up.text().startswith("better alone, not confirmed over x")
     same = read_difference("output_throughput", 0.0, -0.01, 0.01, 3)
-    assert demote(same, "x") == same
+    assert demote(same, "x", 0.99, (0.0, -0.01, 0.01), 3) == same
+
+
+def test_the_resolvable_effect_at_a_stricter_level_is_wider() -> None:
+    assert resolvable_effect(0.1, 5) == resolvable_effect(0.1, 5, 0.95)
+    strict = resolvable_effect(0.1, 5, 1 - 0.05 / 6)
+    assert strict is not None and strict > (resolvable_effect(0.1, 5) or 0)
 
 
 def test_the_single_run_table_says_the_same_word() -> None:

@@ -6,14 +6,16 @@ p99), ITL and TPOT (median), the peak GPU memory and the memory headroom, plus t
 (a start-up fact, one value per run). Each cell holds the change, its 95% interval
 (``core.analysis.stats.paired_log_ratio``: paired by trial, log scale, never below -100%)
 and its word (``core.analysis.words``: better / worse, equivalent within ±M, inconclusive,
-unconfirmed). The family is declared (``core.analysis.family``): the confirmatory contrasts
-are each knob's arm × each headline metric at the headline point, under Holm; every other
-cell is exploratory and is coloured only where Benjamini–Hochberg confirms it. What a knob
-is meant to consume (``KnobSpec.meant_cost``: reserved or graph memory) reads "cost", never
-worse. Regressions come first, in words (``regressions``): confirmed confirmatory ones only.
-Points whose numbers are suspect (cut short by a cancel, the load generator saturated or
-its timestamps late, not steady state: ``core.metrics.point_caveats``) are named too
-(``caveats``), in the card and the verdict alike.
+unconfirmed; its rows: ``core.analysis.card_row``). The family is declared
+(``core.analysis.verdict_family`` over the rules of ``core.analysis.family``): the
+confirmatory contrasts are each knob's arm × each headline metric at the headline point,
+under Holm; every other cell is exploratory and is coloured only where Benjamini–Hochberg
+confirms it. What a knob is meant to consume (``KnobSpec.meant_cost``: reserved or graph
+memory) reads "cost", never worse. Regressions come first, in words (``regressions``):
+confirmed confirmatory ones only. Points whose numbers are suspect (cut short by a cancel,
+the load generator saturated or its timestamps late, not steady state:
+``core.metrics.point_caveats``) are named too (``caveats``), in the card and the verdict
+alike.
 
 An arm is a list of runs: the trials of an experiment arm, or one run of a comparison.
 With fewer than 3 runs per arm there is no interval and the change is unconfirmed, whatever
@@ -25,14 +27,14 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from core.analysis.card_row import CARD_METRICS, COST, MEMORY_METRICS, CardRow
 from core.analysis.diff import confounders
 from core.analysis.drift import Drift, drift_findings
-from core.analysis.family import benjamini_hochberg, holm, holm_name, p_from_interval
 from core.analysis.knob_checks import (
     knob_change,
     knob_checks,
@@ -54,7 +56,6 @@ from core.analysis.runs import RunView
 from core.analysis.same_answers import AnswersVerdict, answers_lines, answers_of_runs
 from core.analysis.sequential import look_level, progress_text
 from core.analysis.stats import (
-    MIN_TRIALS_FOR_CI,
     NOT_TESTED,
     RunOfArm,
     arm_stats,
@@ -63,12 +64,20 @@ from core.analysis.stats import (
     verdict,
 )
 from core.analysis.trials import closing_runs, experiment_runs
+from core.analysis.verdict_family import (
+    confirmatory_arms,
+    declare_family,
+    family_line,
+    regression_lines,
+    regressions,
+    regressions_paragraph,
+)
 from core.analysis.words import (
+    BETTER_ALONE,
     EQUIVALENT,
     INCONCLUSIVE,
     UNCONFIRMED,
-    Reading,
-    demote,
+    WORSE_ALONE,
     margin_of,
     read_difference,
 )
@@ -76,7 +85,6 @@ from core.config import same_value
 from core.engines.registry import find_engine
 from core.experiments.design import DEFAULT_MARGIN, ExperimentSpec, baseline_arm
 from core.experiments.records import ExperimentRecord
-from core.metric_info import metrics_for
 from core.metrics import (
     CAVEAT_KINDS,
     CAVEAT_MEANING,
@@ -85,17 +93,12 @@ from core.metrics import (
     as_number,
     headline_index,
     metric_label,
-    metric_name,
-    metric_unit,
     point_caveats,
 )
 from core.numbers import (
     number_text,
-    pct_interval_text,
-    pct_number,
     pct_text,
     share_text,
-    signed_text,
 )
 from core.settings import Settings
 
@@ -118,114 +121,16 @@ __all__ = [
     "noise_note",
     "regression_lines",
     "regressions",
+    "regressions_paragraph",
     "shared_experiment",
     "summary_card",
 ]
 
-# The words of core.analysis.words; besides them "not tested by this workload": the arm
-# differs from the baseline only in a knob whose resource the workload never reached
-# (core.analysis.knob_checks), so its change is no finding; and "cost": what a knob under
-# test is meant to consume (KnobSpec.meant_cost), its price, not a regression.
-CardVerdict = Literal[
-    "better",
-    "worse",
-    "equivalent",
-    "inconclusive",
-    "unconfirmed",
-    "not tested by this workload",
-    "cost",
-]
-COST: Literal["cost"] = "cost"
-_NO_FINDING = (EQUIVALENT, INCONCLUSIVE, UNCONFIRMED, NOT_TESTED, COST)
-Family = Literal["confirmatory", "exploratory"]
 # the card metrics a knob meant to consume memory moves on purpose (its cost)
 _COST_METRICS = {
     "reserved_memory_kv_tokens": ("peak_gpu_mib", "headroom_gb"),
     "graph_memory": ("peak_gpu_mib", "headroom_gb"),
 }
-
-# The card's metrics, in order (core.metric_info: their words, units and directions)
-CARD_METRICS = metrics_for("card")
-_MEMORY = ("peak_gpu_mib", "headroom_gb", "kv_cache_tokens")
-
-
-@dataclass(frozen=True)
-class CardRow:
-    """One metric at one concurrency (None: a whole-run fact such as the KV pool) for one
-    arm against the baseline."""
-
-    metric: str
-    concurrency: int | None
-    point: str
-    arm: str
-    baseline: str
-    base_mean: float | None
-    mean: float | None
-    change: float | None  # relative, paired by trial (core.analysis.stats.paired_log_ratio)
-    low: float | None
-    high: float | None
-    n: int
-    n_base: int
-    verdict: CardVerdict
-    confirmed: bool  # an interval backs the reading
-    level: float = 0.95  # the interval's coverage (trials: auto: the adjusted level)
-    reading: Reading = field(default_factory=lambda: Reading(UNCONFIRMED))
-    family: Family = "exploratory"  # confirmatory: a knob × headline metric at the headline
-
-    @property
-    def name(self) -> str:
-        return metric_name(self.metric)
-
-    @property
-    def unit(self) -> str:
-        return metric_unit(self.metric)
-
-    @property
-    def where(self) -> str:
-        return "at start-up" if self.concurrency is None else f"at c={self.concurrency}"
-
-    def change_text(self) -> str:
-        """``+44% (95% CI +3…+84%)``; memory also in its own unit (``+306 MiB``)."""
-        if self.change is None:
-            return "n/a"
-        text = pct_text(self.change)
-        if self.metric in _MEMORY and self.mean is not None and self.base_mean is not None:
-            text = f"{signed_text(self.mean - self.base_mean, self.unit)} ({text})"
-        if self.low is not None and self.high is not None:
-            ci = "95% CI" if self.level == 0.95 else f"{share_text(self.level, 1)} CI"
-            text += f" ({ci} {pct_interval_text(self.low, self.high)})"
-        elif self.n < MIN_TRIALS_FOR_CI or self.n_base < MIN_TRIALS_FOR_CI:
-            text += f" (no interval: {min(self.n, self.n_base)} run(s) per arm)"
-        return text
-
-    def cell_text(self) -> str:
-        """The change for a grid cell, short: ``+44% [+1, +105] ▼``."""
-        if self.change is None:
-            return "n/a"
-        text = pct_text(self.change, decimals=None)
-        if self.metric in _MEMORY and self.mean is not None and self.base_mean is not None:
-            text = f"{signed_text(self.mean - self.base_mean, self.unit)} ({text})"
-        if self.low is not None and self.high is not None:
-            low, high = (pct_number(x, decimals=None) for x in (self.low, self.high))
-            text += f" [{low}, {high}]"
-        return f"{text} {_MARK[self.verdict]}"
-
-    def word_text(self) -> str:
-        """The row's word in full: ``inconclusive; about 6 trials would resolve ±5% at this
-        noise``, ``equivalent within ±5%``, ``cost``."""
-        if self.verdict in (NOT_TESTED, COST):
-            return self.verdict
-        return self.reading.text()
-
-    def sentence(self) -> str:
-        """A regression or gain in words, e.g. ``median TTFT at c=64 is 44% worse with
-        graphs on than graphs off (95% CI +3.5…+84%)``."""
-        if self.change is None:
-            return f"{self.name} {self.where}: unknown"
-        return (
-            f"{self.name} {self.where}: {self.change_text()} with {self.arm} vs "
-            f"{self.baseline}, {self.word_text()}"
-        )
 
 
 def _point_values(
@@ -241,7 +146,7 @@ def _point_values(
             cell = out.setdefault(key, {})
             metrics = s.get("metrics") or {}
             for m in CARD_METRICS:
-                value = as_number(metrics.get(m)) if m not in _MEMORY else None
+                value = as_number(metrics.get(m)) if m not in MEMORY_METRICS else None
                 if m == "peak_gpu_mib":
                     value = peaks.get(int(s.get("index", -1)))
                 elif m == "headroom_gb" and free_gb is None:
@@ -303,45 +208,6 @@ def summary_card(
                 rows.append(row)
     # the KV pool and the headroom from server facts are whole-run: drop empty ones
     return declare_family([r for r in rows if r.mean is not None or r.base_mean is not None])
-
-
-def confirmatory_arms(arms: Mapping[str, Sequence[RunView]], baseline: str) -> list[str]:
-    """The arms whose contrasts with the baseline are confirmatory: each knob's own arm
-    (the one differing from the baseline in that knob alone); where no arm does, every arm
-    (an A/A, arms that differ in several fields)."""
-    alone = single_knob_arms(arms, baseline)
-    return list(alone) if alone else [a for a in arms if a != baseline]
-
-
-def declare_family(rows: Sequence[CardRow]) -> list[CardRow]:
-    """The family's correction: a confirmatory better / worse stands only where Holm over
-    the confirmatory contrasts rejects "no change"; an exploratory one only where
-    Benjamini–Hochberg over the exploratory cells does; the others read inconclusive,
-    naming the rule. Costs and unconfirmed rows take no part."""
-    out = list(rows)
-    for family in ("confirmatory", "exploratory"):
-        idx = [
-            i
-            for i, r in enumerate(out)
-            if r.family == family and r.verdict != COST and r.verdict != NOT_TESTED
-        ]
-        tested = [i for i in idx if out[i].low is not None and out[i].high is not None]
-        p = [_p_value(out[i]) for i in tested]
-        if family == "confirmatory":
-            keep, why = holm(p), f"not confirmed by {holm_name(len(idx))}"
-        else:
-            keep = benjamini_hochberg(p)
-            why = f"exploratory: not confirmed by Benjamini–Hochberg over {len(idx)} cells"
-        for i, ok in zip(tested, keep, strict=True):
-            if not ok and out[i].reading.coloured:
-                reading = demote(out[i].reading, why)
-                out[i] = replace(out[i], reading=reading, verdict=reading.word)
-    return out
-
-
-def _p_value(row: CardRow) -> float:
-    assert row.change is not None and row.low is not None and row.high is not None
-    return p_from_interval(row.change, row.low, row.high, min(row.n, row.n_base), row.level)
 
 
 def _headline_key(
@@ -569,15 +435,6 @@ def _row(
     )
 
 
-def regressions(rows: Sequence[CardRow], confirmed_only: bool = True) -> list[CardRow]:
-    """The confirmatory rows that read worse after the family's correction (Holm), by metric
-    and then by the size of the change; never a cost, never an unconfirmed change.
-    ``confirmed_only`` is kept for callers: an unconfirmed row never reads worse."""
-    del confirmed_only
-    worse = [r for r in rows if r.verdict == "worse" and r.family == "confirmatory"]
-    return sorted(worse, key=lambda r: (list(CARD_METRICS).index(r.metric), -abs(r.change or 0.0)))
-
-
 def card_frame(rows: Sequence[CardRow]) -> pd.DataFrame:
     """The card as a long table (exports): one row per metric, concurrency and arm."""
     return pd.DataFrame(
@@ -623,17 +480,6 @@ def card_frame(rows: Sequence[CardRow]) -> pd.DataFrame:
             "confirmed",
         ],
     )
-
-
-_MARK = {
-    "better": "▲",
-    "worse": "▼",
-    EQUIVALENT: "≈",
-    INCONCLUSIVE: "?",
-    UNCONFIRMED: "·",
-    NOT_TESTED: "n/t",
-    COST: "cost",
-}
 
 
 def card_grid(rows: Sequence[CardRow], arm: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -687,32 +533,6 @@ def noise_note(
         return ""
     text = noise_text(found)
     return f"{text[:1].upper()}{text[1:]}; it plans trials, it never decides a word."
-
-
-def regression_lines(rows: Sequence[CardRow]) -> list[str]:
-    """The regressions in words (``regressions``: confirmatory, confirmed by Holm); one line
-    per arm and metric (a metric worse at several concurrencies is one line naming them)."""
-    groups: dict[tuple[str, str], list[CardRow]] = {}
-    for r in regressions(rows):
-        groups.setdefault((r.arm, r.metric), []).append(r)
-    lines = []
-    for (_, _), group in groups.items():
-        if len(group) == 1:
-            lines.append(group[0].sentence())
-            continue
-        first = group[0]
-        group = sorted(group, key=lambda r: (r.concurrency is None, r.concurrency or 0))
-        changes = sorted(r.change or 0.0 for r in group)
-        low, high = pct_text(changes[0]), pct_text(changes[-1])
-        span = low if low == high else f"{low} to {high}"
-        if first.metric in _MEMORY:
-            diffs = sorted((r.mean or 0.0) - (r.base_mean or 0.0) for r in group)
-            span = f"{signed_text(diffs[0])} to {signed_text(diffs[-1], first.unit)} ({span})"
-        where = ", ".join(str(r.concurrency) for r in group)
-        lines.append(
-            f"{first.name} at c={where}: {span} with {first.arm} vs {first.baseline}, worse"
-        )
-    return lines
 
 
 @dataclass(frozen=True)
@@ -779,35 +599,6 @@ class Story:
         }
 
 
-def regressions_paragraph(card: Sequence[CardRow]) -> list[str]:
-    """The verdict's regressions paragraph (none without a regression), naming its family
-    (``Regressions (Holm over 6 comparisons): …``): a paragraph of its own before the
-    contrasts, on Compare and on the Experiment page alike."""
-    regs = regression_lines(card)
-    m = sum(r.family == "confirmatory" for r in card)
-    return [f"Regressions ({holm_name(m)}): " + "; ".join(regs) + "."] if regs else []
-
-
-def family_line(card: Sequence[CardRow]) -> str | None:
-    """The declared family in words: ``Confirmatory: output throughput, median TTFT, median
-    ITL at c=64 for graphs on — Holm over 3 comparisons; the other 40 cells are exploratory,
-    coloured only where Benjamini–Hochberg confirms them.`` None without one."""
-    conf = [r for r in card if r.family == "confirmatory"]
-    if not any(r.confirmed for r in conf):  # one run per arm: nothing to control
-        return None
-    names = ", ".join(dict.fromkeys(r.name for r in conf))
-    arms = ", ".join(dict.fromkeys(r.arm for r in conf))
-    rest = sum(r.family == "exploratory" and r.verdict != COST for r in card)
-    costs = sum(r.verdict == COST for r in card)
-    are = "cells are" if costs != 1 else "cell is"
-    tail = f"; {costs} {are} a knob's intended cost, never a regression" if costs else ""
-    return (
-        f"Confirmatory: {names} at {conf[0].point} for {arms} — {holm_name(len(conf))}; the "
-        f"other {rest} cells are exploratory, coloured only where Benjamini–Hochberg confirms "
-        f"them{tail}."
-    )
-
-
 def _headline_row(card: Sequence[CardRow], arm: str) -> CardRow | None:
     """The arm's output throughput at its highest concurrency: what a knob did, in one row."""
     rows = [r for r in card if r.arm == arm and r.metric == "output_throughput"]
@@ -830,8 +621,8 @@ def _knob_story(
     rows = [
         replace(r, verdict=NOT_TESTED)
         if r.arm in untested
-        and r.metric not in _MEMORY
-        and r.verdict in (EQUIVALENT, INCONCLUSIVE, UNCONFIRMED)
+        and r.metric not in MEMORY_METRICS
+        and r.verdict in (EQUIVALENT, INCONCLUSIVE, UNCONFIRMED, BETTER_ALONE, WORSE_ALONE)
         else r
         for r in card
     ]

@@ -16,7 +16,14 @@ from collections.abc import Sequence
 
 from core.analysis.stats import t_quantile
 
-__all__ = ["ALPHA", "benjamini_hochberg", "holm", "holm_name", "p_from_interval"]
+__all__ = [
+    "ALPHA",
+    "benjamini_hochberg",
+    "bh_name",
+    "holm",
+    "holm_name",
+    "p_from_interval",
+]
 
 ALPHA = 0.05  # the family-wise error (Holm) and the false-discovery rate (BH)
 
@@ -53,6 +60,11 @@ def benjamini_hochberg(p_values: Sequence[float], q: float = ALPHA) -> list[bool
 def holm_name(m: int) -> str:
     """How the verdict names its family: ``Holm over 6 comparisons``."""
     return f"Holm over {m} comparison{'s' if m != 1 else ''}"
+
+
+def bh_name(m: int) -> str:
+    """How the verdict names the exploratory cells' rule: ``Benjamini–Hochberg over 22 cells``."""
+    return f"Benjamini–Hochberg over {m} cell{'s' if m != 1 else ''}"
 
 
 def p_from_interval(

@@ -21,7 +21,7 @@ import numpy as np
 
 from core.analysis.noise import Fingerprint, runs_fingerprint
 from core.analysis.points import PointKey, first_points
-from core.analysis.stats import MIN_TRIALS_FOR_CI, RunOfArm, t975, trial_log_ratios
+from core.analysis.stats import MIN_TRIALS_FOR_CI, RunOfArm, t_quantile, trial_log_ratios
 from core.analysis.trials import experiment_runs
 from core.experiments.design import baseline_arm, list_experiments
 from core.experiments.records import ExperimentRecord
@@ -55,14 +55,16 @@ class HostNoise:
     host: str  # the fingerprint's words (``core.analysis.noise.Fingerprint.text``)
 
 
-def resolvable_effect(sd_log: float, trials: int) -> float | None:
-    """The half-width of the paired 95% interval, mapped back (exp(h) − 1), for ``trials``
-    trials at a per-trial log-ratio sd of ``sd_log``: the smallest effect those trials can
-    tell from noise. None below ``MIN_TRIALS_FOR_CI`` trials (the estimator gives no
-    interval there). Pure: usable by any trial-count rule (``trials: auto``)."""
+def resolvable_effect(sd_log: float, trials: int, level: float = 0.95) -> float | None:
+    """The half-width of the paired ``level`` interval (95 %), mapped back (exp(h) − 1), for
+    ``trials`` trials at a per-trial log-ratio sd of ``sd_log``: the smallest effect those
+    trials can tell from noise. None below ``MIN_TRIALS_FOR_CI`` trials (the estimator gives
+    no interval there). Pure: usable by any trial-count rule (``trials: auto``) and by a
+    family's stricter per-comparison level (``core.analysis.words.demote``)."""
     if trials < MIN_TRIALS_FOR_CI or not math.isfinite(sd_log) or sd_log < 0:
         return None
-    return math.expm1(t975(float(trials - 1)) * sd_log / math.sqrt(trials))
+    t = t_quantile(1 - (1 - level) / 2, float(trials - 1))
+    return math.expm1(t * sd_log / math.sqrt(trials))
 
 
 def contrast_log_sd(

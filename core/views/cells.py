@@ -63,7 +63,9 @@ CARD_LEGEND = (
     "▲ better / ▼ worse by each metric's direction (green / red): the interval lies beyond "
     "zero and the contrast survives its family (Holm for the confirmatory contrasts, "
     "Benjamini–Hochberg for the rest); ≈ equivalent: the interval lies inside the plan's "
-    "equivalence margin; ? inconclusive: neither; · unconfirmed: no interval (one run per "
+    "equivalence margin; △ better alone / ▽ worse alone: the interval alone lies beyond zero, "
+    "its family does not confirm it (never coloured); ? inconclusive: the interval is too "
+    "wide for either; · unconfirmed: no interval (one run per "
     "arm), never coloured; cost: memory a knob is meant to consume; n/t = not tested by this "
     "workload: the arm differs only in a knob whose resource the load never reached."
 )

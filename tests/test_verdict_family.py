@@ -1,0 +1,57 @@
+"""The verdict's family over card rows: Holm over the confirmatory contrasts, BH over the
+exploratory cells; a better / worse the family does not confirm reads "alone", never
+inconclusive, and never enters Regressions."""
+
+from __future__ import annotations
+
+from core.analysis.card_row import CardRow
+from core.analysis.verdict_family import declare_family, family_line, regressions
+from core.analysis.words import read_difference
+
+
+def _row(change: float, low: float, high: float, family: str = "confirmatory") -> CardRow:
+    reading = read_difference("output_throughput", change, low, high, 3)
+    return CardRow(
+        metric="output_throughput",
+        concurrency=64,
+        point="c=64",
+        arm="off",
+        baseline="on",
+        base_mean=100.0,
+        mean=100.0 * (1 + change),
+        change=change,
+        low=low,
+        high=high,
+        n=3,
+        n_base=3,
+        verdict=reading.word,
+        confirmed=True,
+        reading=reading,
+        family=family,  # type: ignore[arg-type]
+    )
+
+
+def test_a_worse_holm_does_not_confirm_reads_worse_alone_and_is_no_regression() -> None:
+    # the graphs demo's c=64 contrast beside five that changed nothing
+    rows = [_row(-0.655, -0.816, -0.353)] + [_row(0.0, -0.02, 0.02) for _ in range(5)]
+    out = declare_family(rows)
+    assert out[0].verdict == "worse alone" and not out[0].reading.coloured
+    head = "worse alone, not confirmed over the family (Holm over 6 comparisons); about 4"
+    assert out[0].word_text().startswith(head)
+    assert regressions(out) == []
+    assert "Holm over 6 comparisons" in (family_line(out) or "")
+
+
+def test_a_worse_holm_confirms_stays_worse_and_is_a_regression() -> None:
+    rows = [_row(-0.5, -0.51, -0.49)] + [_row(0.0, -0.02, 0.02) for _ in range(5)]
+    out = declare_family(rows)
+    assert out[0].verdict == "worse" and regressions(out) == [out[0]]
+
+
+def test_an_exploratory_cell_bh_does_not_confirm_names_its_cells() -> None:
+    rows = [_row(-0.307, -0.46, -0.112, "exploratory")]
+    rows += [_row(0.0, -0.3, 0.3, "exploratory") for _ in range(21)]
+    out = declare_family(rows)
+    head = "worse alone, not confirmed over the exploratory cells (Benjamini–Hochberg over 22"
+    assert out[0].word_text().startswith(head)
+    assert "inconclusive" not in out[0].word_text()
