@@ -25,7 +25,7 @@ from core.errors import ConfigError
         (
             {"server": {"engine": "transformers", "mem_fraction_static": 0.9}},
             "server",
-            "sglang engine only",
+            "sglang, vllm engines only",
         ),
         ({"server": {"engine": "endpoint"}}, "server", "endpoint_url is required"),
         ({"server": {"port": 80}}, "server.port", "at least 1024 (you gave 80)"),
@@ -93,7 +93,7 @@ def test_every_problem_beside_its_field_for_a_form() -> None:
         ServerConfig.model_validate({"engine": "transformers", "mem_fraction_static": 0.9})
     by_knob = validation_errors(info.value, "server", "engine", ServerConfig.model_fields)
     assert list(by_knob) == ["server.mem_fraction_static"]
-    assert "sglang engine only" in by_knob["server.mem_fraction_static"]
+    assert "sglang, vllm engines only" in by_knob["server.mem_fraction_static"]
 
 
 def test_spec_round_trips_through_json_with_infinite_rate() -> None:

@@ -183,7 +183,9 @@ def test_no_drift_no_line(settings: Settings) -> None:
     """The same experiment without the drift: the verdict is its one sentence on B's 20 %,
     with no "Read with care" line after it, and no drift caveat."""
     story = experiment_story(settings, _experiment(settings, _drifting(0.0)))
-    (verdict,) = story.verdict
+    # its one sentence on B's 20 % (beside it only the family's line), no "Read with care"
+    assert not any(v.startswith("Read with care") for v in story.verdict), story.verdict
+    (verdict,) = [v for v in story.verdict if not v.startswith("Confirmatory:")]
     assert verdict.startswith("drifting: +19.8% output throughput at concurrency 1"), verdict
     assert not any("drift" in c.sentence() for c in story.caveats)
 

@@ -78,6 +78,9 @@ def _browser():  # type: ignore[no-untyped-def]
     return pw, browser
 
 
+# Each run of the A/B now also asks its 32 known-answer questions (the answers step, issue
+# 36): on a busy 2-core host that adds minutes, so the wait and the test's limit are longer.
+@pytest.mark.timeout(1500)
 def test_launch_watch_and_compare_in_a_browser(portal: tuple[str, Path]) -> None:
     base, data = portal
     ARTIFACTS.mkdir(exist_ok=True)
@@ -105,7 +108,7 @@ def test_launch_watch_and_compare_in_a_browser(portal: tuple[str, Path]) -> None
         # watch the first run live on its page
         page.goto(f"{base}/run?run={ids[0]}")
         page.get_by_text(f"Run {ids[0]}").wait_for(timeout=30_000)
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + 900
         while time.monotonic() < deadline:
             states = [RunFolder(data / "runs" / i).status().get("state") for i in ids]
             if all(s not in ("queued", "running") for s in states):

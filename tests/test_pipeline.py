@@ -174,7 +174,7 @@ def test_crash_on_start_is_recorded_with_the_log(
 def test_bad_input_names_the_flag_and_stores_nothing(settings: Settings) -> None:
     out = run_cli(settings, "run", "--engine", "transformers", "--mem-fraction-static", "0.9")
     assert out.returncode == 2
-    assert "mem_fraction_static applies to the sglang engine only" in out.stderr
+    assert "mem_fraction_static applies to the sglang, vllm engines only" in out.stderr
     assert not settings.runs_dir.exists() or not any(settings.runs_dir.iterdir())
 
 

@@ -50,7 +50,9 @@ def test_the_registration_adds_the_engine_with_its_declarations(toy: None) -> No
     spec = get_engine("toy")
     assert spec.knob("continuous_batching") is not None
     # its declarations are the config's rules: a knob it does not declare is refused
-    with pytest.raises(ValueError, match="mem_fraction_static applies to the sglang engine"):
+    with pytest.raises(
+        ValueError, match="mem_fraction_static applies to the sglang, vllm engines only"
+    ):
         ServerConfig(engine="toy", mem_fraction_static=0.8)
 
 
