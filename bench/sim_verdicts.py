@@ -74,7 +74,7 @@ def one_experiment(rng: np.random.Generator, trials: int, cv: float) -> dict[str
         arm: [_run(f"{arm}-{t}", server, rng, sigma) for t in range(trials)]
         for arm, server in ARMS.items()
     }
-    rows = summary_card(arms, "base", None, {a: list(range(trials)) for a in arms})
+    rows = summary_card(arms, "base", {a: list(range(trials)) for a in arms})
     pair = comparison_story([arms["triton"][0], arms["base"][0]], 1, ["triton", "base"])
     words = " ".join(line for line in pair.verdict)
     return {

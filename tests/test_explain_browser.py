@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator
 
@@ -183,7 +184,7 @@ def test_experiment_page_of_a_finished_grid_shows_the_waterfall_and_the_verdict(
         page = browser.new_page(viewport={"width": 1400, "height": 1400})
         page.goto(f"{base}/experiment?experiment={GRID}")
         page.get_by_text("Attribution: which knob did it").wait_for(timeout=90_000)
-        verdict = page.get_by_text("Of the ").first
+        verdict = page.get_by_text(re.compile(r"^Of the ")).first
         verdict.wait_for(timeout=60_000)
         sentence = verdict.inner_text()
         assert "output throughput at concurrency 4" in sentence, sentence

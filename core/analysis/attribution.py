@@ -58,6 +58,7 @@ __all__ = [
     "experiment_effects",
     "format_attribution",
     "higher_is_better",
+    "involves",
     "part_reading",
     "verdict_sentence",
 ]
@@ -156,7 +157,7 @@ def _level_name(knob: str, design: Design, i: int) -> str:
     )
 
 
-def _involves(term: str, knobs: Collection[str]) -> bool:
+def involves(term: str, knobs: Collection[str]) -> bool:
     """Whether a term ("cuda_graphs off→on" or "a 1→2 × b 3→4") involves one of ``knobs``:
     an interaction with a knob the workload could not show is not tested either."""
     return any(part.split(" ", 1)[0] in knobs for part in term.split(" × "))
@@ -545,7 +546,7 @@ def _part_text(p: Part, metric: str, untested: Collection[str]) -> str:
     (``part_reading``)."""
     reading = part_reading(p, metric)
     tail = "" if reading.coloured else f", {reading.text()}"
-    if _involves(p.name, untested):
+    if involves(p.name, untested):
         tail = f", {NOT_TESTED}"
     name = (
         p.name
@@ -645,7 +646,7 @@ def experiment_effects(
     ]
     effects = effects_table(attr)
     if untested and not effects.empty:
-        idle = effects["term"].map(lambda term: _involves(str(term), untested))
+        idle = effects["term"].map(lambda term: involves(str(term), untested))
         found = effects["label"].isin(["better", "worse"])
         effects.loc[idle & ~found, "label"] = NOT_TESTED
     return sentences + [f"note: {n}" for n in attr.notes], effects

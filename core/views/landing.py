@@ -10,6 +10,7 @@ in by hand: change the demo and the page changes."""
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from core.analysis.attribution import (
@@ -17,8 +18,11 @@ from core.analysis.attribution import (
     Part,
     decompose,
     experiment_attribution,
+    involves,
     part_reading,
 )
+from core.analysis.card import experiment_story
+from core.analysis.stats import NOT_TESTED
 from core.experiments.design import list_experiments
 from core.experiments.records import ExperimentRecord
 from core.metric_info import metric_name
@@ -67,15 +71,21 @@ def _main_parts(attr: Attribution, concurrency: object) -> dict[str, Part]:
     return {p.name: p for p in decompose(attr, METRIC, concurrency) if p.kind == "main"}
 
 
-def _share(part: Part | None, concurrency: object, trials: int) -> str:
+def _share(
+    part: Part | None, concurrency: object, trials: int, untested: Collection[str] = ()
+) -> str:
     if part is None:
         return f"unknown at concurrency {concurrency}"
     reading = part_reading(part, METRIC, trials)
     word = "" if reading.coloured else f", {reading.text()}"
+    if involves(part.name, untested):  # as the experiment page words it
+        word = f", {NOT_TESTED}"
     return f"{pct_text(part.rel)} at concurrency {concurrency} ({_ci(part)}{word})"
 
 
-def _sentences(attr: Attribution, trials: int) -> tuple[str, str] | None:
+def _sentences(
+    attr: Attribution, trials: int, untested: Collection[str] = ()
+) -> tuple[str, str] | None:
     """The knob whose share is resolved and largest, at the highest and lowest concurrency
     measured; then the other knob's share, with its word (``attribution.part_reading``)
     where its interval reads no better / worse."""
@@ -95,7 +105,7 @@ def _sentences(attr: Attribution, trials: int) -> tuple[str, str] | None:
         at_low_too = f" and {_share(at_low.get(lead.name), low, trials)}" if low != high else ""
         first = f"{lead.name} did it: {words} {_share(lead, high, trials)}{at_low_too}."
     rest = [p for p in at_high.values() if lead is None or p.name != lead.name]
-    others = "; ".join(f"{p.name} {_share(p, high, trials)}" for p in rest)
+    others = "; ".join(f"{p.name} {_share(p, high, trials, untested)}" for p in rest)
     return first, f"The other change: {others}." if others else "No other change was tested."
 
 
@@ -108,7 +118,9 @@ def landing_answer(settings: Settings) -> Answer | None:
     trials = spec.get("trials")
     trials = trials if isinstance(trials, int) else len({r.trial for r in record.runs})
     attr = experiment_attribution(settings, record)
-    sentences = _sentences(attr, trials) if attr is not None else None
+    # a knob the workload never exercised reads "not tested", as on the experiment's page
+    untested = experiment_story(settings, record).untested_knobs if attr is not None else []
+    sentences = _sentences(attr, trials, untested) if attr is not None else None
     if sentences is None:
         return None
     server = (spec.get("base") or {}).get("server") or {}
