@@ -203,3 +203,22 @@ def test_a_flip_outside_a_flat_top_k_is_numerics_but_outside_a_sure_one_is_broke
             assert (
                 "4/4 prompts diverge to a token far outside the baseline's top-k" in judged.sentence
             )
+
+
+def test_a_failed_teacher_forcing_is_said_once_and_the_decoded_tokens_are_read() -> None:
+    # as on the device: SGLang returned one input logprob fewer than asked for every prompt
+    failed = [{"index": i, "logprobs": [], "error": "ValueError: 3 input token logprobs, 4 "
+               "asked for"} for i in range(4)]  # fmt: skip
+    base, arm = _base(), _arm(shift=-0.3)
+    base["forced"], arm["forced"] = failed, failed
+    pair = compare_pair(base, "base", arm, "arm", base, "base")
+    assert pair.forced_kind == "decoded (common prefix)" and pair.forced_failed is not None
+    verdict = judge_arm("arm", "base", [pair], thresholds_from([]), base)
+    assert "decoded (common prefix) |Δ logprob| median 0, max 0.3" in verdict.sentence
+    lines = answers_lines({"arm": verdict}, faster=())
+    assert lines[-1].startswith("Teacher forcing failed on these runs (ValueError: 3 input")
+    # where it worked, nothing is said about it
+    good = compare_pair(_base(), "base", _arm(shift=-0.3), "arm", _base(), "base")
+    assert good.forced_kind == "teacher-forced" and good.forced_failed is None
+    ok = judge_arm("arm", "base", [good], thresholds_from([]), _base())
+    assert not any("Teacher forcing" in x for x in answers_lines({"arm": ok}, faster=()))

@@ -116,6 +116,9 @@ class PairDiff:
     correct: int | None
     asked: int | None
     degenerate: str | None
+    # why the arm's teacher forcing gave nothing (its first error), so a verdict read on
+    # decoded tokens says it was not by choice
+    forced_failed: str | None = None
 
     @property
     def identical(self) -> int:
@@ -346,7 +349,13 @@ def compare_pair(
         correct=arm.get("correct"),
         asked=arm.get("asked"),
         degenerate=_degenerate(arm.get("prompts") or []),
+        forced_failed=None if all_forced else _forced_error(arm),
     )
+
+
+def _forced_error(arm: Mapping[str, Any]) -> str | None:
+    errors = [str(r["error"]) for r in arm.get("forced") or [] if r.get("error")]
+    return errors[0] if errors else None
 
 
 def thresholds_from(aa_pairs: Sequence[PairDiff]) -> Thresholds:
@@ -603,4 +612,18 @@ def answers_lines(verdicts: Mapping[str, AnswersVerdict], faster: Collection[str
         return [found[0].sentence.split(": ", 1)[-1].capitalize() + "."]
     said = [v.sentence.rstrip(".") + "." for v in found if v.outcome != "unchecked"]
     caveats = [speed_caveat(v, v.arm in faster) for v in found]
-    return ["Answers: " + " ".join(said), *[c for c in caveats if c]]
+    return ["Answers: " + " ".join(said), *[c for c in caveats if c], *_forcing_failed(found)]
+
+
+def _forcing_failed(verdicts: Sequence[AnswersVerdict]) -> list[str]:
+    """Once, where teacher forcing gave nothing and |Δ| was read on decoded tokens: why."""
+    pairs = [p for v in verdicts for p in v.pairs]
+    if any(p.forced_kind == "teacher-forced" for p in pairs):
+        return []
+    failed = next((p.forced_failed for p in pairs if p.forced_failed), None)
+    if failed is None:
+        return []
+    return [
+        f"Teacher forcing failed on these runs ({failed}): |Δ logprob| is read on the decoded "
+        "tokens up to each prompt's first divergence."
+    ]
