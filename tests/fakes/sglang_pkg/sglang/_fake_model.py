@@ -95,12 +95,17 @@ class FakeModel:
     def score(
         self, ids: Sequence[int], start: int, k: int
     ) -> tuple[list[list[object]], list[list[list[object]] | None]]:
-        """The input's own logprobs from ``start`` (SGLang's shape: position 0 has null)."""
+        """The input's own logprobs from ``start``, in SGLang's shape: the entry at ``start``
+        is always null, whatever ``start`` is (its scheduler sets ``[None] +
+        input_token_logprobs[:-1]`` against ``origin_input_ids[logprob_start_len:]``; measured
+        on the device: "47 input token logprobs, 48 asked for" when asked from the prompt's
+        end)."""
         chosen: list[list[object]] = []
         tops: list[list[list[object]] | None] = []
-        for pos in range(max(start, 0), len(ids)):
+        first = max(start, 0)
+        for pos in range(first, len(ids)):
             token = ids[pos]
-            if pos == 0:
+            if pos == first:
                 chosen.append([None, token, self.text(token)])
                 tops.append(None)
                 continue
