@@ -11,7 +11,10 @@ the single-run pair (one run of the baseline arm, one of a knob's arm) goes thro
 
 * experiments whose verdict has a Regressions paragraph (the issue's target: ≤ 5 %);
 * experiments where any card cell reads better / worse (coloured);
-* single-run Compare pairs whose words say better or worse (target: 0).
+* single-run Compare pairs whose words say better or worse (target: 0);
+* card cells that read better alone / worse alone (their own 95 % interval excludes zero,
+  the family does not confirm them): the per-cell rate such a word carries, and the share
+  of experiments with at least one.
 
     .venv/bin/python -m bench.sim_verdicts --seed 35 --experiments 1000
 
@@ -66,7 +69,10 @@ def _run(name: str, server: dict[str, Any], rng: np.random.Generator, sigma: flo
     return RunView(name, spec, RunStatus(state="succeeded"), {}, None, {}, points)
 
 
-def one_experiment(rng: np.random.Generator, trials: int, cv: float) -> dict[str, bool]:
+_ALONE = ("better alone", "worse alone")
+
+
+def one_experiment(rng: np.random.Generator, trials: int, cv: float) -> dict[str, int]:
     """One A/A 2×2: does its verdict have a Regressions paragraph, does any card cell read
     better / worse, and does the single-run Compare of trial 0 say better / worse."""
     sigma = math.sqrt(math.log1p(cv**2))  # lognormal with this coefficient of variation
@@ -82,6 +88,9 @@ def one_experiment(rng: np.random.Generator, trials: int, cv: float) -> dict[str
         "any_cell": any(r.verdict in ("better", "worse") for r in rows),
         "compare_single": bool(_FINDING.search(words))
         or any(r.verdict in ("better", "worse") for r in pair.card),
+        "any_alone": any(r.verdict in _ALONE for r in rows),
+        "alone_cells": sum(r.verdict in _ALONE for r in rows),
+        "cells": len(rows),
     }
 
 
@@ -94,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     start = time.perf_counter()
-    counts = {"regressions": 0, "any_cell": 0, "compare_single": 0}
+    counts = dict.fromkeys(
+        ("regressions", "any_cell", "compare_single", "any_alone", "alone_cells", "cells"), 0
+    )
     for _ in range(args.experiments):
         for key, hit in one_experiment(rng, args.trials, args.cv).items():
             counts[key] += hit
@@ -109,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
                 "regressions_paragraph_share": counts["regressions"] / n,
                 "any_cell_better_or_worse_share": counts["any_cell"] / n,
                 "single_run_compare_better_or_worse_share": counts["compare_single"] / n,
+                "any_cell_better_or_worse_alone_share": counts["any_alone"] / n,
+                "cells_better_or_worse_alone_share": counts["alone_cells"] / counts["cells"],
                 "seconds": round(time.perf_counter() - start, 1),
             }
         )
