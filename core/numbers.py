@@ -34,6 +34,7 @@ __all__ = [
     "share_text",
     "short_count_text",
     "signed_text",
+    "token_span_text",
     "trial_number",
     "trial_text",
 ]
@@ -181,3 +182,12 @@ def trial_number(index0: Any) -> Any:
 def trial_text(index0: Any) -> str:
     """A trial as a reader counts it, from 1 (stored from 0): ``trial 1``."""
     return f"trial {trial_number(index0)}"
+
+
+def token_span_text(first0: int, last0: int | None = None) -> str:
+    """Generated tokens as a reader counts them, from 1 (stored from 0, as trials are):
+    ``token 1``, ``tokens 2–3``."""
+    last0 = first0 if last0 is None else last0
+    if first0 == last0:
+        return f"token {first0 + 1}"
+    return f"tokens {first0 + 1}–{last0 + 1}"

@@ -151,7 +151,8 @@ def test_the_per_prompt_view_marks_the_first_divergence() -> None:
     assert judged.outcome == "differs"
     frame = prompt_frame(judged)
     row = frame.iloc[2]
-    assert row["first divergence"] == "token 1" and row["in baseline top-k"] == "yes"
+    # the second generated token, counted from 1 as trials are
+    assert row["first divergence"] == "token 2" and row["in baseline top-k"] == "yes"
     assert row["arm"] == " t12⟦ t23⟧ t30 t40"
     assert mark_divergence(["a"] * 30, None, limit=3) == "aaa…"
 
@@ -216,7 +217,8 @@ def test_a_failed_teacher_forcing_is_said_once_and_the_decoded_tokens_are_read()
     verdict = judge_arm("arm", "base", [pair], thresholds_from([]), base)
     assert "decoded (common prefix) |Δ logprob| median 0, max 0.3" in verdict.sentence
     lines = answers_lines({"arm": verdict}, faster=())
-    assert lines[-1].startswith("Teacher forcing failed on these runs (ValueError: 3 input")
+    assert lines[-1].startswith("Teacher forcing: no scores on these runs (the engine's answer: "
+                                "ValueError: 3 input")  # fmt: skip
     # where it worked, nothing is said about it
     good = compare_pair(_base(), "base", _arm(shift=-0.3), "arm", _base(), "base")
     assert good.forced_kind == "teacher-forced" and good.forced_failed is None

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from core.analysis.stats import RunOfArm
-from core.numbers import number_text
+from core.numbers import number_text, token_span_text
 
 __all__ = [
     "BROKEN_FORCED_MEDIAN",
@@ -462,7 +462,7 @@ def _divergence_words(pairs: Sequence[PairDiff]) -> str:
     at = [d.diverged_at for d in worst.prompts if d.diverged_at is not None]
     text = f"{worst.identical}/{n} prompts identical"
     if at:
-        span = f"token {min(at)}" if min(at) == max(at) else f"tokens {min(at)}–{max(at)}"
+        span = token_span_text(min(at), max(at))
         inside = sum(1 for d in worst.prompts if d.in_top_k)
         known = sum(1 for d in worst.prompts if d.in_top_k is not None)
         text += f", the others diverge at {span}"
@@ -624,6 +624,6 @@ def _forcing_failed(verdicts: Sequence[AnswersVerdict]) -> list[str]:
     if failed is None:
         return []
     return [
-        f"Teacher forcing failed on these runs ({failed}): |Δ logprob| is read on the decoded "
-        "tokens up to each prompt's first divergence."
+        f"Teacher forcing: no scores on these runs (the engine's answer: {failed}); |Δ logprob| "
+        "is read on the decoded tokens up to each prompt's first divergence."
     ]

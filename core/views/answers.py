@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from core.analysis.same_answers import AnswersVerdict, PairDiff, correct_words, measured_pairs
-from core.numbers import EMPTY, number_text
+from core.numbers import EMPTY, number_text, token_span_text
 
 __all__ = ["OUTCOME_WORDS", "answers_frame", "mark_divergence", "prompt_frame"]
 
@@ -89,7 +89,9 @@ def prompt_frame(verdict: AnswersVerdict) -> pd.DataFrame:
         rows.append(
             {
                 "prompt": p.index + 1,
-                "first divergence": EMPTY if p.diverged_at is None else f"token {p.diverged_at}",
+                "first divergence": EMPTY
+                if p.diverged_at is None
+                else token_span_text(p.diverged_at),
                 "in baseline top-k": _yes_no(p.in_top_k),
                 "baseline": mark_divergence(p.base_tokens, p.diverged_at),
                 verdict.arm: mark_divergence(p.arm_tokens, p.diverged_at),
