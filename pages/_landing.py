@@ -36,13 +36,13 @@ def answer_first(settings: Settings) -> None:
         if answer is not None:
             left.page_link(
                 "pages/experiment.py",
-                label="Open the experiment: every arm, trial and interval",
+                label="Open the experiment: every arm and trial",
                 icon=":material/science:",
                 query_params={"experiment": answer.experiment_id},
             )
         right.page_link(
             "pages/launch.py",
-            label="Launch your own: an A/B or a grid over the knobs you changed",
+            label="Launch your own A/B or grid",
             icon=":material/rocket_launch:",
         )
         st.caption(

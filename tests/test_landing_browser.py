@@ -66,6 +66,12 @@ def _watch_until_answered(page, width: int, limit_s: float = 120) -> set[str]:  
     raise AssertionError(f"the question never appeared; sidebar links seen: {sorted(seen)}")
 
 
+# the parts of an element whose text is cut off: clipped (overflow hidden) and wider inside
+_CUT = """a => [a, ...a.querySelectorAll('*')]
+  .filter(e => getComputedStyle(e).overflow === 'hidden' && e.scrollWidth > e.clientWidth)
+  .map(e => e.tagName)"""
+
+
 def test_first_paint_to_answer_no_module_name_and_the_answer_links(
     fresh_portal: tuple[str, Settings],
 ) -> None:
@@ -88,6 +94,8 @@ def test_first_paint_to_answer_no_module_name_and_the_answer_links(
             assert answer.experiment_id in (link.get_attribute("href") or "")
             launch = page.get_by_role("link", name="Launch your own")
             assert (launch.get_attribute("href") or "").rstrip("/").endswith("launch")
+            for each in (link, launch):  # its whole label readable, never cut at the edge
+                assert each.evaluate(_CUT) == [], (width, each.inner_text())
             page.screenshot(path=str(ARTIFACTS / f"landing-{width}.png"), full_page=True)
             if width == 1440:
                 assert _nav(page) and set(_nav(page)) == PAGES  # the sidebar: pages only
