@@ -58,8 +58,9 @@ __all__ = [
     "experiment_effects",
     "format_attribution",
     "higher_is_better",
-    "involves",
+    "part_ci_text",
     "part_reading",
+    "part_word",
     "verdict_sentence",
 ]
 
@@ -157,7 +158,7 @@ def _level_name(knob: str, design: Design, i: int) -> str:
     )
 
 
-def involves(term: str, knobs: Collection[str]) -> bool:
+def _involves(term: str, knobs: Collection[str]) -> bool:
     """Whether a term ("cuda_graphs off→on" or "a 1→2 × b 3→4") involves one of ``knobs``:
     an interaction with a knob the workload could not show is not tested either."""
     return any(part.split(" ", 1)[0] in knobs for part in term.split(" × "))
@@ -521,7 +522,8 @@ def effects_table(attr: Attribution) -> pd.DataFrame:
 # --- the sentence -----------------------------------------------------------------------------
 
 
-def _ci(p: Part) -> str:
+def part_ci_text(p: Part) -> str:
+    """A part's interval as a sentence quotes it: "95% CI -26.1…+61.1%"."""
     if p.log_low is None or p.log_high is None:
         return "interval unknown"
     return f"95% CI {pct_interval_text(math.expm1(p.log_low), math.expm1(p.log_high))}"
@@ -541,13 +543,21 @@ def part_reading(p: Part, metric: str, pairs: int = 0) -> Reading:
     return read_difference(metric, p.rel, low, high, pairs)
 
 
+def part_word(p: Part, metric: str, untested: Collection[str] = (), pairs: int = 0) -> str:
+    """The word a sentence gives one part of the split: "not tested by this workload" where
+    it involves a knob the workload never exercised (``untested``), else "" for a finding
+    (better / worse: the sentence's sign says it) or ``part_reading``'s word."""
+    if _involves(p.name, untested):
+        return NOT_TESTED
+    reading = part_reading(p, metric, pairs)
+    return "" if reading.coloured else reading.text()
+
+
 def _part_text(p: Part, metric: str, untested: Collection[str]) -> str:
     """One part of the split: its change, interval and, where it is no finding, its word
-    (``part_reading``)."""
-    reading = part_reading(p, metric)
-    tail = "" if reading.coloured else f", {reading.text()}"
-    if involves(p.name, untested):
-        tail = f", {NOT_TESTED}"
+    (``part_word``)."""
+    word = part_word(p, metric, untested)
+    tail = f", {word}" if word else ""
     name = (
         p.name
         if p.kind == "main"
@@ -555,7 +565,7 @@ def _part_text(p: Part, metric: str, untested: Collection[str]) -> str:
         if p.kind == "interaction"
         else p.name
     )
-    return f"{name} {pct_text(p.rel)} ({_ci(p)}{tail})"
+    return f"{name} {pct_text(p.rel)} ({part_ci_text(p)}{tail})"
 
 
 def verdict_sentence(
@@ -587,7 +597,7 @@ def verdict_sentence(
     head = (
         f"Of the {pct_text(total.rel)} {words} {where} "
         f"({_arm_text(design, design.after_arm)} vs "
-        f"{_arm_text(design, design.baseline_arm)}; {_ci(total)}): "
+        f"{_arm_text(design, design.baseline_arm)}; {part_ci_text(total)}): "
     )
     logs = " ".join(f"{p.log:+.3f}" for p in pieces)
     check = (
@@ -600,13 +610,16 @@ def verdict_sentence(
     return head + ", ".join(texts) + additive + ". " + check + "."
 
 
-def experiment_attribution(settings: Settings, record: ExperimentRecord) -> Attribution | None:
+def experiment_attribution(
+    settings: Settings, record: ExperimentRecord, runs: Sequence[RunOfArm] | None = None
+) -> Attribution | None:
     """The attribution of a grid experiment (experiment.json ``record``); None for an
-    experiment without a grid (its A/B verdict says it all) or before any run finished."""
+    experiment without a grid (its A/B verdict says it all) or before any run finished.
+    ``runs``: ``experiment_runs`` already read, if at hand."""
     design = design_of(record.spec) if record.spec.get("grid") else None
     if design is None:
         return None
-    runs = experiment_runs(settings, record)
+    runs = list(runs) if runs is not None else experiment_runs(settings, record)
     if not any(r.view.status.state == "succeeded" for r in runs):
         return None
     return attribute(runs, design)
@@ -646,7 +659,7 @@ def experiment_effects(
     ]
     effects = effects_table(attr)
     if untested and not effects.empty:
-        idle = effects["term"].map(lambda term: involves(str(term), untested))
+        idle = effects["term"].map(lambda term: _involves(str(term), untested))
         found = effects["label"].isin(["better", "worse"])
         effects.loc[idle & ~found, "label"] = NOT_TESTED
     return sentences + [f"note: {n}" for n in attr.notes], effects

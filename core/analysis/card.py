@@ -36,6 +36,7 @@ from core.analysis.card_row import CARD_METRICS, COST, MEMORY_METRICS, CardRow
 from core.analysis.diff import confounders
 from core.analysis.drift import Drift, drift_findings
 from core.analysis.knob_checks import (
+    idle_knobs,
     knob_change,
     knob_checks,
     knob_sentence,
@@ -123,6 +124,7 @@ __all__ = [
     "regressions",
     "regressions_paragraph",
     "shared_experiment",
+    "succeeded_by_arm",
     "summary_card",
 ]
 
@@ -575,7 +577,7 @@ class Story:
     def untested_knobs(self) -> list[str]:
         """The knobs under test the workload never exercised: their parts of an attribution
         read "not tested by this workload" (``attribution.verdict_sentence(untested=…)``)."""
-        return [c["knob"] for c in self.knob_checks if c.get("exercised") is False]
+        return idle_knobs(self.knob_checks)
 
     def as_json(self) -> dict[str, Any]:
         """What scripts and CI read (``python -m core experiment --show ID --json``)."""
@@ -645,6 +647,20 @@ def _knob_story(
     return rows, checks, ledgers, sentences, untested
 
 
+def succeeded_by_arm(
+    runs: Sequence[RunOfArm], arms: Sequence[str] = ()
+) -> tuple[dict[str, list[RunView]], dict[str, list[int]]]:
+    """Per arm (``arms`` first, in order, even with none), the views of its succeeded runs
+    and the trial of each: what the card and the knob checks read."""
+    by_arm: dict[str, list[RunView]] = {a: [] for a in arms}
+    trials: dict[str, list[int]] = {a: [] for a in arms}
+    for r in runs:
+        if r.view.status.state == "succeeded":
+            by_arm.setdefault(r.arm, []).append(r.view)
+            trials.setdefault(r.arm, []).append(r.trial)
+    return by_arm, trials
+
+
 def experiment_story(
     settings: Settings, record: ExperimentRecord, runs: Sequence[RunOfArm] | None = None
 ) -> Story:
@@ -654,12 +670,7 @@ def experiment_story(
     runs = list(runs) if runs is not None else experiment_runs(settings, record)
     base = baseline_arm(record.spec)
     arms = record.arm_labels
-    by_arm: dict[str, list[RunView]] = {a: [] for a in arms}
-    trials: dict[str, list[int]] = {a: [] for a in arms}
-    for r in runs:
-        if r.view.status.state == "succeeded":
-            by_arm.setdefault(r.arm, []).append(r.view)
-            trials.setdefault(r.arm, []).append(r.trial)
+    by_arm, trials = succeeded_by_arm(runs, arms)
     # An adaptive experiment decided on intervals at its stop rule's adjusted level: the
     # card and the verdict show those, so the decision and the interval agree.
     level = _experiment_level(record.spec)

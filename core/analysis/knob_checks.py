@@ -22,6 +22,7 @@ from core.numbers import count_text, share_text, short_count_text
 
 __all__ = [
     "KV_TESTED_USAGE",
+    "idle_knobs",
     "knob_change",
     "knob_checks",
     "knob_lines",
@@ -302,12 +303,18 @@ def single_knob_arms(arms: Mapping[str, Sequence[RunView]], baseline: str) -> di
     return out
 
 
+def idle_knobs(checks: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The knobs the workload never exercised (``exercised`` False; None, unknown, is not):
+    what they change reads "not tested by this workload"."""
+    return [str(c["knob"]) for c in checks if c.get("exercised") is False]
+
+
 def untested_arms(
     arms: Mapping[str, Sequence[RunView]], baseline: str, checks: Sequence[dict[str, Any]]
 ) -> dict[str, str]:
     """Arm → knob, for the arms that differ from the baseline only in a knob the workload
     did not exercise: any change of theirs is "not tested by this workload", not noise."""
-    idle = {c["knob"] for c in checks if c.get("exercised") is False}
+    idle = set(idle_knobs(checks))
     return {a: k for a, k in single_knob_arms(arms, baseline).items() if k in idle}
 
 

@@ -9,7 +9,6 @@ in by hand: change the demo and the page changes."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -18,15 +17,17 @@ from core.analysis.attribution import (
     Part,
     decompose,
     experiment_attribution,
-    involves,
+    part_ci_text,
     part_reading,
+    part_word,
 )
-from core.analysis.card import experiment_story
-from core.analysis.stats import NOT_TESTED
+from core.analysis.card import succeeded_by_arm
+from core.analysis.knob_checks import idle_knobs, knob_checks
+from core.analysis.trials import experiment_runs
 from core.experiments.design import list_experiments
 from core.experiments.records import ExperimentRecord
 from core.metric_info import metric_name
-from core.numbers import pct_interval_text, pct_text
+from core.numbers import pct_text
 from core.settings import DEMO_DIR, Settings
 
 __all__ = ["QUESTION", "Answer", "demo_experiment", "landing_answer"]
@@ -61,12 +62,6 @@ def demo_experiment(settings: Settings) -> ExperimentRecord | None:
     return found[0] if found else None
 
 
-def _ci(part: Part) -> str:
-    if part.log_low is None or part.log_high is None:
-        return "interval unknown"
-    return "95% CI " + pct_interval_text(math.expm1(part.log_low), math.expm1(part.log_high))
-
-
 def _main_parts(attr: Attribution, concurrency: object) -> dict[str, Part]:
     return {p.name: p for p in decompose(attr, METRIC, concurrency) if p.kind == "main"}
 
@@ -76,11 +71,9 @@ def _share(
 ) -> str:
     if part is None:
         return f"unknown at concurrency {concurrency}"
-    reading = part_reading(part, METRIC, trials)
-    word = "" if reading.coloured else f", {reading.text()}"
-    if involves(part.name, untested):  # as the experiment page words it
-        word = f", {NOT_TESTED}"
-    return f"{pct_text(part.rel)} at concurrency {concurrency} ({_ci(part)}{word})"
+    word = part_word(part, METRIC, untested, trials)  # as the experiment page words it
+    tail = f", {word}" if word else ""
+    return f"{pct_text(part.rel)} at concurrency {concurrency} ({part_ci_text(part)}{tail})"
 
 
 def _sentences(
@@ -117,10 +110,13 @@ def landing_answer(settings: Settings) -> Answer | None:
     spec = record.spec
     trials = spec.get("trials")
     trials = trials if isinstance(trials, int) else len({r.trial for r in record.runs})
-    attr = experiment_attribution(settings, record)
+    runs = experiment_runs(settings, record)  # read once: the split and the knob checks
+    attr = experiment_attribution(settings, record, runs)
+    if attr is None:
+        return None
     # a knob the workload never exercised reads "not tested", as on the experiment's page
-    untested = experiment_story(settings, record).untested_knobs if attr is not None else []
-    sentences = _sentences(attr, trials, untested) if attr is not None else None
+    untested = idle_knobs(knob_checks(succeeded_by_arm(runs)[0]))
+    sentences = _sentences(attr, trials, untested)
     if sentences is None:
         return None
     server = (spec.get("base") or {}).get("server") or {}
