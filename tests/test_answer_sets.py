@@ -76,6 +76,13 @@ def test_on_in_experiments_by_default_off_in_single_runs_and_off_able() -> None:
     assert answers_enabled(AnswersSpec(enabled=True), [])
 
 
+def test_dummy_weights_skip_the_check_unless_the_plan_asks() -> None:
+    # near-uniform logits: the check would mean nothing and cost GPU time on every run
+    assert not answers_enabled(AnswersSpec(), ["exp:e1"], "dummy")
+    assert answers_enabled(AnswersSpec(), ["exp:e1"], "random")
+    assert answers_enabled(AnswersSpec(enabled=True), ["exp:e1"], "dummy")
+
+
 def test_the_set_follows_the_weights(tmp_path: Path) -> None:
     real = ServerConfig(engine="sglang", model=str(tmp_path))
     assert weights_kind(real) == "real"
@@ -83,6 +90,9 @@ def test_the_set_follows_the_weights(tmp_path: Path) -> None:
         engine="sglang", model=str(tmp_path), extra_args=("--load-format", "dummy")
     )
     assert weights_kind(dummy) == "dummy"
+    # a model shape runs with dummy weights whatever its extra_args say
+    shape = ServerConfig(engine="sglang", shape="llama-3.1-8b", tokenizer=str(tmp_path))
+    assert weights_kind(shape) == "dummy"
     (tmp_path / RANDOM_WEIGHTS_MARKER).write_text("{}")
     assert weights_kind(real) == "random"
     assert choose_set(AnswersSpec(), "random", IDS)[0] is TOKEN_IDS

@@ -67,17 +67,21 @@ class AnswersTarget:
     should_stop: Callable[[], bool]
 
 
-def answers_enabled(spec: AnswersSpec, tags: Sequence[str]) -> bool:
-    """On when the plan says so; by default on in an experiment's runs only."""
+def answers_enabled(spec: AnswersSpec, tags: Sequence[str], weights: str = "real") -> bool:
+    """On when the plan says so; by default on in an experiment's runs only, and never by
+    default on dummy weights (their near-uniform logits make the check mean nothing, and on
+    a slow arm it costs a minute of GPU time)."""
     if spec.enabled is not None:
         return spec.enabled
-    return any(t.startswith("exp:") for t in tags)
+    return weights != "dummy" and any(t.startswith("exp:") for t in tags)
 
 
 def weights_kind(server: ServerConfig, models_dir: Path | None = None) -> str:
     """``dummy`` (``--load-format dummy``: ±1e-3 uniform weights, near-uniform logits),
     ``random`` (a model built with random weights: bench/gpu_make_model.py's marker) or
-    ``real``."""
+    ``real``. A model shape (``server.shape``) always runs with dummy weights."""
+    if server.shape:
+        return "dummy"
     args = list(server.extra_args)
     for i, arg in enumerate(args):
         if arg == "--load-format=dummy" or (

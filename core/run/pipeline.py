@@ -372,7 +372,8 @@ def _probe(run: _Run, name: str) -> None:
 def _answers(run: _Run, name: str) -> None:
     """The answers check (core/run/answers_step.py): off unless the plan or an experiment asks."""
     spec, server = run.spec.plan.answers, run.spec.server
-    if not answers_enabled(spec, run.spec.tags):
+    weights = weights_kind(server, run.settings.models_dir)
+    if not answers_enabled(spec, run.spec.tags, weights):
         return
     with run.step(name) as rec:
         adapter, plan = _need(run.adapter), _need(run.plan)
@@ -387,7 +388,6 @@ def _answers(run: _Run, name: str) -> None:
             run.spec.plan.request_timeout_s,
             run.should_stop,
         )
-        weights = weights_kind(server, run.settings.models_dir)
         tags, own = run.spec.tags, run.folder.run_id
         reference = find_reference(run.folder.path.parent, tags, spec.baseline_tag, own)
         is_baseline = spec.baseline_tag is None or spec.baseline_tag in tags
