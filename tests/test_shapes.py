@@ -185,21 +185,36 @@ def test_a_shape_run_against_the_fake_sglang_carries_dummy_and_uniform_routing(
     assert any(w.value == line for w in app.warning), [w.value for w in app.warning]
 
 
-@pytest.mark.parametrize("name", ["team_change", "2x2", "versions"])
+@pytest.mark.parametrize(
+    "name",
+    ["shape_team_change", "shape_2x2", "shape_versions", "vllm_graphs", "engines"],
+)
 def test_the_gpu_plans_parse_and_pass_the_gate_without_a_host(
     settings: Settings, tiny_tokenizer_dir: Path, name: str
 ) -> None:
-    """bench/gpu/plan_shape_*.json as device.sh start hands them to the CLI: the tokenizer
-    placeholder filled, the shape kept (no model path), no refusal from the gate."""
+    """bench/gpu/plan_*.json on a shape as device.sh start hands them to the CLI: the
+    tokenizer placeholder filled, the shape kept (no model path), no refusal from the gate
+    for any arm (the engines plan's SGLang arm once passed --load-format itself, which
+    SGLang's argv refuses: found here, not on the device)."""
     from core.experiments.design import parse_experiment
 
-    data = json.loads((REPO / "bench" / "gpu" / f"plan_shape_{name}.json").read_text())
+    data = json.loads((REPO / "bench" / "gpu" / f"plan_{name}.json").read_text())
     assert data["base"]["server"]["tokenizer"] == "TOKENIZER_DIR"
     data["base"]["server"]["tokenizer"] = str(tiny_tokenizer_dir)
     exp = parse_experiment(data)
     assert exp.base.server.shape in shape_names() and exp.base.plan.probe is not None
     assert exp.base.plan.probe.expect is None
     assert preflight(exp, None, settings) == []
+    # every arm's argv as its engine builds it at launch (the shape's folder as the model):
+    # no flag in extra_args that the engine sets itself (--load-format is the shape's)
+    from core.engines.vllm import build_vllm_argv
+    from core.experiments.design import expand
+
+    for _, _, spec in expand(exp, "x"):
+        server = spec.server.model_copy(update={"model": "/data/models/shapes/x"})
+        build = build_vllm_argv if server.engine == "vllm" else build_sglang_argv
+        argv = build(server, 1, "py", None, frozenset())
+        assert argv.count("--load-format") == 1, argv
 
 
 def test_an_experiment_on_a_shape_says_dummy_weights_in_its_report(settings: Settings) -> None:

@@ -74,6 +74,19 @@ def test_argv_graph_max_batch_and_json_fallback() -> None:
     assert argv[argv.index("--compilation-config") + 1] == '{"cudagraph_mode": "NONE"}'
 
 
+def test_a_shape_loads_dummy_weights_and_extra_args_cannot_say_it_again() -> None:
+    # as launched (core.engines.shape_server): the shape kept, model its materialised folder
+    shape = ServerConfig(engine="vllm", shape="llama-3.1-8b").model_copy(
+        update={"model": "/data/models/shapes/llama-3.1-8b"}
+    )
+    argv = build_vllm_argv(shape, 1, "py", "0.26.0", _options("0.26.0"))
+    assert argv[argv.index("--load-format") + 1] == "dummy"
+    assert "--load-format" not in build_vllm_argv(_config(), 1, "py", "0.26.0", frozenset())
+    twice = shape.model_copy(update={"extra_args": ("--load-format", "dummy")})
+    with pytest.raises(ConfigError, match="set by server.shape"):
+        build_vllm_argv(twice, 1, "py", "0.26.0", frozenset())
+
+
 def test_extra_args_are_checked_against_the_installed_help() -> None:
     ok = _config(extra_args=("--max-num-seqs", "64", "--load-format", "dummy"))
     assert build_vllm_argv(ok, 1, "py", "0.26.0", _options("0.26.0"))[-4:] == list(ok.extra_args)
@@ -254,11 +267,13 @@ def test_the_gpu_plans_build_a_vllm_argv_for_0_26() -> None:
 
     for name in ("plan_vllm_graphs.json", "plan_engines.json"):
         data = json.loads((REPO_ROOT / "bench" / "gpu" / name).read_text())
-        data["base"]["server"]["model"] = "/tmp/gpu/models/llama-3.1-8b-dummy"
+        assert data["base"]["server"]["shape"] == "llama-3.1-8b"
         arms = [s for _, t, s in expand(parse_experiment(data), "x") if t == 0]
         for spec in arms:
             if spec.server.engine == "vllm":
-                argv = build_vllm_argv(spec.server, 1, "py", "0.26.0", _options("0.26.0"))
+                # the launched config names the shape's materialised folder (shape_server)
+                server = spec.server.model_copy(update={"model": "/tmp/gpu/shapes/llama"})
+                argv = build_vllm_argv(server, 1, "py", "0.26.0", _options("0.26.0"))
                 assert argv[argv.index("--load-format") + 1] == "dummy"
                 assert ("-cc.cudagraph_mode=NONE" in argv) is (spec.server.cuda_graphs is False)
 

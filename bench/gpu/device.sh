@@ -19,8 +19,10 @@
 #   bash bench/gpu/device.sh stash .gpu/vllm-part3 unpack-vllm check-vllm   # the last piece
 #   REPO_TAR=.gpu/part2/repo.tar bash bench/gpu/device.sh start bench/gpu/plan_vllm_graphs.json
 #
-# DUMMY_WEIGHTS=1 makes the model folder from config + tokenizer only (plans that pass
-# --load-format dummy, as plan_vllm_graphs.json and plan_engines.json do).
+# plan_vllm_graphs.json and plan_engines.json name the Llama-3.1-8B shape, like the shape
+# plans: `start` fills their tokenizer and materialises the shape for both engines.
+# DUMMY_WEIGHTS=1 makes a MODEL_NAME folder from config + tokenizer only (a plan that names a
+# model folder and passes --load-format dummy itself).
 #
 # MODEL_NAME names the folder the random-weight model is built in (default
 # smollm2-135m-random); runs store that path as server.model, so a model of another shape

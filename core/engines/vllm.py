@@ -56,6 +56,9 @@ ENGINE = EngineSpec(
         "SERVELAB_VLLM_PYTHON (README, 'Engines'); bench/gpu/prepare_vllm.sh stages 0.26.0"
     ),
     reports_kv_pool=True,  # the log's "GPU KV cache size: N tokens"
+    # `--load-format dummy`: random weights from config.json and a tokenizer (a model shape).
+    # vLLM has no switch for uniform MoE routing: an MoE shape keeps the dummy gate's own.
+    dummy_weights_args=("--load-format", "dummy"),
     knobs=(
         KnobSpec("tp_size", "--tensor-parallel-size", "GPUs the model is split over"),
         # Since 0.21 the graph memory is charged to this budget too: graphs on shrink the KV
@@ -169,6 +172,11 @@ def _check_extra_args(config: ServerConfig, version: str | None, options: frozen
             raise ConfigError(
                 "server.extra_args", f"{flag} is set by ServeLab; use {_MANAGED_FLAGS[flag]}"
             )
+        if flag == "--load-format" and config.shape is not None:
+            raise ConfigError(
+                "server.extra_args",
+                "--load-format is set by server.shape (dummy weights); drop it from extra_args",
+            )
         if flag == "--enforce-eager" and config.cuda_graphs:
             raise ConfigError(
                 "server.extra_args",
@@ -211,6 +219,9 @@ def build_vllm_argv(
         argv += ["--attention-backend", config.attention_backend.upper()]
     if config.dtype != "auto":
         argv += ["--dtype", config.dtype]
+    if config.shape is not None:
+        _check_known(ENGINE.dummy_weights_args[0], "server.shape", version, options)
+        argv += list(ENGINE.dummy_weights_args)
     argv += _compilation_args(config, options)
     if "--cudagraph-metrics" in options:
         argv.append("--cudagraph-metrics")  # graph use per runtime mode, in the log
