@@ -187,7 +187,7 @@ def test_a_shape_run_against_the_fake_sglang_carries_dummy_and_uniform_routing(
 
 @pytest.mark.parametrize(
     "name",
-    ["shape_team_change", "shape_2x2", "shape_versions", "vllm_graphs", "engines"],
+    ["shape_team_change", "shape_2x2", "shape_versions", "vllm_graphs", "vllm_smoke", "engines"],
 )
 def test_the_gpu_plans_parse_and_pass_the_gate_without_a_host(
     settings: Settings, tiny_tokenizer_dir: Path, name: str

@@ -83,7 +83,7 @@ def test_a_shape_loads_dummy_weights_and_extra_args_cannot_say_it_again() -> Non
     assert argv[argv.index("--load-format") + 1] == "dummy"
     assert "--load-format" not in build_vllm_argv(_config(), 1, "py", "0.26.0", frozenset())
     twice = shape.model_copy(update={"extra_args": ("--load-format", "dummy")})
-    with pytest.raises(ConfigError, match="set by server.shape"):
+    with pytest.raises(ConfigError, match=r"set by server\.shape"):
         build_vllm_argv(twice, 1, "py", "0.26.0", frozenset())
 
 
