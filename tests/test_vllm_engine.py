@@ -87,6 +87,15 @@ def test_a_shape_loads_dummy_weights_and_extra_args_cannot_say_it_again() -> Non
         build_vllm_argv(twice, 1, "py", "0.26.0", frozenset())
 
 
+def test_an_moe_shape_says_its_routing_stays_uneven() -> None:
+    info = EngineInfo("vllm", True, "0.26.0", options=_options("0.26.0"))
+    for shape, said in (("qwen3-30b-a3b", True), ("llama-3.1-8b", False)):
+        server = ServerConfig(engine="vllm", shape=shape).model_copy(update={"model": "/m"})
+        plan = VLLMAdapter("py").plan_launch(server, 8000, info)
+        assert any("dummy gate's own, uneven" in n for n in plan.notes) is said
+        assert plan.env == {}  # no variable vLLM would read
+
+
 def test_extra_args_are_checked_against_the_installed_help() -> None:
     ok = _config(extra_args=("--max-num-seqs", "64", "--load-format", "dummy"))
     assert build_vllm_argv(ok, 1, "py", "0.26.0", _options("0.26.0"))[-4:] == list(ok.extra_args)
