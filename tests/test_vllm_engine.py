@@ -330,3 +330,34 @@ def test_the_fake_streams_chat_in_openai_format(fake_server: tuple[str, Path]) -
     assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
     assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
     assert chunks[-1]["usage"]["completion_tokens"] == 3 and chunks[-1]["choices"] == []
+
+
+def test_a_shape_run_through_the_cli_on_the_fake(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
+    """`--engine vllm --shape NAME`: the shape's folder materialised and served with dummy
+    weights, as on SGLang; the run is labelled with the shape."""
+    data = tmp_path / "data"
+    env = {
+        **_env(),
+        "SERVELAB_DATA_DIR": str(data),
+        "SERVELAB_VLLM_PYTHON": sys.executable,
+        "SERVELAB_MODEL_ROOTS": str(tiny_tokenizer_dir.parent),
+    }
+    args = ["--engine", "vllm", "--shape", "llama-3.1-8b", "--tokenizer", str(tiny_tokenizer_dir)]
+    args += ["--concurrency", "2", "--num-prompts", "4", "--input-len", "16", "--output-len", "8"]
+    out = subprocess.run(
+        [sys.executable, "-m", "core", "run", *args, "--quiet"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    (run,) = (data / "runs").iterdir()
+    argv = json.loads((run / "launch.json").read_text())["argv"]
+    assert argv[argv.index("--load-format") + 1] == "dummy"
+    served = Path(argv[argv.index("serve") + 1])
+    assert served == data / "models" / "shapes" / "llama-3.1-8b"
+    assert json.loads((served / "config.json").read_text())["num_hidden_layers"] == 32
+    assert not list(served.glob("*.safetensors"))  # no weights: the engine makes them
+    assert json.loads((run / "status.json").read_text())["state"] == "succeeded"
