@@ -47,9 +47,19 @@ def degenerate_reason(answer: str) -> str | None:
     return None
 
 
-def judge_answer(answer: str, expect: str | None) -> tuple[ProbeVerdict, str]:
-    """(verdict, reason in words) of one probe answer."""
+def judge_answer(
+    answer: str, expect: str | None, output_tokens: int | None = None
+) -> tuple[ProbeVerdict, str]:
+    """(verdict, reason in words) of one probe answer; ``output_tokens`` is the server's own
+    count of what it generated (None: not reported)."""
     text = answer.strip()
+    if not text and expect is None and output_tokens:
+        # The server decoded, but no token reads as text: special tokens, or ids beyond the
+        # tokenizer's vocabulary (a dummy-weight shape served with a smaller tokenizer).
+        return "warning", (
+            f"no text, but the server generated {output_tokens} tokens (ids its tokenizer "
+            "shows as nothing: special tokens, or ids beyond its vocabulary)"
+        )
     if not text:
         return "failed", "empty answer"
     if expect is None:
@@ -70,4 +80,6 @@ def probe_verdict(probe: Mapping[str, Any]) -> tuple[ProbeVerdict, str]:
     own reason (an HTTP error has no answer to judge); a passed one is judged again."""
     if not probe.get("passed"):
         return "failed", str(probe.get("reason") or "failed")
-    return judge_answer(str(probe.get("answer") or ""), probe.get("expect"))
+    return judge_answer(
+        str(probe.get("answer") or ""), probe.get("expect"), probe.get("output_tokens")
+    )

@@ -30,6 +30,9 @@ def test_a_short_or_repeated_once_answer_is_language(answer: str) -> None:
 
 def test_verdicts_fail_warn_and_pass() -> None:
     assert judge_answer("", None) == ("failed", "empty answer")
+    assert judge_answer("", None, 0) == ("failed", "empty answer")
+    assert judge_answer("", "(?i)paris", 16)[0] == "failed"  # a pattern needs text
+    assert judge_answer("", None, 16)[0] == "warning"  # tokens that read as no text
     assert judge_answer("nan nan", None)[0] == "failed"  # numerically broken stays a failure
     assert judge_answer("Berlin", "(?i)paris")[0] == "failed"
     verdict, why = judge_answer("Paris Paris Paris Paris", "(?i)paris")

@@ -108,3 +108,22 @@ def test_a_degenerate_stream_is_a_warning_not_a_pass(server: str) -> None:
     assert result.answer == "message" * 8
     assert result.passed and result.verdict == "warning"
     assert "'message' repeated 8 times" in result.reason
+
+
+def test_tokens_that_read_as_no_text_are_a_warning_only_where_the_server_counts_them(
+    server: str,
+) -> None:
+    """vLLM 0.26 on the Llama-3.1-8B shape with dummy weights and SmolLM2's tokenizer (H100,
+    2026-12-06): greedy ids beyond the tokenizer's 49,152 decode to nothing, so the stream
+    carries empty deltas and the usage event counts 16 tokens. That server works: amber, not
+    invalid. Without the count (or with a pattern to match) an empty answer still fails."""
+    empty = [{"choices": [{"delta": {"content": ""}}]} for _ in range(16)]
+    usage = {"choices": [], "usage": {"prompt_tokens": 20, "completion_tokens": 16}}
+    _Handler.events = [*empty, usage]
+    result = run_probe(server, "m", ProbeSpec(expect=None))
+    assert result.passed and result.verdict == "warning" and result.output_tokens == 16
+    assert "generated 16 tokens" in result.reason
+    assert not run_probe(server, "m", ProbeSpec(expect="(?i)paris")).passed
+    _Handler.events = empty  # a server that reports no usage: nothing says it generated
+    result = run_probe(server, "m", ProbeSpec(expect=None))
+    assert not result.passed and result.reason == "empty answer"

@@ -42,6 +42,26 @@ def test_graphs_on_start_up_facts() -> None:
     assert facts["stats_lines"] == 2
 
 
+def test_a_live_0_26_server_log_from_the_lent_h100() -> None:
+    """The first real vLLM 0.26.0 start-up (H100 80GB, Llama-3.1-8B shape, dummy weights,
+    --gpu-memory-utilization 0.85, default graphs; 2026-12-06): the hand-written formats
+    hold, and 0.26's V2 model runner states the budget's split (graph memory included) in a
+    line the hand-written fixtures lacked."""
+    facts = parse_vllm_log(_read("v026-h100-live.log"))
+    assert facts["vllm_version"] == "0.26.0" and facts["max_model_len"] == 4096
+    assert facts["cudagraph_mode"] == "FULL_AND_PIECEWISE" and facts["cuda_graph_enabled"]
+    assert facts["attention_backend"] == "FLASH_ATTN"
+    assert (facts["weight_mem_gb"], facts["load_weight_s"]) == (15.0, 2.265426)
+    assert (facts["kv_cache_gb"], facts["kv_cache_tokens"]) == (50.97, 417_536)
+    assert facts["max_concurrency"] == 101.94
+    assert (facts["graph_mem_gb"], facts["cuda_graph_capture_s"]) == (0.98, 4.0)
+    assert facts["graph_memory_profiled"] is True and facts["gpu_memory_utilization"] == 0.85
+    assert (facts["activation_peak_gb"], facts["non_torch_mem_gb"]) == (1.1, 0.22)
+    assert (facts["init_engine_s"], facts["compile_s"]) == (108.03, 16.52)
+    assert facts["ready"] is True and facts["failure"] is None
+    assert len(facts["cuda_graph_capture_sizes"]) == 51  # 1 … 512, as the capture bars count
+
+
 def test_graphs_off_states_no_capture_and_a_larger_pool() -> None:
     on, off = (
         parse_vllm_log(_read("v026-graphs-on.log")),

@@ -39,6 +39,8 @@ done
 rm -rf "$site"
 python3 -m pip install -q --no-index --no-compile "${target_opts[@]}" --target "$site" "${files[@]}"
 rm -rf "$site/bin"
+# a requirement met at the wrong version stops here, not on the device (check_site.py says why)
+python3 -m bench.gpu.check_site "$site" --root vllm | grep -v '^absent' || exit 1
 find "$site" -name __pycache__ -type d -prune -exec rm -rf {} +
 echo "site before pruning: $(du -sm "$site" | cut -f1) MiB"
 

@@ -46,6 +46,8 @@ LOG_FACT_KEYS: tuple[str, ...] = (
     "graph_memory_profiled",
     "gpu_memory_utilization",
     "gpu_memory_utilization_without_graphs",
+    "activation_peak_gb",
+    "non_torch_mem_gb",
     "init_engine_s",
     "compile_s",
     "ready",
@@ -111,6 +113,13 @@ _PROFILED = re.compile(
     rf"equivalent to --gpu-memory-utilization={_NUM} without"
 )
 _NOT_PROFILED = re.compile(r"CUDA graph memory profiling is disabled")
+# gpu_worker.py:857 (0.26's V2 model runner, as a live H100 server wrote it): how the budget
+# was spent, the graphs' memory among it, so graphs on shrink the KV cache
+_BUDGET = re.compile(
+    rf"Desired GPU memory utilization is \({_NUM}, {_NUM} GiB\)\. Actual usage is {_NUM} GiB "
+    rf"for weight, {_NUM} GiB for peak activation, {_NUM} GiB for non-torch memory, and "
+    rf"{_NUM} GiB for CUDAGraph memory"
+)
 # v1/engine/core.py:331-348
 _INIT = re.compile(
     rf"init engine \(profile, create kv cache, warmup model\) took {_NUM} s"
@@ -168,7 +177,8 @@ def _memory_facts(text: str) -> dict[str, Any]:
         _first(_CAPTURED, text),
         _first(_PROFILED, text),
     )
-    init = _first(_INIT, text)
+    init, budget = _first(_INIT, text), _first(_BUDGET, text)
+    util = profiled or budget  # the fraction: the profiling line's, else the budget line's
     return {
         "weight_mem_gb": float(loaded[1]) if loaded else None,
         "load_weight_s": float(loaded[2]) if loaded else None,
@@ -178,10 +188,12 @@ def _memory_facts(text: str) -> dict[str, Any]:
         "graph_mem_gb": float(captured[2]) if captured else None,
         "cuda_graph_capture_s": float(captured[1]) if captured else None,
         "graph_memory_profiled": True
-        if profiled
+        if profiled or budget
         else (False if _NOT_PROFILED.search(text) else None),
-        "gpu_memory_utilization": float(profiled[1]) if profiled else None,
+        "gpu_memory_utilization": float(util[1]) if util else None,
         "gpu_memory_utilization_without_graphs": float(profiled[2]) if profiled else None,
+        "activation_peak_gb": float(budget[4]) if budget else None,
+        "non_torch_mem_gb": float(budget[5]) if budget else None,
         "init_engine_s": float(init[1]) if init else None,
         "compile_s": float(init[2]) if init and init[2] else None,
     }

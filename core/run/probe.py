@@ -38,6 +38,7 @@ class ProbeResult:
     latency_s: float
     # core.answers: "warning" is a degenerate answer that passed (the run goes on, amber)
     verdict: ProbeVerdict = "failed"
+    output_tokens: int | None = None  # the server's own count (stream usage), if it gave one
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -46,10 +47,11 @@ class ProbeResult:
 _MAX_ANSWER_CHARS = 4000  # a probe answer is a few words; more is not read
 
 
-def _read_stream(resp: httpx.Response, expect: str | None) -> tuple[str, str | None]:
-    """(answer, error): the streamed text, read event by event (core.load.openai, as the load
-    generator reads it) until the expected pattern shows (nothing after it can change the
-    verdict) or the stream ends; error when the stream carried one or broke mid-way."""
+def _read_stream(resp: httpx.Response, expect: str | None) -> tuple[str, str | None, int | None]:
+    """(answer, error, output tokens): the streamed text, read event by event
+    (core.load.openai, as the load generator reads it) until the expected pattern shows
+    (nothing after it can change the verdict) or the stream ends; error when the stream
+    carried one or broke mid-way; the server's token count from the usage event."""
     rec = RequestRecord(index=0, send_s=0.0, prompt_tokens=0, output_tokens_requested=0)
     parts: list[str] = []
     buf = b""
@@ -60,10 +62,10 @@ def _read_stream(resp: httpx.Response, expect: str | None) -> tuple[str, str | N
             over = read_chat_event(rec, data, 0.0, parts, loads)
             answer = "".join(parts)
             if expect is not None and re.search(expect, answer):
-                return answer, None
+                return answer, None, rec.output_tokens_server
             if over or len(answer) > _MAX_ANSWER_CHARS:
-                return answer, rec.error
-    return "".join(parts), rec.error
+                return answer, rec.error, rec.output_tokens_server
+    return "".join(parts), rec.error, rec.output_tokens_server
 
 
 def _ask(
@@ -72,7 +74,9 @@ def _ask(
     """One streamed question. The answer is bounded by ``max_tokens`` and read only until
     it matches ``expect``: on a slow engine (a CPU decodes a token in tenths of a second
     to seconds) the probe costs the tokens up to the answer, not the whole reply."""
-    body = chat_request(model, spec.prompt, spec.max_tokens)
+    # usage: the server's own token count tells "generated nothing" from "generated tokens
+    # that read as no text" (core.answers.judge_answer)
+    body = chat_request(model, spec.prompt, spec.max_tokens, usage=True)
     t = time.perf_counter()
 
     def failed(reason: str) -> ProbeResult:
@@ -85,8 +89,9 @@ def _ask(
             if resp.status_code != 200:
                 resp.read()
                 return failed(f"HTTP {resp.status_code}: {resp.text[:200]}")
+            tokens: int | None = None
             if "text/event-stream" in resp.headers.get("content-type", ""):
-                answer, error = _read_stream(resp, spec.expect)
+                answer, error, tokens = _read_stream(resp, spec.expect)
                 latency_s = time.perf_counter() - t
             else:  # a server that answers in one piece although asked to stream
                 resp.read()
@@ -99,9 +104,9 @@ def _ask(
         return failed(f"no answer: {type(exc).__name__}: {exc}"[:300])
     if error is not None:
         return ProbeResult(spec.prompt, spec.expect, answer, False, error, latency_s)
-    verdict, reason = judge_answer(answer, spec.expect)
+    verdict, reason = judge_answer(answer, spec.expect, tokens)
     return ProbeResult(
-        spec.prompt, spec.expect, answer, verdict != "failed", reason, latency_s, verdict
+        spec.prompt, spec.expect, answer, verdict != "failed", reason, latency_s, verdict, tokens
     )
 
 
