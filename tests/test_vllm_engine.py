@@ -235,7 +235,8 @@ def test_failure_in_log() -> None:
     assert VLLMAdapter("py").failure_in_log("all fine") is None
 
 
-def test_a_run_through_the_cli_on_the_fake(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
+def _cli_run(tmp_path: Path, tiny_tokenizer_dir: Path, *args: str) -> Path:
+    """`python -m core run --engine vllm ARGS` on the fake vLLM; the one run's folder."""
     data = tmp_path / "data"
     env = {
         **_env(),
@@ -244,10 +245,9 @@ def test_a_run_through_the_cli_on_the_fake(tmp_path: Path, tiny_tokenizer_dir: P
         "SERVELAB_MODEL_ROOTS": str(tiny_tokenizer_dir.parent),
     }
     (tmp_path / "plan.json").write_text('{"plan": {"metrics_interval_s": 0.1}}')
-    args = ["--engine", "vllm", "--model", str(tiny_tokenizer_dir), "--concurrency", "1,4"]
-    args += ["--num-prompts", "8", "--input-len", "16", "--output-len", "12", "--quiet"]
     out = subprocess.run(
-        [sys.executable, "-m", "core", "run", "--plan", str(tmp_path / "plan.json"), *args],
+        [sys.executable, "-m", "core", "run", "--plan", str(tmp_path / "plan.json")]
+        + ["--engine", "vllm", *args, "--quiet"],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
@@ -256,6 +256,13 @@ def test_a_run_through_the_cli_on_the_fake(tmp_path: Path, tiny_tokenizer_dir: P
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     (run,) = (data / "runs").iterdir()
+    return run
+
+
+def test_a_run_through_the_cli_on_the_fake(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
+    args = ["--model", str(tiny_tokenizer_dir), "--concurrency", "1,4"]
+    args += ["--num-prompts", "8", "--input-len", "16", "--output-len", "12"]
+    run = _cli_run(tmp_path, tiny_tokenizer_dir, *args)
     facts = json.loads((run / "facts.json").read_text())
     launch = json.loads((run / "launch.json").read_text())
     assert launch["argv"][2:4] == ["vllm.entrypoints.cli.main", "serve"]
@@ -335,25 +342,10 @@ def test_the_fake_streams_chat_in_openai_format(fake_server: tuple[str, Path]) -
 def test_a_shape_run_through_the_cli_on_the_fake(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
     """`--engine vllm --shape NAME`: the shape's folder materialised and served with dummy
     weights, as on SGLang; the run is labelled with the shape."""
-    data = tmp_path / "data"
-    env = {
-        **_env(),
-        "SERVELAB_DATA_DIR": str(data),
-        "SERVELAB_VLLM_PYTHON": sys.executable,
-        "SERVELAB_MODEL_ROOTS": str(tiny_tokenizer_dir.parent),
-    }
-    args = ["--engine", "vllm", "--shape", "llama-3.1-8b", "--tokenizer", str(tiny_tokenizer_dir)]
+    args = ["--shape", "llama-3.1-8b", "--tokenizer", str(tiny_tokenizer_dir)]
     args += ["--concurrency", "2", "--num-prompts", "4", "--input-len", "16", "--output-len", "8"]
-    out = subprocess.run(
-        [sys.executable, "-m", "core", "run", *args, "--quiet"],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    (run,) = (data / "runs").iterdir()
+    run = _cli_run(tmp_path, tiny_tokenizer_dir, *args)
+    data = tmp_path / "data"
     argv = json.loads((run / "launch.json").read_text())["argv"]
     assert argv[argv.index("--load-format") + 1] == "dummy"
     served = Path(argv[argv.index("serve") + 1])
