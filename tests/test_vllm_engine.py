@@ -236,7 +236,7 @@ def test_failure_in_log() -> None:
 
 
 def _cli_run(tmp_path: Path, tiny_tokenizer_dir: Path, *args: str) -> Path:
-    """`python -m core run --engine vllm ARGS` on the fake vLLM; the one run's folder."""
+    """`python -m core run ARGS` with the fake vLLM as the vllm engine; the run's folder."""
     data = tmp_path / "data"
     env = {
         **_env(),
@@ -246,8 +246,7 @@ def _cli_run(tmp_path: Path, tiny_tokenizer_dir: Path, *args: str) -> Path:
     }
     (tmp_path / "plan.json").write_text('{"plan": {"metrics_interval_s": 0.1}}')
     out = subprocess.run(
-        [sys.executable, "-m", "core", "run", "--plan", str(tmp_path / "plan.json")]
-        + ["--engine", "vllm", *args, "--quiet"],
+        [sys.executable, "-m", "core", "run", "--plan", str(tmp_path / "plan.json"), *args],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
@@ -260,7 +259,15 @@ def _cli_run(tmp_path: Path, tiny_tokenizer_dir: Path, *args: str) -> Path:
 
 
 def test_a_run_through_the_cli_on_the_fake(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
-    args = ["--model", str(tiny_tokenizer_dir), "--concurrency", "1,4"]
+    args = [
+        "--engine",
+        "vllm",
+        "--quiet",
+        "--model",
+        str(tiny_tokenizer_dir),
+        "--concurrency",
+        "1,4",
+    ]
     args += ["--num-prompts", "8", "--input-len", "16", "--output-len", "12"]
     run = _cli_run(tmp_path, tiny_tokenizer_dir, *args)
     facts = json.loads((run / "facts.json").read_text())
@@ -342,7 +349,8 @@ def test_the_fake_streams_chat_in_openai_format(fake_server: tuple[str, Path]) -
 def test_a_shape_run_through_the_cli_on_the_fake(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
     """`--engine vllm --shape NAME`: the shape's folder materialised and served with dummy
     weights, as on SGLang; the run is labelled with the shape."""
-    args = ["--shape", "llama-3.1-8b", "--tokenizer", str(tiny_tokenizer_dir)]
+    args = ["--engine", "vllm", "--quiet", "--shape", "llama-3.1-8b"]
+    args += ["--tokenizer", str(tiny_tokenizer_dir)]
     args += ["--concurrency", "2", "--num-prompts", "4", "--input-len", "16", "--output-len", "8"]
     run = _cli_run(tmp_path, tiny_tokenizer_dir, *args)
     data = tmp_path / "data"

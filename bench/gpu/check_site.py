@@ -8,10 +8,11 @@ than this module knows, so it is a warning).
 Why: the first vLLM 0.26.0 start on the device (2026-12-06) failed three times in a row.
 Two of the three this finds in a second here: xgrammar 0.2.9 needs apache-tvm-ffi>=0.1.11
 while vLLM pins 0.1.10 (an error either way round: xgrammar 0.2.7 fits both), and vLLM pins
-flashinfer-python==0.6.14, which the list had left out as "imported lazily" (absent). The third no metadata states: vLLM's
-OpenAI server imports ``NamespaceTool``, which openai 2.6.1 lacks although vLLM asks only for
-openai>=2.0.0; only ``device.sh check-vllm`` on the machine finds such a one. Importing on the
-CPU host showed none of them: those imports happen on the GPU serve path.
+flashinfer-python==0.6.14, which the list had left out as "imported lazily" (absent). The
+third no metadata states: vLLM's OpenAI server imports ``NamespaceTool``, which openai 2.6.1
+lacks although vLLM asks only for openai>=2.0.0; only ``device.sh check-vllm`` on the machine
+finds such a one. Importing on the CPU host showed none of them: those imports happen on the
+GPU serve path.
 
 ``--root`` limits the walk to what that package needs, transitively (the site may carry
 more). Markers are evaluated for the machine (python 3.12, Linux x86-64); extras are not
