@@ -361,6 +361,7 @@ CAVEAT_KINDS = (
     "client timestamps late",
     "not steady state",
     "requests sent late",
+    "tokens without text",
 )
 # What each kind means for the numbers, as the Run page and the CLI say it.
 CAVEAT_MEANING = {
@@ -371,7 +372,13 @@ CAVEAT_MEANING = {
     "not steady state": "mostly ramp-up and drain, not the load the point names",
     "requests sent late": "the client sent after the arrival times it was given: the load "
     "offered was lighter and later than the schedule (trace or Poisson) asks",
+    "tokens without text": "TTFT and ITL time the chunks that carried text (bench_serving's "
+    "rule); output throughput and TPOT count the server's tokens and stand",
 }
+# Below this share of the server's output tokens found again in the generated text, most
+# tokens streamed as no text: a dummy-weight shape's ids beyond its tokenizer's vocabulary
+# (vLLM 0.26 on the Llama-3.1-8B shape, 2026-12-06). A real model stays near 1.
+MIN_TEXT_TOKEN_SHARE = 0.5
 # At or above this share of one core the one-threaded client is the bottleneck even when its
 # loop lag stays low (core.load.health flags it): the offered load itself may have been short.
 # Below it, a lag flag means the loop woke late (another thread or process had the CPU or
@@ -452,6 +459,8 @@ def point_caveats(summary: Mapping[str, Any], status: RunStatus | None = None) -
                 float(late) if isinstance(late, int | float) else 0.0,
             )
         )
+    if hidden := _tokens_without_text(m):
+        out.append(Caveat(CAVEAT_KINDS[5], hidden))
     stored = summary.get("warnings")
     if stored is None:  # a folder older than its warnings: the waves rule, from its plan
         point = summary.get("point") or {}
@@ -464,6 +473,21 @@ def point_caveats(summary: Mapping[str, Any], status: RunStatus | None = None) -
         # the finding, without the advice on how to size the point
         out.append(Caveat(CAVEAT_KINDS[3], str(w).split(": ")[0].split("; ")[0]))
     return out
+
+
+def _tokens_without_text(m: Mapping[str, Any]) -> str | None:
+    """The server's output tokens against those its text re-tokenizes to, where most are
+    missing (None otherwise, or where either count is absent)."""
+    server, text = m.get("total_output_tokens_server"), m.get("total_output_tokens_retokenized")
+    if not isinstance(server, int) or not isinstance(text, int) or server <= 0:
+        return None
+    if text >= MIN_TEXT_TOKEN_SHARE * server:
+        return None
+    return (
+        f"the server generated {server:,} output tokens, its text re-tokenizes to {text:,}: "
+        "most tokens streamed as no text (ids beyond the tokenizer's vocabulary, as a "
+        "dummy-weight shape's)"
+    )
 
 
 def _length_stats(values: Sequence[int]) -> dict[str, float | None]:

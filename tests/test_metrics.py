@@ -7,6 +7,7 @@ import math
 import pytest
 
 from core.metrics import (
+    CAVEAT_MEANING,
     as_number,
     compute_point_metrics,
     headline_index,
@@ -157,6 +158,20 @@ def test_point_caveats_name_the_cancel_the_saturated_client_and_the_ramp() -> No
     assert point_error_rate(old, status) is None and point_error_rate(old) == 1.0
     assert [c.kind for c in point_caveats(old, status)] == ["cut short by a cancel"]
     assert point_caveats({**old, "index": 5}, status) == []
+
+
+def test_tokens_that_stream_as_no_text_are_a_caveat_on_latency_not_throughput() -> None:
+    """vLLM 0.26 on a dummy-weight shape with SmolLM2's tokenizer: ids above 49,151 stream
+    as empty chunks, which bench_serving's rule (and ours) does not time, so TTFT and ITL
+    time the visible tokens only; the server's token count still makes the throughput."""
+    hidden = {"total_output_tokens_server": 16_384, "total_output_tokens_retokenized": 5_120}
+    (caveat,) = point_caveats({"metrics": hidden})
+    assert caveat.kind == "tokens without text" and caveat.kind in CAVEAT_MEANING
+    assert "16,384 output tokens, its text re-tokenizes to 5,120" in caveat.detail
+    assert "TPOT count the server's tokens" in CAVEAT_MEANING[caveat.kind]
+    near = {"total_output_tokens_server": 16_384, "total_output_tokens_retokenized": 16_001}
+    assert point_caveats({"metrics": near}) == []  # a real model: the counts agree closely
+    assert point_caveats({"metrics": {"total_output_tokens_server": 16_384}}) == []
 
 
 def test_a_lagging_loop_with_cpu_to_spare_is_late_stamps_not_a_short_load() -> None:
