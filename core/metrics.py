@@ -484,9 +484,8 @@ def _tokens_without_text(m: Mapping[str, Any]) -> str | None:
     if text >= MIN_TEXT_TOKEN_SHARE * server:
         return None
     return (
-        f"the server generated {server:,} output tokens, its text re-tokenizes to {text:,}: "
-        "most tokens streamed as no text (ids beyond the tokenizer's vocabulary, as a "
-        "dummy-weight shape's)"
+        f"the server counted {server:,} output tokens, the text re-tokenizes to {text:,}; the "
+        "rest streamed as no text, as a dummy-weight shape's ids beyond its tokenizer do"
     )
 
 

@@ -167,7 +167,7 @@ def test_tokens_that_stream_as_no_text_are_a_caveat_on_latency_not_throughput() 
     hidden = {"total_output_tokens_server": 16_384, "total_output_tokens_retokenized": 5_120}
     (caveat,) = point_caveats({"metrics": hidden})
     assert caveat.kind == "tokens without text" and caveat.kind in CAVEAT_MEANING
-    assert "16,384 output tokens, its text re-tokenizes to 5,120" in caveat.detail
+    assert "counted 16,384 output tokens, the text re-tokenizes to 5,120;" in caveat.detail
     assert "TPOT count the server's tokens" in CAVEAT_MEANING[caveat.kind]
     near = {"total_output_tokens_server": 16_384, "total_output_tokens_retokenized": 16_001}
     assert point_caveats({"metrics": near}) == []  # a real model: the counts agree closely
