@@ -175,10 +175,13 @@ def shapes_line(specs: Iterable[Mapping[str, Any]], uniform_routing: bool | None
     """The one line every view prints above runs measured on shapes: "Model shape
     qwen3-30b-a3b: dummy weights: speed only, answers meaningless; MoE routing simulated
     uniformly." ("" when none ran on one). ``uniform_routing``: what the runs' launch.json
-    recorded (None: not read here)."""
+    recorded (None: not read here); said only where a named shape is MoE (a dense shape's
+    launch.json records False: no routing to simulate)."""
     names = spec_shapes(specs)
     if not names:
         return ""
+    if not any(_is_moe(n) for n in names):
+        uniform_routing = None
     routing = {
         True: "; MoE routing simulated uniformly",
         False: "; MoE routing: the dummy gate's own (uneven)",
@@ -186,3 +189,10 @@ def shapes_line(specs: Iterable[Mapping[str, Any]], uniform_routing: bool | None
     }[uniform_routing]
     plural = "s" if len(names) > 1 else ""
     return f"Model shape{plural} {', '.join(names)}: {DUMMY_WEIGHTS}{routing}."
+
+
+def _is_moe(name: str) -> bool:
+    try:
+        return load_shape(name).is_moe
+    except ConfigError:
+        return False  # a shape no longer shipped: no routing words, the name still shown

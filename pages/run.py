@@ -55,7 +55,7 @@ if place is not None:
         icon=":material/science:",
     )
 # a model shape: dummy weights, and how its MoE routing ran (launch.json)
-routed = (folder.read("launch.json") or {}).get("uniform_experts") or None
+routed = (folder.read("launch.json") or {}).get("uniform_experts")
 if shape_line := shapes_line([view.spec], routed):
     st.warning(shape_line, icon=":material/science:")
 drawn_state = folder.status_or_empty().state or "?"

@@ -21,7 +21,15 @@ from core.launch.host import HostInfo
 from core.launch.preflight import preflight
 from core.run_folder import RunFolder
 from core.settings import Settings
-from core.shapes import DUMMY_WEIGHTS, SHAPES_DIR, load_shape, materialise, shape_names, shape_note
+from core.shapes import (
+    DUMMY_WEIGHTS,
+    SHAPES_DIR,
+    load_shape,
+    materialise,
+    shape_names,
+    shape_note,
+    shapes_line,
+)
 from core.store import Catalog
 from tests.helpers import open_page
 from tests.test_pipeline import only_run, run_cli
@@ -294,3 +302,12 @@ def test_a_release_that_does_not_read_the_routing_variable_gets_no_false_record(
     new = EngineInfo("sglang", True, "0.5.23", env_vars=frozenset(found["0.5.23"]))
     plan = adapter.plan_launch(ServerConfig(engine="sglang", shape=MOE), 30000, new)
     assert plan.env == {"SGLANG_SIMULATE_UNIFORM_EXPERTS": "1"}
+
+
+def test_routing_words_only_for_an_moe_shape_and_false_is_said() -> None:
+    """launch.json records False for a dense shape (nothing to simulate) and for an MoE shape
+    whose engine cannot simulate (vLLM): only the second is told, as uneven routing."""
+    moe, dense = {"server": {"shape": MOE}}, {"server": {"shape": DENSE}}
+    assert shapes_line([moe], False).endswith("MoE routing: the dummy gate's own (uneven).")
+    assert shapes_line([moe], True).endswith("MoE routing simulated uniformly.")
+    assert shapes_line([dense], False) == f"Model shape {DENSE}: {DUMMY_WEIGHTS}."

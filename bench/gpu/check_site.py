@@ -30,22 +30,15 @@ from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
-# What the lent machine's image already has (../shared/reference/gpu-validation.md, KINDS.md):
-# torch and the CUDA libraries its wheel pulls in, and the listed Python packages.
-IMAGE = {
+# What the lent machine's image already has (../shared/reference/gpu-validation.md): the
+# versions seen there (device.sh check-vllm printed torch and transformers); None where only
+# the name is known, so only a package's presence is checked.
+IMAGE: dict[str, str | None] = {
     "torch": "2.11.0",
     "transformers": "5.17.0",
-    "tokenizers": "0.22.2",
-    "httpx": "0.28.1",
-    "numpy": "2.3.5",
-    "pandas": "2.3.3",
-    "pyarrow": "22.0.0",
-    "nvidia-ml-py": "13.580.82",
-    "psutil": "7.1.3",
-    "rich": "14.2.0",
-    "tqdm": "4.67.1",
-    "typer": "0.20.0",
-    "pytest": "9.0.1",
+    **dict.fromkeys(
+        "tokenizers httpx numpy pandas pyarrow nvidia-ml-py psutil rich tqdm typer pytest".split()
+    ),
 }
 # Families the image's torch brings (their versions follow torch's own pins).
 IMAGE_PREFIXES = ("nvidia-", "triton", "torch")
@@ -99,17 +92,23 @@ def problems(site: Path, root: str | None = None) -> tuple[list[str], list[str]]
         seen.add(name)
         for req in _requirements(dists[name]):
             want = _norm(req.name)
+            have: str | None
             if want in dists:
                 have = dists[want].version
                 todo.append(want)
             elif want in IMAGE:
-                have = IMAGE[want]
+                if (have := IMAGE[want]) is None:
+                    continue  # there, at a version not recorded here
             elif want.startswith(IMAGE_PREFIXES):
                 continue
             else:
                 absent.append(f"{name} needs {req}")
                 continue
-            if req.specifier and not req.specifier.contains(Version(have), prereleases=True):
+            if (
+                have
+                and req.specifier
+                and not req.specifier.contains(Version(have), prereleases=True)
+            ):
                 found.append(f"{name} needs {req}: {want} {have} is there")
     return found, absent
 

@@ -186,15 +186,6 @@ def _check_extra_args(config: ServerConfig, version: str | None, options: frozen
         _check_known(flag, "server.extra_args", version, options)
 
 
-def _is_moe_shape(name: str) -> bool:
-    from core.shapes import load_shape
-
-    try:
-        return load_shape(name).is_moe
-    except ConfigError:
-        return False  # an unknown shape: preflight's own refusal names it
-
-
 def _compilation_args(config: ServerConfig, options: frozenset[str]) -> list[str]:
     """The compilation-config items: dotted ``-cc.KEY=VALUE`` where the help lists ``-cc``
     (vLLM merges them into one JSON), else one ``--compilation-config`` JSON."""
@@ -427,7 +418,9 @@ class VLLMAdapter(EngineAdapter):
                 "continuous_batching/compile apply to transformers only; vLLM always batches "
                 "continuously and compiles unless --enforce-eager"
             )
-        if config.shape is not None and _is_moe_shape(config.shape):
+        from core.shapes import load_shape
+
+        if config.shape is not None and load_shape(config.shape).is_moe:
             notes.append(
                 "MoE routing: the dummy gate's own, uneven (vLLM has no switch to simulate "
                 "uniform routing)"

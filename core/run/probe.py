@@ -47,11 +47,11 @@ class ProbeResult:
 _MAX_ANSWER_CHARS = 4000  # a probe answer is a few words; more is not read
 
 
-def _read_stream(resp: httpx.Response, expect: str | None) -> tuple[str, str | None, int | None]:
-    """(answer, error, output tokens): the streamed text, read event by event
-    (core.load.openai, as the load generator reads it) until the expected pattern shows
-    (nothing after it can change the verdict) or the stream ends; error when the stream
-    carried one or broke mid-way; the server's token count from the usage event."""
+def _read_stream(resp: httpx.Response, expect: str | None) -> tuple[str, RequestRecord]:
+    """(answer, record): the streamed text, read event by event (core.load.openai, as the
+    load generator reads it) until the expected pattern shows (nothing after it can change
+    the verdict) or the stream ends; the record's ``error`` when the stream carried one or
+    broke mid-way, its ``output_tokens_server`` from the usage event."""
     rec = RequestRecord(index=0, send_s=0.0, prompt_tokens=0, output_tokens_requested=0)
     parts: list[str] = []
     buf = b""
@@ -62,10 +62,11 @@ def _read_stream(resp: httpx.Response, expect: str | None) -> tuple[str, str | N
             over = read_chat_event(rec, data, 0.0, parts, loads)
             answer = "".join(parts)
             if expect is not None and re.search(expect, answer):
-                return answer, None, rec.output_tokens_server
+                rec.error = None  # the answer is in: nothing later can fail the probe
+                return answer, rec
             if over or len(answer) > _MAX_ANSWER_CHARS:
-                return answer, rec.error, rec.output_tokens_server
-    return "".join(parts), rec.error, rec.output_tokens_server
+                return answer, rec
+    return "".join(parts), rec
 
 
 def _ask(
@@ -91,7 +92,8 @@ def _ask(
                 return failed(f"HTTP {resp.status_code}: {resp.text[:200]}")
             tokens: int | None = None
             if "text/event-stream" in resp.headers.get("content-type", ""):
-                answer, error, tokens = _read_stream(resp, spec.expect)
+                answer, rec = _read_stream(resp, spec.expect)
+                error, tokens = rec.error, rec.output_tokens_server
                 latency_s = time.perf_counter() - t
             else:  # a server that answers in one piece although asked to stream
                 resp.read()

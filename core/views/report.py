@@ -136,7 +136,7 @@ def format_run(folder: RunFolder) -> str:
         f"  folder:  {folder.path}",
     ]
     spec = folder.read("spec.json") or {}
-    if shape_line := shapes_line([spec], launch.get("uniform_experts") or None):
+    if shape_line := shapes_line([spec], launch.get("uniform_experts")):
         out.append(f"  {shape_line}")
     if where := node_line(st):  # a run an executor placed elsewhere (core/executors)
         out.append(f"  ran on:  {where}")
