@@ -27,6 +27,7 @@ __all__ = [
     "SHAPE_NAME",
     "TOKENIZER_FILES",
     "Shape",
+    "fill_vocabulary",
     "load_shape",
     "materialise",
     "model_label",
@@ -127,8 +128,9 @@ def load_shape(name: str, shapes_dir: Path = SHAPES_DIR) -> Shape:
 
 def materialise(shape: Shape, dest: Path, tokenizer_dir: Path) -> Path:
     """``dest`` as a model folder an engine loads with dummy weights: the shape's
-    config.json and the tokenizer files of ``tokenizer_dir``; no weight file. Written
-    whole each time (a folder left by an older shape file is brought up to date)."""
+    config.json and the tokenizer files of ``tokenizer_dir`` (tokenizer.json filled up to
+    the shape's vocabulary, ``fill_vocabulary``); no weight file. Written whole each time
+    (a folder left by an older shape file is brought up to date)."""
     found = [tokenizer_dir / f for f in TOKENIZER_FILES if (tokenizer_dir / f).is_file()]
     if not found:
         raise ConfigError(
@@ -138,11 +140,54 @@ def materialise(shape: Shape, dest: Path, tokenizer_dir: Path) -> Path:
         )
     dest.mkdir(parents=True, exist_ok=True)
     for path in found:
-        shutil.copyfile(path, dest / path.name)
+        if path.name == "tokenizer.json":
+            _write_tokenizer(path, dest / path.name, shape.vocab_size)
+        else:
+            shutil.copyfile(path, dest / path.name)
     tmp = dest / "config.json.tmp"
     tmp.write_text(json.dumps(shape.config, indent=2))
     tmp.replace(dest / "config.json")
     return dest
+
+
+def _write_tokenizer(source: Path, dest: Path, vocab_size: int) -> None:
+    """``source``'s tokenizer.json at ``dest``, its vocabulary filled up to the shape's."""
+    try:
+        data = json.loads(source.read_text())
+        filled = fill_vocabulary(data, vocab_size) if isinstance(data, dict) else None
+    except (OSError, ValueError) as exc:
+        raise ConfigError("server.tokenizer", f"{source} cannot be read: {exc}") from exc
+    if filled is None:
+        shutil.copyfile(source, dest)
+        return
+    tmp = dest.with_name(dest.name + ".tmp")
+    tmp.write_text(json.dumps(filled, ensure_ascii=False))
+    tmp.replace(dest)
+
+
+def fill_vocabulary(tokenizer: dict[str, Any], vocab_size: int) -> dict[str, Any] | None:
+    """A byte-level BPE tokenizer.json whose ids run up to ``vocab_size`` (None: nothing to
+    fill, or a kind this cannot fill).
+
+    Why: a dummy-weight model draws its output ids from the shape's whole vocabulary
+    (Qwen3's 151,936), nearly all beyond a small tokenizer's (SmolLM2's 49,152); the server
+    streams such an id as no text, so TTFT and ITL would time only the rare visible tokens.
+    Each missing id becomes a token " id<N>" that no merge can produce: encoding (the
+    prompts, their lengths) is unchanged, and every generated id decodes to visible text."""
+    model = tokenizer.get("model") or {}
+    vocab = model.get("vocab")
+    decoder = tokenizer.get("decoder") or {}
+    if model.get("type") != "BPE" or decoder.get("type") != "ByteLevel" or not vocab:
+        return None
+    ids = list(vocab.values()) + [t.get("id", -1) for t in tokenizer.get("added_tokens") or []]
+    first = max(ids) + 1
+    if first >= vocab_size:
+        return None
+    # "\u0120" is the byte-level alphabet's space: the token reads " id49152".
+    extra = {f"\u0120id{i}": i for i in range(first, vocab_size)}
+    if extra.keys() & vocab.keys():
+        return None  # a vocabulary that already spells these: leave it as it is
+    return {**tokenizer, "model": {**model, "vocab": {**vocab, **extra}}}
 
 
 def shape_note(shape: str | None) -> str:

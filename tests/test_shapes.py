@@ -19,11 +19,13 @@ from core.engines.sglang import build_sglang_argv, uniform_experts_env
 from core.errors import ConfigError
 from core.launch.host import HostInfo
 from core.launch.preflight import preflight
+from core.load.prompts import load_tokenizer, make_prompts
 from core.run_folder import RunFolder
 from core.settings import Settings
 from core.shapes import (
     DUMMY_WEIGHTS,
     SHAPES_DIR,
+    fill_vocabulary,
     load_shape,
     materialise,
     shape_names,
@@ -31,6 +33,7 @@ from core.shapes import (
     shapes_line,
 )
 from core.store import Catalog
+from tests.conftest import WORDS
 from tests.helpers import open_page
 from tests.test_pipeline import only_run, run_cli
 
@@ -60,12 +63,51 @@ def test_materialise_writes_config_and_tokenizer_and_no_weights(
 ) -> None:
     folder = materialise(load_shape(MOE), tmp_path / "m", tiny_tokenizer_dir)
     assert json.loads((folder / "config.json").read_text()) == load_shape(MOE).config
-    assert (folder / "tokenizer.json").read_bytes() == (
-        tiny_tokenizer_dir / "tokenizer.json"
-    ).read_bytes()
+    assert (folder / "tokenizer.json").is_file()
     assert not [p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin", ".pt")]
     with pytest.raises(ConfigError, match="no tokenizer files"):
         materialise(load_shape(MOE), tmp_path / "n", tmp_path / "m" / "nothing")
+
+
+def test_the_materialised_tokenizer_spells_every_id_the_shape_can_generate(
+    tmp_path: Path, tiny_tokenizer_dir: Path
+) -> None:
+    """A dummy model draws ids from the shape's whole vocabulary: each must stream as text
+    (else TTFT/ITL time only the rare visible ones), and the prompts must not change."""
+    from tokenizers import Tokenizer
+
+    shape = load_shape(MOE)
+    folder = materialise(shape, tmp_path / "m", tiny_tokenizer_dir)
+    small = Tokenizer.from_file(str(tiny_tokenizer_dir / "tokenizer.json"))
+    filled = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    assert small.get_vocab_size() < 1000 and filled.get_vocab_size() == shape.vocab_size
+    last = shape.vocab_size - 1
+    assert filled.decode([small.get_vocab_size(), last]) == (
+        f" id{small.get_vocab_size()} id{last}"
+    )
+    text = " ".join(WORDS) + " id700 x"
+    assert filled.encode(text).ids == small.encode(text).ids
+    tok_small = load_tokenizer(str(tiny_tokenizer_dir))
+    tok_filled = load_tokenizer(str(folder))
+    assert make_prompts(tok_filled, 4, 32, 8, seed=3) == make_prompts(tok_small, 4, 32, 8, seed=3)
+
+
+def test_a_tokenizer_it_cannot_fill_travels_unchanged(tmp_path: Path) -> None:
+    source = tmp_path / "tok"
+    source.mkdir()
+    unigram = {"model": {"type": "Unigram", "vocab": [["a", 0.0]]}, "decoder": None}
+    (source / "tokenizer.json").write_text(json.dumps(unigram))
+    assert fill_vocabulary(unigram, 10) is None
+    folder = materialise(load_shape(MOE), tmp_path / "m", source)
+    assert json.loads((folder / "tokenizer.json").read_text()) == unigram
+    full = {"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}}, "decoder": {"type": "ByteLevel"}}
+    assert fill_vocabulary(full, 2) is None
+    assert fill_vocabulary(full, 4)["model"]["vocab"] == {
+        "a": 0,
+        "b": 1,
+        "\u0120id2": 2,
+        "\u0120id3": 3,
+    }
 
 
 def test_the_shape_field_is_checked_at_the_edge() -> None:
