@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -46,11 +47,29 @@ def test_the_kv_pressure_demo_tested_the_memory_fraction() -> None:
     assert mem["why"].startswith("tested") and "queued" in mem["why"]
 
 
+def test_a_queue_the_load_could_not_owe_to_the_kv_cache_does_not_test_the_fraction() -> None:
+    """The team change on the Qwen3-30B-A3B shape (H200): 64 x 512 tokens planned against a
+    670 K-token pool; 2 requests queued behind the prefill budget, at 4.81 % KV used."""
+    arms = _arms("exp-20261206-025848-b394")
+    mem = next(c for c in knob_checks(arms) if c["knob"] == "mem_fraction_static")
+    assert mem["exercised"] is False and mem["why"].startswith("not tested by this workload")
+    assert "peak 4.81% of 670 K tokens" in mem["why"]
+    assert "up to 2 requests queued with the planned in-flight tokens at most 4.89%" in mem["why"]
+    # The same measurements under a plan that could fill the pool: the queue is KV pressure.
+    heavy = {
+        arm: [
+            replace(v, spec={**v.spec, "plan": {"points": [{"concurrency": 64, "kv_fill": 1.2}]}})
+            for v in views
+        ]
+        for arm, views in arms.items()
+    }
+    mem = next(c for c in knob_checks(heavy) if c["knob"] == "mem_fraction_static")
+    assert mem["exercised"] is True and "up to 2 requests queued, 0 retracted" in mem["why"]
+
+
 def _relabel(views: list[RunView], **server: object) -> list[RunView]:
     """The same measured runs as if launched with other server settings (the checks read
     the settings from spec.json and the measurements from the folder)."""
-    from dataclasses import replace
-
     return [replace(v, spec={**v.spec, "server": {**v.spec["server"], **server}}) for v in views]
 
 

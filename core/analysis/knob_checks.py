@@ -16,7 +16,7 @@ from typing import Any
 from core.analysis.runs import RunView
 from core.analysis.server_view import ServerView, server_view
 from core.analysis.stats import NOT_TESTED
-from core.config import knob_text, same_value
+from core.config import KV_FILL_KINDS, knob_text, same_value
 from core.engines.registry import engine_names, find_engine
 from core.numbers import count_text, share_text, short_count_text
 
@@ -104,8 +104,12 @@ def _check_mem_fraction(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]
     q = max(queue[a][0] or 0.0 for a in small_arms)
     r = max(retr[a][0] or 0.0 for a in small_arms)
     usage = peak / small
-    pressure = q > 0 or r > 0
-    exercised = usage >= KV_TESTED_USAGE or pressure
+    demand = _planned_share(arms, small)
+    # A queue is KV pressure only where the load could fill the pool: with the planned
+    # in-flight tokens a few % of it, requests wait for the scheduler's prefill budget
+    # (64 x 256-token prompts on the H200's 670 K-token pool queued 2), not for KV room.
+    queue_kv = q > 0 and (demand is None or demand >= KV_TESTED_USAGE)
+    exercised = usage >= KV_TESTED_USAGE or r > 0 or queue_kv
     figures = (
         f"peak {share_text(usage, 2)} of {short_count_text(small)} tokens in {_pool(known)},"
         f" highest trial {share_text(top / small, 2)}"
@@ -115,10 +119,37 @@ def _check_mem_fraction(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]
             f"tested: the KV cache was a limit ({figures}; up to {count_text(q)} requests queued,"
             f" {count_text(r)} retracted)"
         )
+    elif q > 0:
+        why = (
+            f"{NOT_TESTED}: the KV cache was never the limit ({figures}; no retraction; up to"
+            f" {count_text(q)} requests queued with the planned in-flight tokens at most"
+            f" {share_text(demand or 0.0, 2)} of the pool: they waited for the scheduler,"
+            " not for KV room)"
+        )
     else:
         why = f"{NOT_TESTED}: the KV cache was never the limit ({figures}; no queue, no retraction)"
     suggest = None if exercised else _kv_suggestion(arms, small, _pool(known))
     return base | _found(peak, small, exercised, why, suggest)
+
+
+def _planned_share(arms: Mapping[str, Sequence[RunView]], pool_tokens: float) -> float | None:
+    """The most tokens any planned point keeps in flight (concurrency, else its prompts, x
+    input + output length; a kv_fill point: its fill) as a share of the pool; None where a
+    point's lengths are not in its spec (a trace's are its own)."""
+    shares: list[float] = []
+    for views in arms.values():
+        for v in views:
+            for p in (v.spec.get("plan") or {}).get("points", []):
+                if isinstance(p.get("kv_fill"), int | float):
+                    shares.append(float(p["kv_fill"]))
+                    continue
+                kind = (p.get("workload") or {}).get("kind", "fixed")
+                lengths = (p.get("input_len"), p.get("output_len"))
+                if kind not in KV_FILL_KINDS or not all(isinstance(x, int) for x in lengths):
+                    return None
+                in_flight = p.get("concurrency") or p.get("num_prompts") or 0
+                shares.append(in_flight * sum(lengths) / pool_tokens)
+    return max(shares) if shares else None
 
 
 def _pool(capacity_by_arm: Mapping[str, float]) -> str:
