@@ -31,6 +31,7 @@ __all__ = [
     "load_shape",
     "materialise",
     "model_label",
+    "runs_routing",
     "shape_names",
     "shape_note",
     "shapes_line",
@@ -234,6 +235,16 @@ def shapes_line(specs: Iterable[Mapping[str, Any]], uniform_routing: bool | None
     }[uniform_routing]
     plural = "s" if len(names) > 1 else ""
     return f"Model shape{plural} {', '.join(names)}: {DUMMY_WEIGHTS}{routing}."
+
+
+def runs_routing(launches: Iterable[Mapping[str, Any]]) -> bool | None:
+    """How the runs' MoE routing ran, from their launch.json (``uniform_experts``): True or
+    False when every run that recorded it agrees, None when none did or they differ (then
+    ``shapes_line`` claims neither)."""
+    seen = {
+        v for v in (launch.get("uniform_experts") for launch in launches) if isinstance(v, bool)
+    }
+    return seen.pop() if len(seen) == 1 else None
 
 
 def _is_moe(name: str) -> bool:

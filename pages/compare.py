@@ -22,7 +22,7 @@ from core.metric_info import metric_label, verdict_metrics
 from core.metrics import DEFINITION
 from core.numbers import pct_text
 from core.run_folder import find_runs
-from core.shapes import shapes_line
+from core.shapes import runs_routing, shapes_line
 from core.views.cells import (
     DELTA_LEGEND,
     EMPTY,
@@ -72,7 +72,8 @@ else:
     st.title("Compare")
 if unknown:
     st.warning(f"Not runs here, left out: {', '.join(unknown)}")
-if shape_line := shapes_line([v.spec for v in views]):  # model shapes: dummy weights
+# model shapes: dummy weights; how the runs' MoE routing ran (launch.json)
+if shape_line := shapes_line([v.spec for v in views], runs_routing(v.launch for v in views)):
     st.warning(shape_line, icon=":material/science:")
 run_ids = [v.run_id for v in views]
 asked = st.query_params.get("baseline", "")

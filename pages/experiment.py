@@ -32,7 +32,7 @@ from core.metric_info import metric_label
 from core.metrics import DEFINITION
 from core.numbers import trial_number
 from core.run_folder import is_run_id
-from core.shapes import shapes_line
+from core.shapes import runs_routing, shapes_line
 from core.views.cells import EMPTY, column_label, headroom_table, readable_table
 from core.views.figures import (
     arm_bands_figure,
@@ -85,7 +85,9 @@ st.caption(
     f"order shuffled per trial with seed {spec.get('order_seed')} · fresh server per "
     f"run · same prompts for every arm · host {record.host}"
 )
-if shape_line := shapes_line([spec]):  # model shapes: dummy weights, speed only
+runs = experiment_runs(settings, record)
+# model shapes: dummy weights, speed only; how the runs' MoE routing ran (launch.json)
+if shape_line := shapes_line([spec], runs_routing(r.view.launch for r in runs)):
     st.warning(shape_line, icon=":material/science:")
 
 
@@ -93,7 +95,6 @@ def _states(runs: list[RunOfArm]) -> tuple[str, ...]:
     return tuple(str(r.view.status.state) for r in runs)
 
 
-runs = experiment_runs(settings, record)
 drawn = _states(runs)
 # trials: auto: "decided after 5 trials (38 min)", or while it runs "trial 4 of at most 10;
 # undecided: ..." (core/analysis/sequential.py); the worker's controller adds the trials.
@@ -191,7 +192,7 @@ if still := sum(s in ACTIVE for s in drawn):
     )
 
 # --- the answer: card, verdict, and the link to the same comparison on Compare -------------
-_story.verdict(story)  # the answer first: one sentence per knob, whether it was tested
+_story.verdict(story, record.name)  # the answer first: one sentence per knob, whether it was tested
 _story.summary_card(story)
 answers_section(story, "exp_answers")  # same / differs / broken, beside the verdict
 first = first_per_arm(runs)

@@ -28,6 +28,7 @@ from core.shapes import (
     fill_vocabulary,
     load_shape,
     materialise,
+    runs_routing,
     shape_names,
     shape_note,
     shapes_line,
@@ -108,6 +109,15 @@ def test_a_tokenizer_it_cannot_fill_travels_unchanged(tmp_path: Path) -> None:
         "\u0120id2": 2,
         "\u0120id3": 3,
     }
+
+
+def test_a_set_of_runs_says_how_its_moe_routing_ran_only_when_they_agree() -> None:
+    assert runs_routing([{"uniform_experts": True}, {"uniform_experts": True}, {}]) is True
+    assert runs_routing([{"uniform_experts": False}]) is False
+    assert runs_routing([{"uniform_experts": True}, {"uniform_experts": False}]) is None
+    assert runs_routing([{}, {"uniform_experts": "yes"}]) is None
+    line = shapes_line([{"server": {"shape": MOE}}], runs_routing([{"uniform_experts": True}]))
+    assert line.endswith("; MoE routing simulated uniformly.")
 
 
 def test_the_shape_field_is_checked_at_the_edge() -> None:

@@ -22,7 +22,7 @@ from core.interop.selection import Selection, origin_of, origin_text, verdict_li
 from core.metrics import DEFINITION
 from core.numbers import number_text, pct_text, trial_number, trial_text
 from core.settings import REPO_ROOT
-from core.shapes import shapes_line
+from core.shapes import runs_routing, shapes_line
 from core.views.cells import readable_cells
 
 __all__ = ["html_report"]
@@ -237,7 +237,8 @@ def _warning_parts(sel: Selection) -> list[str]:
             f"{' …' if len(fields) > 12 else ''}.</p>"
         )
     parts += [f"<p class='warn'>{_e(n)}</p>" for n in _origin_notes(sel)]
-    if shape_line := shapes_line([v.spec for v in views]):  # dummy weights: speed only
+    routed = runs_routing(v.launch for v in views)
+    if shape_line := shapes_line([v.spec for v in views], routed):  # dummy weights
         parts.append(f"<p class='warn'>{_e(shape_line)}</p>")
     return parts
 

@@ -13,7 +13,7 @@ from core.metrics import DEFINITION, caveat_lines, point_cancelled, point_caveat
 from core.numbers import EMPTY, duration_text, is_number, number_text, pct_text, share_text
 from core.run_folder import RunFolder, RunStatus, Step, stop_step_read
 from core.settings import Settings
-from core.shapes import shapes_line
+from core.shapes import runs_routing, shapes_line
 from core.views.progress import point_words
 
 __all__ = [
@@ -287,7 +287,8 @@ def format_experiment(settings: Settings, record: ExperimentRecord) -> str:
         f"{spec.get('order_seed')}); runs: "
         + ", ".join(f"{s}={states.count(s)}" for s in sorted(set(states)))
     ]
-    if shape_line := shapes_line([spec]):  # model shapes: dummy weights, speed only
+    # model shapes: dummy weights, speed only; how the runs' MoE routing ran
+    if shape_line := shapes_line([spec], runs_routing(r.view.launch for r in runs)):
         out.append(shape_line)
     if not runs or not arms:
         return "\n".join(out)
