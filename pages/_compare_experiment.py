@@ -58,7 +58,7 @@ def experiment_compare(settings: Settings, exp_id: str) -> None:
         st.info("No run of this experiment has succeeded yet: nothing to compare.")
         return
 
-    _story.verdict(story)  # the answer first, as on the Experiment page
+    _story.verdict(story, record.name)  # the answer first, as on the Experiment page
     _story.summary_card(story)
     answers_section(story, "cmp_exp_answers")  # same / differs / broken, beside the verdict
 

@@ -8,6 +8,7 @@ import streamlit as st
 
 from core.analysis.card import Story, card_grid, regression_lines
 from core.analysis.stats import NOT_TESTED
+from core.analysis.verdict_family import no_interval_text
 from core.views.cells import CARD_LEGEND, column_groups
 
 # only better / worse are coloured (core.analysis.words); every other word is grey
@@ -35,11 +36,7 @@ def summary_card(story: Story) -> None:
             icon=":material/trending_down:",
         )
     elif not any(r.confirmed for r in story.card):
-        st.info(
-            "One run per arm: no interval, so every difference reads unconfirmed — never "
-            "better or worse, never a regression. Run trials (an experiment) to confirm one.",
-            icon=":material/info:",
-        )
+        st.info(no_interval_text(story.card), icon=":material/info:")
     elif story.family:
         st.success(
             "No regression among the confirmatory contrasts. " + story.family,
@@ -67,12 +64,15 @@ def summary_card(story: Story) -> None:
     )
 
 
-def verdict(story: Story) -> None:
+def verdict(story: Story, title: str | None = None) -> None:
     """One paragraph per verdict line, only its lead in bold (the knob and its values,
-    "Regressions", "Read with care"): whole paragraphs in bold read as a wall of bold, on a
-    400 px screen most of all."""
+    "Regressions", "Read with care", the experiment's ``title``): whole paragraphs in bold
+    read as a wall of bold, on a 400 px screen most of all."""
     st.subheader("Verdict")
     for line in story.verdict:
-        head, sep, rest = line.partition(": ")
+        if title and line.startswith(f"{title}: "):  # a title may hold ": " itself
+            head, sep, rest = title, ": ", line[len(title) + 2 :]
+        else:
+            head, sep, rest = line.partition(": ")
         # a lead is a name (a knob, "Regressions", the experiment's title), never a sentence
         st.markdown(f"**{head}:** {rest}" if sep and len(head) <= 160 else line)

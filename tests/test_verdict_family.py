@@ -55,3 +55,17 @@ def test_an_exploratory_cell_bh_does_not_confirm_names_its_cells() -> None:
     head = "worse alone, not confirmed over the exploratory cells (Benjamini–Hochberg over 22"
     assert out[0].word_text().startswith(head)
     assert "inconclusive" not in out[0].word_text()
+
+
+def test_a_card_without_intervals_says_how_many_runs_it_has_and_what_would_give_one() -> None:
+    """The team change ran 2 trials per arm: "one run per arm" would be false."""
+    from dataclasses import replace
+
+    from core.analysis.verdict_family import no_interval_text
+
+    two = replace(_row(3.58, 0, 0), n=2, n_base=2, low=None, high=None, confirmed=False)
+    text = no_interval_text([two])
+    assert text.startswith("2 trials per arm, fewer than the 3 an interval needs")
+    assert "1 more trial would give one" in text and "One run" not in text
+    one = replace(two, n=1, n_base=1)
+    assert no_interval_text([one]).startswith("One run per arm: no interval")

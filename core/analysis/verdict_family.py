@@ -21,7 +21,7 @@ from core.analysis.family import (
 )
 from core.analysis.knob_checks import single_knob_arms
 from core.analysis.runs import RunView
-from core.analysis.stats import NOT_TESTED
+from core.analysis.stats import MIN_TRIALS_FOR_CI, NOT_TESTED
 from core.analysis.words import demote
 from core.numbers import pct_text, signed_text
 
@@ -29,6 +29,7 @@ __all__ = [
     "confirmatory_arms",
     "declare_family",
     "family_line",
+    "no_interval_text",
     "regression_lines",
     "regressions",
     "regressions_paragraph",
@@ -84,6 +85,22 @@ def regressions(rows: Sequence[CardRow], confirmed_only: bool = True) -> list[Ca
     del confirmed_only
     worse = [r for r in rows if r.verdict == "worse" and r.family == "confirmatory"]
     return sorted(worse, key=lambda r: (list(CARD_METRICS).index(r.metric), -abs(r.change or 0.0)))
+
+
+def no_interval_text(rows: Sequence[CardRow]) -> str:
+    """Why no cell of a card is confirmed, in the runs' own count: one run per arm, or
+    trials fewer than an interval needs (two trials are not "one run")."""
+    trials = max((min(r.n, r.n_base) for r in rows if r.change is not None), default=1)
+    never = "every difference reads unconfirmed — never better or worse, never a regression."
+    if trials <= 1:
+        return (
+            f"One run per arm: no interval, so {never} Run trials (an experiment) to confirm one."
+        )
+    more = MIN_TRIALS_FOR_CI - trials
+    return (
+        f"{trials} trials per arm, fewer than the {MIN_TRIALS_FOR_CI} an interval needs: {never}"
+        f" {more} more trial{'s' if more > 1 else ''} would give one."
+    )
 
 
 def regression_lines(rows: Sequence[CardRow]) -> list[str]:
