@@ -33,6 +33,8 @@ KV_EXP = "exp-20261201-204553-b919"  # mem 0.85 vs 0.92 under KV pressure (BENCH
 VERSION_EXP = "exp-20261202-033636-ec50"  # SGLang 0.5.14 vs 0.5.17, graphs on (5.5)
 # graphs on / off / fp8 KV with the answers step: 8B shape, normal-init weights (issue 36)
 ANSWERS_EXP = "exp-20261205-123358-fc13"
+# the seed team's change as they made it, Qwen3-30B-A3B shape, dummy weights (issue 37)
+TEAM_EXP = "exp-20261206-025848-b394"
 KV_POOLS = {0.85: 478_752, 0.92: 518_662}  # KV tokens SGLang allocated per arm
 
 
@@ -40,24 +42,25 @@ def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
     copied = install_demo(settings)
     # 6 transformers-serve runs + the SGLang 2x2 x 3 trials + the seed pair + the KV A/B
     # + the same KV A/B with trials: auto (4 trials) + the version A/B (2 releases x 3 trials)
-    # + the answers experiment (graphs on / off / fp8 KV x 3 trials)
-    assert len([c for c in copied if not c.startswith("exp-")]) == 6 + 12 + 2 + 6 + 8 + 6 + 9
+    # + the answers experiment (graphs on / off / fp8 KV x 3 trials) + the team change on
+    # the MoE shape (2 arms x 2 trials)
+    assert len([c for c in copied if not c.startswith("exp-")]) == 6 + 12 + 2 + 6 + 8 + 6 + 9 + 4
     assert install_demo(settings) == []  # once only, never overwrites
     cat = Catalog(settings.catalog_path, settings.runs_dir)
     cat.sync()
     rows = cat.list_runs()
     states = sorted(r["state"] for r in rows)
     assert (states.count("succeeded"), states.count("failed"), states.count("cancelled")) == (
-        38 + 9,  # + the answers experiment
+        38 + 9 + 4,  # + the answers experiment + the team change
         1,
         1,
     )
     assert {r["cuda_graphs"] for r in rows} == {True, False}
     assert {r["engine"] for r in rows} == {"transformers", "sglang"}
     texts = {r.experiment_id: format_experiment(settings, r) for r in list_experiments(settings)}
-    assert len(texts) == 6
+    assert len(texts) == 7
     # the real H200 results: graphs on is far faster at every concurrency
-    named = (SGLANG_EXP, KV_EXP, KV_AUTO_EXP, VERSION_EXP, ANSWERS_EXP)
+    named = (SGLANG_EXP, KV_EXP, KV_AUTO_EXP, VERSION_EXP, ANSWERS_EXP, TEAM_EXP)
     tf = next(t for e, t in texts.items() if e not in named)
     assert "runs: succeeded=6" in tf and "confounders: none." in tf
     assert "(95% CI +" in tf
@@ -94,6 +97,17 @@ def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
         "+6.3% output throughput at concurrency 640 (interval unknown: fewer than 3 trials)" in kv
     )
     assert "KV pool +8.3%; confounders: none." in kv
+    # the team's change on a realistic MoE shape: the graphs did it; at 64 x 512 tokens the
+    # 670 K-token pool never filled, so the memory fraction was not tested (its 2 queued
+    # requests waited for the scheduler), and the two trials give no interval
+    team = texts[TEAM_EXP]
+    assert (
+        "Model shape qwen3-30b-a3b: dummy weights: speed only, answers meaningless; "
+        "MoE routing simulated uniformly." in team
+    )
+    assert "+358.5% output throughput at concurrency 64 (interval unknown" in team
+    assert "mem_fraction_static 0.85→0.92: the difference is cuda_graphs or noise" in team
+    assert "not tested by this workload" in team and "Regressions" not in team
 
 
 def test_kv_pressure_demo_filled_both_pools(settings: Settings) -> None:
@@ -223,6 +237,18 @@ def test_experiment_page_shows_the_demo_verdict(
             assert "fp8 kv: answers differ from graphs on (numerics changed, not broken)" in text
             assert "graphs off: same answers as graphs on: 16/16 prompts identical" in text
             assert "broken" not in text.replace("not broken", "")
+        elif record.experiment_id == TEAM_EXP:
+            assert "+358.5% output throughput at concurrency 64" in text
+            assert "not tested by this workload" in text
+            # the bold lead is the whole title, though the title holds ": " itself
+            assert "**Team change on the Qwen3-30B-A3B shape: graphs off+mem 0.85" in text
+            warnings = " ".join(w.value for w in at.warning)
+            assert "dummy weights: speed only, answers meaningless; MoE routing simulated" in (
+                warnings
+            )
+            infos = " ".join(i.value for i in at.info)
+            assert "2 trials per arm, fewer than the 3 an interval needs" in infos
+            assert "One run per arm" not in infos
         else:
             assert "output throughput at concurrency 1 (95% CI +" in text
             assert any("Runs (6/6 ended: 6 succeeded)" in label for label in labels), labels
@@ -299,5 +325,9 @@ def test_no_shipped_demo_output_says_within_noise_or_noise_floor(settings: Setti
     for where, text in texts.items():
         lower = text.lower()
         assert "within noise" not in lower and "noise floor" not in lower, where
-    # the host's noise is there, as noise (core.analysis.power.noise_text)
-    assert all("run-to-run noise ±" in t for w, t in texts.items() if w.endswith("--show"))
+    # the host's noise is there, as noise (core.analysis.power.noise_text); the team change
+    # (2 trials of a shape no earlier experiment on its host measured) has none to quote,
+    # and says why it gives no interval instead
+    shows = {w: t for w, t in texts.items() if w.endswith("--show")}
+    assert all("run-to-run noise ±" in t for w, t in shows.items() if TEAM_EXP not in w)
+    assert "interval unknown: fewer than 3 trials" in shows[f"{TEAM_EXP} --show"]
