@@ -8,12 +8,17 @@ import streamlit as st
 
 from core.settings import Settings
 from core.shapes import shape_note
-from core.views.landing import QUESTION, Answer, landing_answer
+from core.views.landing import QUESTION, Answer, ShapeCheck, landing_answer, shape_check
 
 
 @st.cache_data(ttl=60, show_spinner=False)
 def _answer(_settings: Settings, data_dir: str) -> Answer | None:
     return landing_answer(_settings)  # an attribution fit: cached a minute per data folder
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def _shape_check(_settings: Settings, data_dir: str) -> ShapeCheck | None:
+    return shape_check(_settings)  # an experiment's story: cached a minute per data folder
 
 
 def answer_first(settings: Settings) -> None:
@@ -32,6 +37,9 @@ def answer_first(settings: Settings) -> None:
             st.caption(f"From the experiment *{answer.experiment_name}* ({trials}).")
             if answer.shape:
                 st.warning(shape_note(answer.shape), icon=":material/science:")
+        realistic = _shape_check(settings, str(settings.data_dir))
+        if realistic is not None:  # the same change on a realistic shape, where one shipped
+            st.markdown(realistic.sentence)
         left, right = st.columns(2)
         if answer is not None:
             left.page_link(
@@ -39,6 +47,13 @@ def answer_first(settings: Settings) -> None:
                 label="Open the experiment: every arm and trial",
                 icon=":material/science:",
                 query_params={"experiment": answer.experiment_id},
+            )
+        if realistic is not None:
+            left.page_link(
+                "pages/experiment.py",
+                label=f"Open the {realistic.shape} experiment",
+                icon=":material/science:",
+                query_params={"experiment": realistic.experiment_id},
             )
         right.page_link(
             "pages/launch.py",

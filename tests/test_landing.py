@@ -14,10 +14,11 @@ from streamlit.testing.v1 import AppTest
 from core.analysis.attribution import decompose, experiment_attribution, part_reading
 from core.analysis.card import experiment_story
 from core.analysis.stats import NOT_TESTED
+from core.experiments.design import list_experiments
 from core.numbers import pct_interval_text, pct_text
 from core.portal.demo import install_demo
 from core.settings import Settings
-from core.views.landing import QUESTION, demo_experiment, landing_answer
+from core.views.landing import QUESTION, demo_experiment, landing_answer, shape_check
 from core.views.pickers import run_options
 
 REPO = Path(__file__).resolve().parent.parent
@@ -80,6 +81,26 @@ def test_the_answer_is_the_demo_attribution_in_two_sentences(demo: Settings) -> 
 
 def test_no_shipped_grid_no_answer(settings: Settings) -> None:
     assert landing_answer(settings) is None  # an empty data folder: nothing to quote
+    assert shape_check(settings) is None
+
+
+def test_the_realistic_shape_line_is_the_team_change_experiments_own_card(demo: Settings) -> None:
+    """The team change on the Qwen3-30B-A3B shape (H200, 2 trials): its c=64 change from its
+    card, why there is no interval, and the knob its load never exercised."""
+    check = shape_check(demo)
+    assert check is not None and check.shape == "qwen3-30b-a3b"
+    record = next(r for r in list_experiments(demo) if r.experiment_id == check.experiment_id)
+    story = experiment_story(demo, record)
+    (row,) = [r for r in story.card if r.metric == "output_throughput" and r.concurrency == 64]
+    assert row.low is None  # 2 trials: no interval, and the line says why
+    assert (
+        f"output throughput {pct_text(row.change)} at concurrency 64 (2 trials, fewer than "
+        "the 3 an interval needs)" in check.sentence
+    )
+    assert "dummy weights: speed only, answers meaningless" in check.sentence
+    assert f"mem_fraction_static {NOT_TESTED}, so the difference is cuda_graphs or noise" in (
+        check.sentence
+    )
 
 
 def test_the_landing_page_shows_question_answer_and_links(demo: Settings) -> None:
@@ -91,6 +112,8 @@ def test_the_landing_page_shows_question_answer_and_links(demo: Settings) -> Non
     assert answer is not None
     shown = " ".join(m.value for m in app.markdown)
     assert answer.sentences[0] in shown and answer.sentences[1] in shown
+    check = shape_check(demo)
+    assert check is not None and check.sentence in shown
     assert app.title[0].value == "Runs"  # the runs table follows the answer
 
 

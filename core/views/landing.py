@@ -21,16 +21,18 @@ from core.analysis.attribution import (
     part_reading,
     part_word,
 )
-from core.analysis.card import succeeded_by_arm
+from core.analysis.card import experiment_story, succeeded_by_arm
 from core.analysis.knob_checks import idle_knobs, knob_checks
+from core.analysis.stats import MIN_TRIALS_FOR_CI, NOT_TESTED
 from core.analysis.trials import experiment_runs
 from core.experiments.design import list_experiments
 from core.experiments.records import ExperimentRecord
 from core.metric_info import metric_name
-from core.numbers import pct_text
+from core.numbers import pct_interval_text, pct_text
 from core.settings import DEMO_DIR, Settings
+from core.shapes import DUMMY_WEIGHTS
 
-__all__ = ["QUESTION", "Answer", "demo_experiment", "landing_answer"]
+__all__ = ["QUESTION", "Answer", "ShapeCheck", "demo_experiment", "landing_answer", "shape_check"]
 
 QUESTION = "CUDA graphs and the memory fraction changed together — which did it?"
 # The two knobs the seed team changed at once; the demo that answers is a grid over them.
@@ -127,3 +129,63 @@ def landing_answer(settings: Settings) -> Answer | None:
         trials=trials,
         shape=server.get("shape"),
     )
+
+
+@dataclass(frozen=True)
+class ShapeCheck:
+    """The same change on a realistic model shape, in one sentence, and where it comes from."""
+
+    sentence: str
+    experiment_id: str
+    shape: str
+
+
+def _shipped_shape_change(settings: Settings) -> ExperimentRecord | None:
+    """The newest shipped experiment on a model shape with an arm that changes exactly the
+    two knobs at once: the seed team's change as they made it."""
+    shipped = {p.name for p in (DEMO_DIR / "experiments").glob("exp-*")}
+    for r in list_experiments(settings):  # newest first
+        server = (r.spec.get("base") or {}).get("server") or {}
+        arms = r.spec.get("arms") or []
+        both = any(set(a.get("changes") or {}) == KNOBS for a in arms)
+        if r.experiment_id in shipped and server.get("shape") and both:
+            return r
+    return None
+
+
+def shape_check(settings: Settings) -> ShapeCheck | None:
+    """The team's change measured on a realistic shape (dummy weights), worded from its
+    experiment's own card and knob checks: the change at the highest concurrency with its
+    interval (or why there is none), and the knobs that load never exercised."""
+    record = _shipped_shape_change(settings)
+    if record is None:
+        return None
+    story = experiment_story(settings, record)
+    rows = [
+        r
+        for r in story.card
+        if r.metric == METRIC and isinstance(r.concurrency, int) and r.change is not None
+    ]
+    if not rows:
+        return None
+    top = max(rows, key=lambda r: r.concurrency or 0)
+    trials = min(top.n, top.n_base)
+    if top.low is not None and top.high is not None:
+        interval = f"{top.level:.0%} CI {pct_interval_text(top.low, top.high)}"
+    else:
+        interval = f"{trials} trials, fewer than the {MIN_TRIALS_FOR_CI} an interval needs"
+    shape = str(record.spec["base"]["server"]["shape"])
+    text = (
+        f"On the {shape} shape ({DUMMY_WEIGHTS}), the change as the team made it: "
+        f"{metric_name(METRIC)} {pct_text(top.change)} at concurrency {top.concurrency} "
+        f"({interval})"
+    )
+    idle = [k for k in idle_knobs(story.knob_checks) if f"server.{k}" in KNOBS]
+    if idle:
+        tested = sorted(
+            k.removeprefix("server.") for k in KNOBS if k.removeprefix("server.") not in idle
+        )
+        text += f"; {', '.join(idle)} {NOT_TESTED}"
+        if len(tested) == 1:
+            text += f", so the difference is {tested[0]} or noise"
+    return ShapeCheck(sentence=f"{text}.", experiment_id=record.experiment_id, shape=shape)
