@@ -4,6 +4,7 @@ run, every arm's point has the same load, sized from the smallest pool, and says
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -102,3 +103,15 @@ def test_pool_runs_go_first_and_every_arm_is_sized_from_the_smallest_pool(
     again = queue_launch(settings, _experiment(tiny_tokenizer_dir))
     added = {p.name for p in settings.runs_dir.iterdir()} - before
     assert added == set(again.run_ids)
+
+    # Pools measured on other GPUs (an imported run, the shipped H200 demo on this host) are
+    # no pools of this machine: the same configurations get pool runs of their own again.
+    for folder in settings.runs_dir.iterdir():
+        facts_path = folder / "facts.json"
+        if facts_path.is_file():
+            facts = json.loads(facts_path.read_text())
+            facts_path.write_text(json.dumps({**facts, "gpus": [{"name": "NVIDIA H200"}]}))
+    before = {p.name for p in settings.runs_dir.iterdir()}
+    third = queue_launch(settings, _experiment(tiny_tokenizer_dir))
+    added = {p.name for p in settings.runs_dir.iterdir()} - before
+    assert len(added - set(third.run_ids)) == 2  # a pool run per arm, queued first

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from core.analysis.noise import fingerprint
 from core.config import BenchmarkPlan, KvPool, Point, RunSpec, ServerConfig
 from core.errors import StoreError
 from core.experiments.design import ExperimentSpec, arm_tag, expand
+from core.launch.host import detect_host
 from core.run_folder import RunFolder, kv_pool_tokens
 from core.settings import Settings
 
@@ -27,6 +29,8 @@ __all__ = ["PoolPlan", "known_pool_run", "plan_pools", "pool_run_spec", "same_se
 # Fields of a server config that do not change its KV pool (where it listens, how long
 # ServeLab waits for it).
 _NOT_POOL = ("port", "startup_timeout_s")
+# A machine as a fingerprint reads it (core.analysis.noise): its GPU models and CPU model.
+Machine = tuple[tuple[str, ...], str | None]
 # How many run folders (newest first) are read to find an earlier run of a configuration.
 MAX_FOLDERS_READ = 2000
 
@@ -37,16 +41,19 @@ def same_server(a: ServerConfig, b: ServerConfig) -> bool:
     return all(da[k] == db[k] for k in da if k not in _NOT_POOL)
 
 
-def _pool_of(folder: RunFolder) -> int | None:
+def _pool_of(folder: RunFolder, machine: Machine) -> int | None:
+    """The run's KV pool, where it was measured on ``machine`` (its facts' GPUs and CPU)."""
     try:
         facts = folder.read("facts.json") if (folder.path / "facts.json").is_file() else {}
     except StoreError:
         return None
-    return kv_pool_tokens(facts)
+    return kv_pool_tokens(facts) if fingerprint(facts).machine == machine else None
 
 
-def known_pool_run(settings: Settings, server: ServerConfig) -> str | None:
-    """The newest earlier run of ``server`` (same_server) that reported a KV pool."""
+def known_pool_run(settings: Settings, server: ServerConfig, machine: Machine) -> str | None:
+    """The newest earlier run of ``server`` (same_server) on ``machine`` that reported a KV
+    pool: a pool measured on other GPUs (an imported run, the shipped H200 demo on a laptop)
+    would size this machine's load wrongly."""
     root = settings.runs_dir
     if not root.is_dir():
         return None
@@ -58,7 +65,7 @@ def known_pool_run(settings: Settings, server: ServerConfig) -> str | None:
             theirs = ServerConfig.model_validate(folder.read("spec.json").get("server") or {})
         except (StoreError, ValidationError, AttributeError):
             continue
-        if same_server(theirs, server) and _pool_of(folder) is not None:
+        if same_server(theirs, server) and _pool_of(folder, machine) is not None:
             return folder.run_id
     return None
 
@@ -114,8 +121,10 @@ def plan_pools(settings: Settings, exp: ExperimentSpec, exp_id: str) -> PoolPlan
         first.setdefault(arm, spec)
     known: dict[str, str] = {}
     to_run: dict[str, RunSpec] = {}
+    host = detect_host(settings)
     for arm, spec in first.items():
-        rid = known_pool_run(settings, spec.server)
+        here = host.fingerprint(spec.server)  # None on a cluster: no node is known, reuse none
+        rid = None if here is None else known_pool_run(settings, spec.server, here.machine)
         if rid is not None:
             known[arm] = rid
         else:
