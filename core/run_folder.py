@@ -173,7 +173,9 @@ class Step(BaseModel):
     model_config = ConfigDict(frozen=True, extra="allow")
 
     step: str
-    outcome: str  # running | ok | failed | skipped
+    outcome: (
+        str  # running | ok | warning (measured, flagged: a degenerate probe) | failed | skipped
+    )
     started_at: str | None = None
     duration_s: float | None = None
     detail: str | None = None

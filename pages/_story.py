@@ -6,9 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.analysis.card import Story, card_grid, regression_lines
+from core.analysis.card import Story, card_grid, no_interval_text, regression_lines
 from core.analysis.stats import NOT_TESTED
-from core.analysis.verdict_family import no_interval_text
 from core.views.cells import CARD_LEGEND, column_groups
 
 # only better / worse are coloured (core.analysis.words); every other word is grey

@@ -115,7 +115,7 @@ def test_an_aa_on_another_machine_leaves_every_shipped_verdict_byte_identical(
 ) -> None:
     install_demo(settings)
     before = _verdicts(settings)
-    assert len(before) == 6  # every shipped demo experiment
+    assert len(before) == 7  # every shipped demo experiment
     _noisy_aa(settings, "exp-29990101-000000-aaaa", host, facts)
     assert any(r.kind == "aa" and r.host == host for r in list_experiments(settings))
     assert _verdicts(settings) == before
