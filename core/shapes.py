@@ -196,7 +196,7 @@ def shape_note(shape: str | None) -> str:
     return f"{shape} shape, {DUMMY_WEIGHTS}" if shape else ""
 
 
-def model_label(server: dict[str, Any]) -> str | None:
+def model_label(server: Mapping[str, Any]) -> str | None:
     """What a stored run's model is called in lists (the catalog's model column): the
     shape's name and "(dummy weights)" for a shape run, else ``server.model``."""
     shape = server.get("shape")

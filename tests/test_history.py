@@ -284,3 +284,17 @@ def test_the_version_demos_history_reads_the_change_as_its_experiment() -> None:
     assert history.band_from in {"sglang-0.5.14", "sglang-0.5.17"}
     assert "Regression in" not in " ".join(lines)  # neither page claims one
     assert lines[-1].startswith("With these ") and "4 times in 5" in lines[-1]
+
+
+def test_a_shape_runs_series_is_named_by_its_shape_not_the_default_model() -> None:
+    """A shape run's spec keeps the default model's name beside ``shape``: the series says
+    the shape (core.shapes.model_label), as the Runs table does."""
+    from core.settings import DEMO_DIR
+
+    run = DEMO_DIR / "runs" / "20261206-025848-ce3e3a"  # the team change, graphs on, H200
+    if not run.is_dir():
+        pytest.skip("the team-change demo is not shipped")
+    history = load_history(DEMO_DIR / "runs", run.name)
+    assert history is not None
+    assert history.config.startswith("sglang · qwen3-30b-a3b (dummy weights) · cuda:0")
+    assert "smollm2" not in history.config

@@ -103,6 +103,7 @@ from core.numbers import (
     share_text,
 )
 from core.settings import Settings
+from core.shapes import model_label
 
 __all__ = [
     "CARD_METRICS",
@@ -531,7 +532,7 @@ def noise_note(
         settings,
         runs_fingerprint(views),
         engine=server.get("engine"),
-        model=server.get("model"),
+        model=model_label(server),
     )
     if found is None:
         return ""

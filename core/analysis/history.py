@@ -45,6 +45,7 @@ from core.metric_info import higher_is_better, metric_name, metrics_for
 from core.metrics import headline_index, rate_value
 from core.numbers import as_number, number_text, pct_text, share_text
 from core.run_folder import RunFolder, epoch_s, is_run_id
+from core.shapes import model_label
 
 __all__ = [
     "AA_ALERT_RATE",
@@ -466,7 +467,8 @@ def _point_label(summary: Mapping[str, Any]) -> str:
 
 def _config(view: RunView) -> str:
     server = view.spec.get("server") or {}
-    model = str(server.get("model") or "?").rstrip("/").rsplit("/", 1)[-1]
+    label = model_label(server) if server.get("shape") else server.get("model")
+    model = str(label or "?").rstrip("/").rsplit("/", 1)[-1]
     gpu = gpu_names(view.facts.get("gpus"))
     parts = [str(server.get("engine")), model, str(server.get("device"))]
     return " · ".join([*parts, *([gpu] if gpu and gpu != "none" else [])])

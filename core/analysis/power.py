@@ -27,6 +27,7 @@ from core.experiments.design import baseline_arm, list_experiments
 from core.experiments.records import ExperimentRecord
 from core.metrics import as_number
 from core.settings import Settings
+from core.shapes import model_label
 
 __all__ = [
     "ALTERNATIVE_TRIALS",
@@ -99,7 +100,7 @@ def _finished(runs: Sequence[RunOfArm]) -> bool:
 def _same_setup(record: ExperimentRecord, engine: str | None, model: str | None) -> bool:
     server = (record.spec.get("base") or {}).get("server") or {}
     return (engine is None or server.get("engine") == engine) and (
-        model is None or server.get("model") == model
+        model is None or model_label(server) == model
     )
 
 

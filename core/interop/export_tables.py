@@ -30,6 +30,7 @@ from core.errors import ConfigError
 from core.interop.selection import Selection, origin_of
 from core.metrics import point_cancelled, point_caveats, point_error_rate, rate_value
 from core.run_folder import RunFolder
+from core.shapes import model_label
 from core.views.answers import answers_frame
 
 __all__ = [
@@ -67,7 +68,7 @@ def summaries_frame(sel: Selection) -> pd.DataFrame:
             "state": v.status.state,
             "engine": server.get("engine"),
             "engine_version": v.facts.get("engine_version"),
-            "model": server.get("model"),
+            "model": model_label(server),  # a shape run: the shape, "(dummy weights)"
             "tags": "; ".join(str(t) for t in v.spec.get("tags") or []),
         }
         if not v.points:

@@ -47,6 +47,7 @@ from core.launch.preflight import preflight
 from core.launch.queue import queue_experiment
 from core.run_folder import find_runs
 from core.settings import Settings
+from core.shapes import model_label
 from core.store import Catalog
 
 __all__ = [
@@ -231,7 +232,8 @@ def answering_experiment(settings: Settings, a: RunView, plan: ExplainPlan) -> s
     wanted = [tuple(v[0] for v in plan.knobs.values()), tuple(v[1] for v in plan.knobs.values())]
     for rec in list_experiments(settings):
         base = dict((rec.spec.get("base") or {}).get("server") or {})
-        if base.get("engine") != server.get("engine") or base.get("model") != server.get("model"):
+        same_model = model_label(base) == model_label(server)  # a shape's name, else the model
+        if base.get("engine") != server.get("engine") or not same_model:
             continue
         arms = [dict(arm.get("changes") or {}) for arm in rec.spec.get("arms") or []]
         if {k for changes in arms for k in changes} != set(knobs):

@@ -27,6 +27,7 @@ from core.launch.preflight import preflight, refuse
 from core.numbers import trial_text
 from core.run_folder import RunFolder
 from core.settings import Settings
+from core.shapes import model_label
 from core.store import Catalog
 
 __all__ = [
@@ -173,8 +174,10 @@ def dry_run(
     for trial, arms in by_trial.items():
         what = "closing baseline" if trial >= exp.first_trials else trial_text(trial)
         lines.append(f"  {what}: " + ", ".join(arms))
+    # the catalog's model column: a shape run's is the shape's name (core.shapes.model_label)
+    label = model_label(server.model_dump(mode="json"))
     history = Catalog(settings.catalog_path, settings.runs_dir).recent_durations_s(
-        server.engine, server.model
+        server.engine, str(label)
     )
     lines.append(
         "Estimated duration: "
@@ -185,7 +188,7 @@ def dry_run(
             settings,
             (host or detect_host(settings)).fingerprint(server),
             engine=server.engine,
-            model=server.model,
+            model=label,
         ),
         exp.max_trials if exp.adaptive else exp.first_trials,
     )
