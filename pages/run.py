@@ -18,7 +18,7 @@ from core.executors.queue import cancel
 from core.launch.presets import stored_run_estimate
 from core.metrics import DEFINITION, caveat_lines, point_cancelled, point_caveats, point_error_rate
 from core.run_folder import RunFolder, find_runs
-from core.shapes import shapes_line
+from core.shapes import runs_routing, shapes_line
 from core.views.cells import EMPTY, cell_text, column_label, readable_table, time_text
 from core.views.figures import arm_colours, cdf_figure, gpu_memory_figure, no_gpu_samples_line
 from core.views.progress import point_words, run_time_text
@@ -55,8 +55,7 @@ if place is not None:
         icon=":material/science:",
     )
 # a model shape: dummy weights, and how its MoE routing ran (launch.json)
-routed = (folder.read("launch.json") or {}).get("uniform_experts")
-if shape_line := shapes_line([view.spec], routed):
+if shape_line := shapes_line([view.spec], runs_routing([view.launch])):
     st.warning(shape_line, icon=":material/science:")
 drawn_state = folder.status_or_empty().state or "?"
 # the plan's point count: "point 2/3" everywhere on this page (core.views.progress)

@@ -467,8 +467,7 @@ def _point_label(summary: Mapping[str, Any]) -> str:
 
 def _config(view: RunView) -> str:
     server = view.spec.get("server") or {}
-    label = model_label(server) if server.get("shape") else server.get("model")
-    model = str(label or "?").rstrip("/").rsplit("/", 1)[-1]
+    model = str(model_label(server) or "?").rstrip("/").rsplit("/", 1)[-1]
     gpu = gpu_names(view.facts.get("gpus"))
     parts = [str(server.get("engine")), model, str(server.get("device"))]
     return " · ".join([*parts, *([gpu] if gpu and gpu != "none" else [])])

@@ -33,6 +33,7 @@ __all__ = [
     "regression_lines",
     "regressions",
     "regressions_paragraph",
+    "too_few_trials_text",
 ]
 
 
@@ -98,9 +99,15 @@ def no_interval_text(rows: Sequence[CardRow]) -> str:
         )
     more = MIN_TRIALS_FOR_CI - trials
     return (
-        f"{trials} trials per arm, fewer than the {MIN_TRIALS_FOR_CI} an interval needs: {never}"
+        f"{too_few_trials_text(trials, ' per arm')}: {never}"
         f" {more} more trial{'s' if more > 1 else ''} would give one."
     )
+
+
+def too_few_trials_text(trials: int, per: str = "") -> str:
+    """ "2 trials, fewer than the 3 an interval needs" (``per``: " per arm" after "trials"):
+    why a contrast has no interval."""
+    return f"{trials} trials{per}, fewer than the {MIN_TRIALS_FOR_CI} an interval needs"
 
 
 def regression_lines(rows: Sequence[CardRow]) -> list[str]:

@@ -23,8 +23,9 @@ from core.analysis.attribution import (
 )
 from core.analysis.card import experiment_story, succeeded_by_arm
 from core.analysis.knob_checks import idle_knobs, knob_checks
-from core.analysis.stats import MIN_TRIALS_FOR_CI, NOT_TESTED
+from core.analysis.stats import NOT_TESTED
 from core.analysis.trials import experiment_runs
+from core.analysis.verdict_family import too_few_trials_text
 from core.experiments.design import list_experiments
 from core.experiments.records import ExperimentRecord
 from core.metric_info import metric_name
@@ -169,11 +170,10 @@ def shape_check(settings: Settings) -> ShapeCheck | None:
     if not rows:
         return None
     top = max(rows, key=lambda r: r.concurrency or 0)
-    trials = min(top.n, top.n_base)
     if top.low is not None and top.high is not None:
         interval = f"{top.level:.0%} CI {pct_interval_text(top.low, top.high)}"
     else:
-        interval = f"{trials} trials, fewer than the {MIN_TRIALS_FOR_CI} an interval needs"
+        interval = too_few_trials_text(min(top.n, top.n_base))
     shape = str(record.spec["base"]["server"]["shape"])
     text = (
         f"On the {shape} shape ({DUMMY_WEIGHTS}), the change as the team made it: "
