@@ -13,6 +13,8 @@
 # model folder (its config.json + the tokenizer from part2's model-src, copied by `unpack` into
 # $G/models/tokenizer) and SGLang fills the weights with random values (--load-format dummy).
 # `bash bench/gpu/device.sh shape NAME` materialises one on its own (a check before `start`).
+# KV_POOL_TOKENS=N sizes a kv_fill plan from N tokens instead of its kv_pool.tokens (one GPU's
+# measured pool; docs/BENCHMARKS.md 5.6 gives the H100's for the 2x2).
 #
 # vLLM (prepare_vllm.sh): one piece a call, then join and unpack once all are there:
 #   bash bench/gpu/device.sh stash .gpu/vllm-part1     # call k: piece k into /tmp/gpu/pieces
@@ -175,13 +177,18 @@ start() {  # PLAN_JSON[,PLAN_JSON...]: the experiments, one after another (then,
   for plan in "${plans[@]}"; do
     i=$((i + 1))
     python3 - "$plan" "$model" $G "$tokenizer" $i <<'PY' || return 1
-import json, sys
+import json, os, sys
 plan = json.load(open(sys.argv[1]))
 server = plan["base"]["server"]
 if server.get("shape"):  # a model shape: dummy weights, its folder built from data/shapes
     server["tokenizer"] = sys.argv[4]
 else:
     server["model"] = sys.argv[2]
+# KV_POOL_TOKENS: the pool a kv_fill plan is sized from on this GPU (a plan's kv_pool.tokens
+# is one GPU's measured pool: plan_shape_2x2.json's is the H200's, 5x an H100's)
+if os.environ.get("KV_POOL_TOKENS") and plan["base"]["plan"].get("kv_pool"):
+    plan["base"]["plan"]["kv_pool"] = {"tokens": int(os.environ["KV_POOL_TOKENS"])}
+    print("kv_pool.tokens:", os.environ["KV_POOL_TOKENS"], "(KV_POOL_TOKENS)")
 json.dump(plan, open(f"{sys.argv[3]}/plan-{sys.argv[5]}.json", "w"))
 # The seed team's change, made as they made it: two plain runs (no declared knob) that
 # differ in both CUDA graphs and mem-fraction-static; the Compare page must flag it.
