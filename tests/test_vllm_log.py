@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from core.engines.vllm_log import (
     LOG_FACT_KEYS,
     graph_runtime_modes,
@@ -57,12 +59,29 @@ def test_a_live_0_26_server_log_from_the_lent_h100() -> None:
     assert (facts["graph_mem_gb"], facts["cuda_graph_capture_s"]) == (0.98, 4.0)
     assert facts["graph_memory_profiled"] is True and facts["gpu_memory_utilization"] == 0.85
     assert (facts["activation_peak_gb"], facts["non_torch_mem_gb"]) == (1.1, 0.22)
+    assert facts["over_budget_gb"] == 0.97  # 15.0 + 1.1 + 0.22 + 0.98 + 50.97 - 67.3
     assert (facts["init_engine_s"], facts["compile_s"]) == (108.03, 16.52)
     assert facts["ready"] is True and facts["failure"] is None
     assert len(facts["cuda_graph_capture_sizes"]) == 51  # 1 … 512, as the capture bars count
 
 
+def test_on_the_live_v2_runner_graphs_cost_no_kv_pool_they_go_beyond_the_fraction() -> None:
+    """The same shape, fraction and machine with -cc.cudagraph_mode=NONE (2026-12-06, the
+    vLLM graphs A/B in data/demo): 0.26's V2 runner sizes the KV cache before it captures, so
+    both arms get 417,536 tokens and the graphs-on server holds its 0.98 GiB of graphs beyond
+    the 0.85 it was asked for; the graphs-off server spends the budget to the rounding."""
+    on = parse_vllm_log(_read("v026-h100-live.log"))
+    off = parse_vllm_log(_read("v026-h100-live-graphs-off.log"))
+    assert off["cudagraph_mode"] == "NONE" and off["cuda_graph_enabled"] is False
+    assert off["graph_mem_gb"] is None
+    assert off["kv_cache_tokens"] == on["kv_cache_tokens"] == 417_536
+    assert off["over_budget_gb"] is not None and abs(off["over_budget_gb"]) <= 0.05
+    assert on["over_budget_gb"] == pytest.approx(on["graph_mem_gb"], abs=0.05)
+
+
 def test_graphs_off_states_no_capture_and_a_larger_pool() -> None:
+    """The V1 runner's profiling line (hand-written from the 0.26.0 source): there the
+    graphs' memory comes out of the KV budget."""
     on, off = (
         parse_vllm_log(_read("v026-graphs-on.log")),
         parse_vllm_log(_read("v026-graphs-off.log")),

@@ -48,6 +48,7 @@ LOG_FACT_KEYS: tuple[str, ...] = (
     "gpu_memory_utilization_without_graphs",
     "activation_peak_gb",
     "non_torch_mem_gb",
+    "over_budget_gb",
     "init_engine_s",
     "compile_s",
     "ready",
@@ -107,14 +108,15 @@ _KV_MEM = re.compile(rf"Available KV cache memory: {_NUM} GiB")  # gpu_worker.py
 _KV_TOKENS = re.compile(rf"GPU KV cache size: {_INT_COMMAS} tokens")  # kv_cache_utils.py:2177
 _CONCURRENCY = re.compile(rf"Maximum concurrency for {_INT_COMMAS} tokens per request: {_NUM}x")
 _CAPTURED = re.compile(rf"Graph capturing finished in {_NUM} secs, took {_NUM} GiB")  # :6845
-# gpu_worker.py:575: graph memory charged to the KV budget (default since 0.21)
+# gpu_worker.py:575 (the V1 GPU model runner): graph memory profiled and charged to the KV budget
 _PROFILED = re.compile(
     rf"CUDA graph memory profiling is enabled.*?--gpu-memory-utilization={_NUM} is "
     rf"equivalent to --gpu-memory-utilization={_NUM} without"
 )
 _NOT_PROFILED = re.compile(r"CUDA graph memory profiling is disabled")
-# gpu_worker.py:857 (0.26's V2 model runner, as a live H100 server wrote it): how the budget
-# was spent, the graphs' memory among it, so graphs on shrink the KV cache
+# gpu_worker.py:857 (0.26's V2 model runner, as live H100 servers wrote it): how the budget
+# was spent, the graphs' memory among it. This runner sizes the KV cache before it captures:
+# graphs on and off got the same pool, and the graphs went beyond the fraction (over_budget_gb)
 _BUDGET = re.compile(
     rf"Desired GPU memory utilization is \({_NUM}, {_NUM} GiB\)\. Actual usage is {_NUM} GiB "
     rf"for weight, {_NUM} GiB for peak activation, {_NUM} GiB for non-torch memory, and "
@@ -170,6 +172,16 @@ def _config_facts(text: str) -> dict[str, Any]:
     return out
 
 
+def _over_budget_gb(budget: re.Match[str] | None, kv: re.Match[str] | None) -> float | None:
+    """GiB the start-up spent beyond --gpu-memory-utilization's budget: weights + activation
+    peak + non-torch + graphs + the KV cache, less the budget (the log prints each to 0.01
+    GiB, so a few hundredths either way is rounding). None without the budget line."""
+    if budget is None or kv is None:
+        return None
+    spent = sum(float(budget[i]) for i in (3, 4, 5, 6)) + float(kv[1])
+    return round(spent - float(budget[2]), 2)
+
+
 def _memory_facts(text: str) -> dict[str, Any]:
     loaded, kv, tokens = _first(_LOADED, text), _first(_KV_MEM, text), _first(_KV_TOKENS, text)
     conc, captured, profiled = (
@@ -194,6 +206,7 @@ def _memory_facts(text: str) -> dict[str, Any]:
         "gpu_memory_utilization_without_graphs": float(profiled[2]) if profiled else None,
         "activation_peak_gb": float(budget[4]) if budget else None,
         "non_torch_mem_gb": float(budget[5]) if budget else None,
+        "over_budget_gb": _over_budget_gb(budget, kv),
         "init_engine_s": float(init[1]) if init else None,
         "compile_s": float(init[2]) if init and init[2] else None,
     }
