@@ -7,7 +7,8 @@ Two things change on the way, and each changed run says so in its facts (``demo_
 * SGLang facts are read again from the stored /server_info body (``server_info_raw``) and
   start-up log with the current adapter, so fixes made after the device call (0.5.17's
   CUDA-graph batch sizes, docs/ENGINES.md) show in the demo. Keys the pipeline added beside
-  the engine's facts (GPU memory, placement) are kept as measured.
+  the engine's facts (GPU memory, placement) are kept as measured. A vLLM run gains only the
+  log facts its stored facts lack (``over_budget_gb``); the rest stay as measured.
 * uvicorn's per-request access lines are dropped from server.log (they are most of its size
   and state no fact); every SGLang line stays.
 * The device's working folder (``G`` in bench/gpu/device.sh) becomes ``<device>`` in
@@ -36,6 +37,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from core.engines.sglang import facts_from
+from core.engines.vllm_log import parse_vllm_log
 
 _ACCESS = ("INFO:     127.0.0.1:",)
 # One source for the device's working folder: the ``G=`` line of device.sh.
@@ -113,6 +115,13 @@ def import_run(src: Path, dest: Path) -> None:
                 "SGLang facts re-read from the stored /server_info body and "
                 f"server.log by bench/gpu/import_results.py; changed: {changed}"
             )
+        elif spec.get("server", {}).get("engine") == "vllm":
+            # vLLM's stored facts mix the log with the server's answers: only the log facts
+            # the device's code did not know yet are added (e.g. over_budget_gb)
+            fresh = parse_vllm_log(log.read_text(errors="replace"))
+            added = sorted(k for k in fresh if k not in facts)
+            facts.update({k: fresh[k] for k in added})
+            note.append(f"vLLM log facts the run lacked read from server.log: {added}")
         dropped = _slim_log(log)
         note.append(f"{dropped} uvicorn access lines dropped from server.log")
         note.append(f"{DEVICE_ROOT} written as <device> in every stored path")
