@@ -14,7 +14,9 @@ the single-run pair (one run of the baseline arm, one of a knob's arm) goes thro
 * single-run Compare pairs whose words say better or worse (target: 0);
 * card cells that read better alone / worse alone (their own 95 % interval excludes zero,
   the family does not confirm them): the per-cell rate such a word carries, and the share
-  of experiments with at least one.
+  of experiments with at least one;
+* experiments whose Summary, having no Regressions, names a confirmatory contrast that reads
+  worse alone (``worse_alone_lines``: the "No confirmed regression; worse alone" note).
 
     .venv/bin/python -m bench.sim_verdicts --seed 35 --experiments 1000
 
@@ -32,7 +34,12 @@ from typing import Any
 
 import numpy as np
 
-from core.analysis.card import comparison_story, regressions_paragraph, summary_card
+from core.analysis.card import (
+    comparison_story,
+    regressions_paragraph,
+    summary_card,
+    worse_alone_lines,
+)
 from core.analysis.runs import RunView
 from core.run_folder import RunStatus
 
@@ -89,6 +96,8 @@ def one_experiment(rng: np.random.Generator, trials: int, cv: float) -> dict[str
         "compare_single": bool(_FINDING.search(words))
         or any(r.verdict in ("better", "worse") for r in pair.card),
         "any_alone": any(r.verdict in _ALONE for r in rows),
+        # the Summary's "no confirmed regression; worse alone" note (pages/_story.py)
+        "summary_worse_alone": not regressions_paragraph(rows) and bool(worse_alone_lines(rows)),
         "alone_cells": sum(r.verdict in _ALONE for r in rows),
         "cells": len(rows),
     }
@@ -104,7 +113,16 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     start = time.perf_counter()
     counts = dict.fromkeys(
-        ("regressions", "any_cell", "compare_single", "any_alone", "alone_cells", "cells"), 0
+        (
+            "regressions",
+            "any_cell",
+            "compare_single",
+            "any_alone",
+            "summary_worse_alone",
+            "alone_cells",
+            "cells",
+        ),
+        0,
     )
     for _ in range(args.experiments):
         for key, hit in one_experiment(rng, args.trials, args.cv).items():
@@ -122,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                 "single_run_compare_better_or_worse_share": counts["compare_single"] / n,
                 "any_cell_better_or_worse_alone_share": counts["any_alone"] / n,
                 "cells_better_or_worse_alone_share": counts["alone_cells"] / counts["cells"],
+                "summary_worse_alone_note_share": counts["summary_worse_alone"] / n,
                 "seconds": round(time.perf_counter() - start, 1),
             }
         )

@@ -6,7 +6,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.analysis.card import Story, card_grid, no_interval_text, regression_lines
+from core.analysis.card import (
+    Story,
+    card_grid,
+    no_interval_text,
+    regression_lines,
+    worse_alone_lines,
+)
 from core.analysis.stats import NOT_TESTED
 from core.views.cells import CARD_LEGEND, column_groups
 
@@ -36,6 +42,16 @@ def summary_card(story: Story) -> None:
         )
     elif not any(r.confirmed for r in story.card):
         st.info(no_interval_text(story.card), icon=":material/info:")
+    elif story.family and (watch := worse_alone_lines(story.card)):
+        # not green: a contrast whose own interval says worse is no all-clear, and not red:
+        # its family does not confirm it
+        st.info(
+            "**No confirmed regression; worse alone** (its own interval excludes zero, its "
+            "family does not confirm it)\n\n"
+            + "\n".join(f"- {w}" for w in watch)
+            + f"\n\n{story.family}",
+            icon=":material/info:",
+        )
     elif story.family:
         st.success(
             "No regression among the confirmatory contrasts. " + story.family,

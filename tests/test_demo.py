@@ -35,6 +35,11 @@ VERSION_EXP = "exp-20261202-033636-ec50"  # SGLang 0.5.14 vs 0.5.17, graphs on (
 ANSWERS_EXP = "exp-20261205-123358-fc13"
 # the seed team's change as they made it, Qwen3-30B-A3B shape, dummy weights (issue 37)
 TEAM_EXP = "exp-20261206-025848-b394"
+# the version A/B again on the Llama-3.1-8B shape, 3 trials, an H100 (issue 37)
+SHAPE_VERSION_EXP = "exp-20261206-204321-81e2"
+# vLLM 0.26.0's first measured runs, one trial each, an H100 (issue 38)
+VLLM_GRAPHS_EXP = "exp-20261206-205528-0196"
+ENGINE_EXPS = ("exp-20261206-210005-a43f", "exp-20261206-210345-34a9")
 KV_POOLS = {0.85: 478_752, 0.92: 518_662}  # KV tokens SGLang allocated per arm
 
 
@@ -249,6 +254,29 @@ def test_experiment_page_shows_the_demo_verdict(
             infos = " ".join(i.value for i in at.info)
             assert "2 trials per arm, fewer than the 3 an interval needs" in infos
             assert "One run per arm" not in infos
+        elif record.experiment_id == SHAPE_VERSION_EXP:
+            assert (
+                "-5.1% output throughput at concurrency 64 (95% CI -8.7…-1.5%), worse alone, "
+                "not confirmed over the family (Holm over 3 comparisons)"
+            ) in text
+            # no Regressions, and no all-clear either: the summary names the worse alone
+            assert "Regressions" not in text and not at.success
+            infos = " ".join(i.value for i in at.info)
+            assert "No confirmed regression; worse alone" in infos
+            assert "output throughput at c=64: -5.1%" in infos
+        elif record.experiment_id == VLLM_GRAPHS_EXP:
+            assert "+52.7% output throughput at concurrency 64 (interval unknown" in text
+            # vLLM logs no per-batch graph flag: said, not guessed
+            assert "unknown: the server did not say which decode passes ran in graphs" in text
+            infos = " ".join(i.value for i in at.info)
+            assert "One run per arm: no interval" in infos
+        elif record.experiment_id in ENGINE_EXPS:
+            assert "output throughput at concurrency 64 (interval unknown" in text
+            assert "confounders: none" in text
+            # the engine is the knob: the flags that mean the same thing, side by side
+            assert "The same setting in each engine" in text
+            tables = " ".join(t.value.to_string() for t in at.table)
+            assert "--mem-fraction-static" in tables and "--gpu-memory-utilization" in tables
         else:
             assert "output throughput at concurrency 1 (95% CI +" in text
             assert any("Runs (6/6 ended: 6 succeeded)" in label for label in labels), labels
@@ -329,5 +357,7 @@ def test_no_shipped_demo_output_says_within_noise_or_noise_floor(settings: Setti
     # (2 trials of a shape no earlier experiment on its host measured) has none to quote,
     # and says why it gives no interval instead
     shows = {w: t for w, t in texts.items() if w.endswith("--show")}
-    assert all("run-to-run noise ±" in t for w, t in shows.items() if TEAM_EXP not in w)
-    assert "interval unknown: fewer than 3 trials" in shows[f"{TEAM_EXP} --show"]
+    few = (TEAM_EXP, VLLM_GRAPHS_EXP, *ENGINE_EXPS)  # fewer than 3 trials
+    assert all("run-to-run noise ±" in t for w, t in shows.items() if w.split()[0] not in few)
+    for exp_id in few:
+        assert "interval unknown: fewer than 3 trials" in shows[f"{exp_id} --show"]

@@ -5,7 +5,12 @@ inconclusive, and never enters Regressions."""
 from __future__ import annotations
 
 from core.analysis.card_row import CardRow
-from core.analysis.verdict_family import declare_family, family_line, regressions
+from core.analysis.verdict_family import (
+    declare_family,
+    family_line,
+    regressions,
+    worse_alone_lines,
+)
 from core.analysis.words import read_difference
 
 
@@ -40,6 +45,25 @@ def test_a_worse_holm_does_not_confirm_reads_worse_alone_and_is_no_regression() 
     assert out[0].word_text().startswith(head)
     assert regressions(out) == []
     assert "Holm over 6 comparisons" in (family_line(out) or "")
+
+
+def test_a_summary_without_regressions_still_names_a_confirmatory_worse_alone() -> None:
+    """The 8B version A/B: -5.1 % at c=64, its own interval below zero, Holm over three not
+    confirming it. "No regression" alone would read as "nothing moved"; the note names it
+    with the trials that would confirm it, and nothing else (not a confirmed regression,
+    not an exploratory cell, not a better alone)."""
+    rows = [_row(-0.051, -0.087, -0.015), _row(0.0, -0.02, 0.02), _row(0.02, 0.001, 0.04)]
+    rows += [_row(-0.307, -0.46, -0.112, "exploratory")]
+    rows += [_row(0.0, -0.3, 0.3, "exploratory") for _ in range(21)]
+    out = declare_family(rows)
+    assert regressions(out) == []
+    (line,) = worse_alone_lines(out)
+    assert line.startswith("output throughput at c=64: -5.1%")
+    assert "worse alone, not confirmed over the family (Holm over 3 comparisons)" in line
+    assert "trials would confirm it at this noise" in line
+    # a confirmed regression is the Regressions paragraph's, never this note's
+    confirmed = declare_family([_row(-0.5, -0.51, -0.49)] + [_row(0.0, -0.02, 0.02)] * 2)
+    assert worse_alone_lines(confirmed) == [] and regressions(confirmed) != []
 
 
 def test_a_worse_holm_confirms_stays_worse_and_is_a_regression() -> None:

@@ -73,6 +73,7 @@ from core.analysis.verdict_family import (
     regression_lines,
     regressions,
     regressions_paragraph,
+    worse_alone_lines,
 )
 from core.analysis.words import (
     BETTER_ALONE,
@@ -129,6 +130,7 @@ __all__ = [
     "shared_experiment",
     "succeeded_by_arm",
     "summary_card",
+    "worse_alone_lines",
 ]
 
 # the card metrics a knob meant to consume memory moves on purpose (its cost)

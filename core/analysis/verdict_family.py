@@ -22,7 +22,7 @@ from core.analysis.family import (
 from core.analysis.knob_checks import single_knob_arms
 from core.analysis.runs import RunView
 from core.analysis.stats import MIN_TRIALS_FOR_CI, NOT_TESTED
-from core.analysis.words import demote
+from core.analysis.words import WORSE_ALONE, demote
 from core.numbers import pct_text, signed_text
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "regressions",
     "regressions_paragraph",
     "too_few_trials_text",
+    "worse_alone_lines",
 ]
 
 
@@ -86,6 +87,16 @@ def regressions(rows: Sequence[CardRow], confirmed_only: bool = True) -> list[Ca
     del confirmed_only
     worse = [r for r in rows if r.verdict == "worse" and r.family == "confirmatory"]
     return sorted(worse, key=lambda r: (list(CARD_METRICS).index(r.metric), -abs(r.change or 0.0)))
+
+
+def worse_alone_lines(rows: Sequence[CardRow]) -> list[str]:
+    """The confirmatory contrasts that read worse alone (their own interval excludes zero,
+    Holm over the family does not confirm it), one sentence each with the trials that would
+    confirm it: what a summary without Regressions must still name, so that "no regression"
+    never reads as "nothing moved" (docs/METRICS.md gives the A/A rate of such a note)."""
+    worse = [r for r in rows if r.verdict == WORSE_ALONE and r.family == "confirmatory"]
+    order = sorted(worse, key=lambda r: (list(CARD_METRICS).index(r.metric), -abs(r.change or 0)))
+    return [r.sentence() for r in order]
 
 
 def no_interval_text(rows: Sequence[CardRow]) -> str:
