@@ -133,3 +133,28 @@ def test_each_check_names_the_resource_its_engine_declares(
     as_transformers = {a: _relabel(vs, engine="transformers") for a, vs in arms.items()}
     shown = {c["knob"]: c["resource"] for c in knob_checks(as_transformers)}
     assert shown["cuda_graphs"] == "graph-captured decode steps"
+
+
+def test_where_the_server_reports_no_per_pass_graph_use_the_check_says_what_it_captured() -> None:
+    """vLLM's graphs A/B (H100, one trial): vLLM logs no per-batch graph flag, so the check
+    stays unknown, and says what the start-up log did show: the graphs captured, up to which
+    batch, against the largest batch the load ran; a batch past the capture is named."""
+    arms = _arms("exp-20261206-205528-0196")
+    graphs = next(c for c in knob_checks(arms) if c["knob"] == "cuda_graphs")
+    assert graphs["exercised"] is None
+    assert graphs["why"] == (
+        "unknown: the server did not say which decode passes ran in graphs; at start-up the "
+        "graphs-on arm captured 0.98 GB of graphs for batches up to 512, and the largest "
+        "running batch (64) was within them"
+    )
+    small = {
+        arm: [
+            replace(v, facts={**v.facts, "cuda_graph_capture_sizes": [1, 2, 4, 8, 16, 32]})
+            for v in vs
+        ]
+        for arm, vs in arms.items()
+    }
+    why = next(c for c in knob_checks(small) if c["knob"] == "cuda_graphs")["why"]
+    assert why.endswith(
+        "the largest running batch (64) was above them: passes that large ran without graphs"
+    )

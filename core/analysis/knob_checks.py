@@ -18,7 +18,7 @@ from core.analysis.server_view import ServerView, server_view
 from core.analysis.stats import NOT_TESTED
 from core.config import KV_FILL_KINDS, knob_text, same_value
 from core.engines.registry import engine_names, find_engine
-from core.numbers import count_text, share_text, short_count_text
+from core.numbers import count_text, gb_text, share_text, short_count_text
 
 __all__ = [
     "KV_TESTED_USAGE",
@@ -182,7 +182,9 @@ def _check_cuda_graphs(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
     on = [a for a, vs in arms.items() if _server(vs, "cuda_graphs") is True]
     shares: dict[str, float] = {a: x for a in on if (x := share[a][0]) is not None}
     if not shares:
-        return base | _unknown("the server did not say which decode passes ran in graphs")
+        why = "the server did not say which decode passes ran in graphs"
+        captured = _captured_text(arms, on)
+        return base | _unknown(f"{why}; {captured}" if captured else why)
     low = min(shares.values())
     broken = [a for a, s in shares.items() if s == 0]
     if broken:
@@ -199,6 +201,33 @@ def _check_cuda_graphs(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
     who = "the graphs-on arms" if len(arms) > 1 else "it"
     why = f"tested: {who} ran {what} of decode passes in CUDA graphs"
     return base | _found(low, 1.0, True, why, None)
+
+
+def _captured_text(arms: Mapping[str, Sequence[RunView]], on: Sequence[str]) -> str | None:
+    """What the graphs-on arms' start-up logs say they captured, beside their largest running
+    batch: all that is known where the server reports no per-pass graph use (vLLM's facts
+    ``cuda_graph_capture_sizes``, ``graph_mem_gb``). None where the logs say neither."""
+    views = [v for a in on for v in arms[a]]
+    sizes = [
+        max(s)
+        for v in views
+        if isinstance(s := v.facts.get("cuda_graph_capture_sizes"), list) and s
+    ]
+    mems = [float(m) for v in views if isinstance(m := v.facts.get("graph_mem_gb"), int | float)]
+    if not sizes and not mems:
+        return None
+    what = f"{gb_text(_median(mems))} of graphs" if mems else "graphs"
+    top = min(sizes) if sizes else None
+    text = f"at start-up the graphs-on {'arms' if len(on) > 1 else 'arm'} captured {what}"
+    if top is None:
+        return text
+    text += f" for batches up to {count_text(top)}"
+    peaks = [p for a in on if (p := _arm_stat({a: arms[a]}, lambda s: s.running_peak)[a][1])]
+    if not peaks:
+        return text
+    peak = max(peaks)
+    where = "within them" if peak <= top else "above them: passes that large ran without graphs"
+    return f"{text}, and the largest running batch ({count_text(peak)}) was {where}"
 
 
 def _check_graph_max_bs(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
