@@ -48,24 +48,29 @@ def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
     # 6 transformers-serve runs + the SGLang 2x2 x 3 trials + the seed pair + the KV A/B
     # + the same KV A/B with trials: auto (4 trials) + the version A/B (2 releases x 3 trials)
     # + the answers experiment (graphs on / off / fp8 KV x 3 trials) + the team change on
-    # the MoE shape (2 arms x 2 trials)
-    assert len([c for c in copied if not c.startswith("exp-")]) == 6 + 12 + 2 + 6 + 8 + 6 + 9 + 4
+    # the MoE shape (2 arms x 2 trials) + the version A/B on the 8B shape (2 x 3) + vLLM's
+    # graphs A/B and two engine A/Bs (2 runs each)
+    assert len([c for c in copied if not c.startswith("exp-")]) == (
+        6 + 12 + 2 + 6 + 8 + 6 + 9 + 4 + 6 + 2 + 2 + 2
+    )
     assert install_demo(settings) == []  # once only, never overwrites
     cat = Catalog(settings.catalog_path, settings.runs_dir)
     cat.sync()
     rows = cat.list_runs()
     states = sorted(r["state"] for r in rows)
     assert (states.count("succeeded"), states.count("failed"), states.count("cancelled")) == (
-        38 + 9 + 4,  # + the answers experiment + the team change
+        38 + 9 + 4 + 6 + 6,  # + the answers experiment, the team change, 2026-12-06's H100
         1,
         1,
     )
-    assert {r["cuda_graphs"] for r in rows} == {True, False}
-    assert {r["engine"] for r in rows} == {"transformers", "sglang"}
+    # None: left to the engine's default (the engine A/Bs set no cuda_graphs)
+    assert {r["cuda_graphs"] for r in rows} == {True, False, None}
+    assert {r["engine"] for r in rows} == {"transformers", "sglang", "vllm"}
     texts = {r.experiment_id: format_experiment(settings, r) for r in list_experiments(settings)}
-    assert len(texts) == 7
+    assert len(texts) == 11
     # the real H200 results: graphs on is far faster at every concurrency
     named = (SGLANG_EXP, KV_EXP, KV_AUTO_EXP, VERSION_EXP, ANSWERS_EXP, TEAM_EXP)
+    named += (SHAPE_VERSION_EXP, VLLM_GRAPHS_EXP, *ENGINE_EXPS)
     tf = next(t for e, t in texts.items() if e not in named)
     assert "runs: succeeded=6" in tf and "confounders: none." in tf
     assert "(95% CI +" in tf
