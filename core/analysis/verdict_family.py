@@ -85,8 +85,12 @@ def regressions(rows: Sequence[CardRow], confirmed_only: bool = True) -> list[Ca
     and then by the size of the change; never a cost, never an unconfirmed change.
     ``confirmed_only`` is kept for callers: an unconfirmed row never reads worse."""
     del confirmed_only
-    worse = [r for r in rows if r.verdict == "worse" and r.family == "confirmatory"]
-    return sorted(worse, key=lambda r: (list(CARD_METRICS).index(r.metric), -abs(r.change or 0.0)))
+    return _by_metric([r for r in rows if r.verdict == "worse" and r.family == "confirmatory"])
+
+
+def _by_metric(rows: Sequence[CardRow]) -> list[CardRow]:
+    """In the card's metric order, then the largest change first."""
+    return sorted(rows, key=lambda r: (list(CARD_METRICS).index(r.metric), -abs(r.change or 0.0)))
 
 
 def worse_alone_lines(rows: Sequence[CardRow]) -> list[str]:
@@ -95,8 +99,7 @@ def worse_alone_lines(rows: Sequence[CardRow]) -> list[str]:
     confirm it: what a summary without Regressions must still name, so that "no regression"
     never reads as "nothing moved" (docs/METRICS.md gives the A/A rate of such a note)."""
     worse = [r for r in rows if r.verdict == WORSE_ALONE and r.family == "confirmatory"]
-    order = sorted(worse, key=lambda r: (list(CARD_METRICS).index(r.metric), -abs(r.change or 0)))
-    return [r.sentence() for r in order]
+    return [r.sentence() for r in _by_metric(worse)]
 
 
 def no_interval_text(rows: Sequence[CardRow]) -> str:
