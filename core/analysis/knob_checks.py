@@ -13,6 +13,7 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from core.analysis.ledger import run_ledger
 from core.analysis.runs import RunView
 from core.analysis.server_view import ServerView, server_view
 from core.analysis.stats import NOT_TESTED
@@ -205,28 +206,30 @@ def _check_cuda_graphs(arms: Mapping[str, Sequence[RunView]]) -> dict[str, Any]:
 
 def _captured_text(arms: Mapping[str, Sequence[RunView]], on: Sequence[str]) -> str | None:
     """What the graphs-on arms' start-up logs say they captured, beside their largest running
-    batch: all that is known where the server reports no per-pass graph use (vLLM's facts
-    ``cuda_graph_capture_sizes``, ``graph_mem_gb``). None where the logs say neither."""
+    batch: all that is known where the server reports no per-pass graph use (vLLM). Graph
+    memory from the ledger (the engine's declared facts), the captured sizes from vLLM's
+    ``cuda_graph_capture_sizes``. None where the runs say neither."""
     views = [v for a in on for v in arms[a]]
     sizes = [
         max(s)
         for v in views
         if isinstance(s := v.facts.get("cuda_graph_capture_sizes"), list) and s
     ]
-    mems = [float(m) for v in views if isinstance(m := v.facts.get("graph_mem_gb"), int | float)]
+    mems = [g for v in views if (g := run_ledger(v).graph_gb) is not None]
     if not sizes and not mems:
         return None
     what = f"{gb_text(_median(mems))} of graphs" if mems else "graphs"
-    top = min(sizes) if sizes else None
     text = f"at start-up the graphs-on {'arms' if len(on) > 1 else 'arm'} captured {what}"
-    if top is None:
+    if not sizes:
         return text
-    text += f" for batches up to {count_text(top)}"
-    peaks = [p for a in on if (p := _arm_stat({a: arms[a]}, lambda s: s.running_peak)[a][1])]
+    largest = min(sizes)  # the arm that captured least bounds what every arm could replay
+    text += f" for batches up to {count_text(largest)}"
+    running = _arm_stat({a: arms[a] for a in on}, lambda s: s.running_peak)
+    peaks = [p for _, p in running.values() if p is not None]
     if not peaks:
         return text
     peak = max(peaks)
-    where = "within them" if peak <= top else "above them: passes that large ran without graphs"
+    where = "within them" if peak <= largest else "above them: passes that large ran without graphs"
     return f"{text}, and the largest running batch ({count_text(peak)}) was {where}"
 
 
