@@ -17,6 +17,12 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=.gpu
 model_src=${MODEL_SRC:-data/models/SmolLM2-135M-Instruct}
+# Every shape's tokenizer comes from here: without it the device's runs stop at "server.tokenizer
+# has no tokenizer files" after the whole staging (2026-12-07), so check before any download.
+if [[ ! -f $model_src/tokenizer.json ]]; then
+  echo "error: MODEL_SRC ($model_src) has no tokenizer.json; run ./servelab setup first" >&2
+  exit 2
+fi
 max_part_bytes=$((60 * 1024 * 1024))
 platforms=()
 for p in manylinux_2_34 manylinux_2_31 manylinux_2_28 manylinux_2_27 manylinux_2_26 \
