@@ -40,6 +40,10 @@ SHAPE_VERSION_EXP = "exp-20261206-204321-81e2"
 # vLLM 0.26.0's first measured runs, one trial each, an H100 (issue 38)
 VLLM_GRAPHS_EXP = "exp-20261206-205528-0196"
 ENGINE_EXPS = ("exp-20261206-210005-a43f", "exp-20261206-210345-34a9")
+# 2026-12-07, an H100: the engine A/B with 3 trials, and vLLM's graphs A/B whose third trial
+# never ran (the lent machine went back: 2 runs ship interrupted, bench/gpu/import_results.py)
+ENGINES_3_EXP = "exp-20261207-085325-8d78"
+VLLM_GRAPHS_2_EXP = "exp-20261207-090413-70aa"
 KV_POOLS = {0.85: 478_752, 0.92: 518_662}  # KV tokens SGLang allocated per arm
 
 
@@ -49,9 +53,10 @@ def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
     # + the same KV A/B with trials: auto (4 trials) + the version A/B (2 releases x 3 trials)
     # + the answers experiment (graphs on / off / fp8 KV x 3 trials) + the team change on
     # the MoE shape (2 arms x 2 trials) + the version A/B on the 8B shape (2 x 3) + vLLM's
-    # graphs A/B and two engine A/Bs (2 runs each)
+    # graphs A/B and two engine A/Bs (2 runs each) + the engine A/B (2 x 3) and vLLM's
+    # graphs A/B (2 x 3 planned, 4 ran) of 2026-12-07
     assert len([c for c in copied if not c.startswith("exp-")]) == (
-        6 + 12 + 2 + 6 + 8 + 6 + 9 + 4 + 6 + 2 + 2 + 2
+        6 + 12 + 2 + 6 + 8 + 6 + 9 + 4 + 6 + 2 + 2 + 2 + 6 + 6
     )
     assert install_demo(settings) == []  # once only, never overwrites
     cat = Catalog(settings.catalog_path, settings.runs_dir)
@@ -59,18 +64,19 @@ def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
     rows = cat.list_runs()
     states = sorted(r["state"] for r in rows)
     assert (states.count("succeeded"), states.count("failed"), states.count("cancelled")) == (
-        38 + 9 + 4 + 6 + 6,  # + the answers experiment, the team change, 2026-12-06's H100
+        38 + 9 + 4 + 6 + 6 + 10,  # + the answers experiment, the team change, the H100's
         1,
         1,
     )
+    assert states.count("interrupted") == 2  # vLLM graphs' third trial, never run
     # None: left to the engine's default (the engine A/Bs set no cuda_graphs)
     assert {r["cuda_graphs"] for r in rows} == {True, False, None}
     assert {r["engine"] for r in rows} == {"transformers", "sglang", "vllm"}
     texts = {r.experiment_id: format_experiment(settings, r) for r in list_experiments(settings)}
-    assert len(texts) == 11
+    assert len(texts) == 13
     # the real H200 results: graphs on is far faster at every concurrency
     named = (SGLANG_EXP, KV_EXP, KV_AUTO_EXP, VERSION_EXP, ANSWERS_EXP, TEAM_EXP)
-    named += (SHAPE_VERSION_EXP, VLLM_GRAPHS_EXP, *ENGINE_EXPS)
+    named += (SHAPE_VERSION_EXP, VLLM_GRAPHS_EXP, *ENGINE_EXPS, ENGINES_3_EXP, VLLM_GRAPHS_2_EXP)
     tf = next(t for e, t in texts.items() if e not in named)
     assert "runs: succeeded=6" in tf and "confounders: none." in tf
     assert "(95% CI +" in tf
@@ -275,6 +281,17 @@ def test_experiment_page_shows_the_demo_verdict(
             assert "unknown: the server did not say which decode passes ran in graphs" in text
             infos = " ".join(i.value for i in at.info)
             assert "One run per arm: no interval" in infos
+        elif record.experiment_id == ENGINES_3_EXP:
+            assert (
+                "-0.3% output throughput at concurrency 1 (95% CI -1.2…+0.5%), equivalent "
+                "within ±5%, +5.4% output throughput at concurrency 64 (95% CI +0.7…+10.4%), "
+                "better alone"
+            ) in text
+            assert "The same setting in each engine" in text
+        elif record.experiment_id == VLLM_GRAPHS_2_EXP:
+            assert "+48.1% output throughput at concurrency 64 (interval unknown" in text
+            assert "Regressions" not in text and not at.success
+            assert any("4 succeeded, 2 interrupted" in label for label in labels), labels
         elif record.experiment_id in ENGINE_EXPS:
             assert "output throughput at concurrency 64 (interval unknown" in text
             assert "confounders: none" in text
@@ -362,7 +379,7 @@ def test_no_shipped_demo_output_says_within_noise_or_noise_floor(settings: Setti
     # (2 trials of a shape no earlier experiment on its host measured) has none to quote,
     # and says why it gives no interval instead
     shows = {w: t for w, t in texts.items() if w.endswith("--show")}
-    few = (TEAM_EXP, VLLM_GRAPHS_EXP, *ENGINE_EXPS)  # fewer than 3 trials
+    few = (TEAM_EXP, VLLM_GRAPHS_EXP, *ENGINE_EXPS, VLLM_GRAPHS_2_EXP)  # fewer than 3 trials
     assert all("run-to-run noise ±" in t for w, t in shows.items() if w.split()[0] not in few)
     for exp_id in few:
         assert "interval unknown: fewer than 3 trials" in shows[f"{exp_id} --show"]

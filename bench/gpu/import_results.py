@@ -38,6 +38,8 @@ import pyarrow.parquet as pq
 
 from core.engines.sglang import facts_from
 from core.engines.vllm_log import parse_vllm_log
+from core.executors.base import end_unfinished
+from core.run_folder import ACTIVE_STATES, RunFolder
 
 _ACCESS = ("INFO:     127.0.0.1:",)
 # One source for the device's working folder: the ``G=`` line of device.sh.
@@ -99,8 +101,24 @@ def _slim_log(path: Path) -> int:
     return len(lines) - len(kept)
 
 
+def _end_if_active(dest: Path) -> None:
+    """A run still queued or running in the device's last collection never ends there: the
+    lent machine went back (idle release, spent device time) with it. It ships as
+    ``interrupted`` with what it had, so no page shows it queued forever."""
+    folder = RunFolder(dest)
+    last = folder.status()
+    if last.get("state") in ACTIVE_STATES:
+        end_unfinished(
+            folder,
+            f"the lent GPU machine was released while this run was {last['state']} (the "
+            "device's last collection had it so); ended on import by bench/gpu/import_results.py",
+            finished_at=last.get("updated_at"),  # the last time the run was heard from
+        )
+
+
 def import_run(src: Path, dest: Path) -> None:
     shutil.copytree(src, dest)
+    _end_if_active(dest)
     log = dest / "server.log"
     facts_path = dest / "facts.json"
     note: list[str] = []
