@@ -40,7 +40,13 @@ def test_shipped_demo_status_files_load_typed_and_round_trip() -> None:
         assert status.state in FINAL_STATES and status.final and status.run_id == path.name
         # "warning": a step that measured and flagged (a dummy model's degenerate probe answer)
         assert all(s.outcome in ("ok", "warning", "skipped", "failed") for s in status.steps)
-        assert status.steps or status.reason == "cancelled before it started"
+        # no steps: a run that never started (cancelled, or still queued when the lent GPU
+        # machine went back: bench/gpu/import_results.py)
+        assert (
+            status.steps
+            or status.reason == "cancelled before it started"
+            or ("released while this run was queued" in (status.reason or ""))
+        )
         # Written back, the JSON is what was on disk: no key added, none dropped.
         assert status.as_json() == json.loads((path / "status.json").read_text())
 
