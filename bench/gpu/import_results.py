@@ -112,7 +112,8 @@ def _end_if_active(dest: Path) -> None:
             folder,
             f"the lent GPU machine was released while this run was {last['state']} (the "
             "device's last collection had it so); ended on import by bench/gpu/import_results.py",
-            finished_at=last.get("updated_at"),  # the last time the run was heard from
+            # the last time the run was heard from; none stored: end() stamps now
+            **({"finished_at": last["updated_at"]} if last.get("updated_at") else {}),
         )
 
 
