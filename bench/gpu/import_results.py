@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 from core.engines.sglang import facts_from
 from core.engines.vllm_log import parse_vllm_log
 from core.executors.base import end_unfinished
-from core.run_folder import ACTIVE_STATES, RunFolder
+from core.run_folder import ACTIVE_STATES, RunFolder, utc_now
 
 _ACCESS = ("INFO:     127.0.0.1:",)
 # One source for the device's working folder: the ``G=`` line of device.sh.
@@ -112,8 +112,7 @@ def _end_if_active(dest: Path) -> None:
             folder,
             f"the lent GPU machine was released while this run was {last['state']} (the "
             "device's last collection had it so); ended on import by bench/gpu/import_results.py",
-            # the last time the run was heard from; none stored: end() stamps now
-            **({"finished_at": last["updated_at"]} if last.get("updated_at") else {}),
+            finished_at=last.get("updated_at") or utc_now(),  # when it was last heard from
         )
 
 
