@@ -34,6 +34,7 @@ def answer_first(settings: Settings) -> None:
         else:
             st.markdown(f"**{answer.sentences[0]}**\n\n{answer.sentences[1]}")
             trials = f"{answer.trials} trial{'s' if answer.trials != 1 else ''} per arm"
+            trials += f", on {answer.gpus}"
             st.caption(f"From the experiment *{answer.experiment_name}* ({trials}).")
             if answer.shape:
                 st.warning(shape_note(answer.shape), icon=":material/science:")

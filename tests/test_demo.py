@@ -46,6 +46,9 @@ ENGINES_3_EXP = "exp-20261207-085325-8d78"
 VLLM_GRAPHS_2_EXP = "exp-20261207-090413-70aa"
 # the same vLLM graphs A/B again, all 3 trials, on a fresh H100 (its first run compiled cold)
 VLLM_GRAPHS_3_EXP = "exp-20261207-134230-a99f"
+# the team's two knobs as a 2x2 on the MoE shape, c=64 + a kv_fill point, an H100 (issue 37)
+MOE_2X2_EXP = "exp-20261207-152747-3c27"
+MOE_POOLS = {0.85: 107_080, 0.92: 167_155}  # the H100's KV tokens per memory fraction
 KV_POOLS = {0.85: 478_752, 0.92: 518_662}  # KV tokens SGLang allocated per arm
 
 
@@ -56,9 +59,10 @@ def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
     # + the answers experiment (graphs on / off / fp8 KV x 3 trials) + the team change on
     # the MoE shape (2 arms x 2 trials) + the version A/B on the 8B shape (2 x 3) + vLLM's
     # graphs A/B and two engine A/Bs (2 runs each) + the engine A/B (2 x 3) and vLLM's
-    # graphs A/B (2 x 3 planned, 4 ran) of 2026-12-07, and that graphs A/B again (2 x 3)
+    # graphs A/B (2 x 3 planned, 4 ran) of 2026-12-07, that graphs A/B again (2 x 3), and
+    # the MoE shape's 2x2 (4 arms x 3 trials)
     assert len([c for c in copied if not c.startswith("exp-")]) == (
-        6 + 12 + 2 + 6 + 8 + 6 + 9 + 4 + 6 + 2 + 2 + 2 + 6 + 6 + 6
+        6 + 12 + 2 + 6 + 8 + 6 + 9 + 4 + 6 + 2 + 2 + 2 + 6 + 6 + 6 + 12
     )
     assert install_demo(settings) == []  # once only, never overwrites
     cat = Catalog(settings.catalog_path, settings.runs_dir)
@@ -66,7 +70,7 @@ def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
     rows = cat.list_runs()
     states = sorted(r["state"] for r in rows)
     assert (states.count("succeeded"), states.count("failed"), states.count("cancelled")) == (
-        38 + 9 + 4 + 6 + 6 + 10 + 6,  # + the answers experiment, the team change, the H100's
+        38 + 9 + 4 + 6 + 6 + 10 + 6 + 12,  # + the answers experiment, the team change, the H100's
         1,
         1,
     )
@@ -75,11 +79,11 @@ def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
     assert {r["cuda_graphs"] for r in rows} == {True, False, None}
     assert {r["engine"] for r in rows} == {"transformers", "sglang", "vllm"}
     texts = {r.experiment_id: format_experiment(settings, r) for r in list_experiments(settings)}
-    assert len(texts) == 14
+    assert len(texts) == 15
     # the real H200 results: graphs on is far faster at every concurrency
     named = (SGLANG_EXP, KV_EXP, KV_AUTO_EXP, VERSION_EXP, ANSWERS_EXP, TEAM_EXP)
     named += (SHAPE_VERSION_EXP, VLLM_GRAPHS_EXP, *ENGINE_EXPS, ENGINES_3_EXP, VLLM_GRAPHS_2_EXP)
-    named += (VLLM_GRAPHS_3_EXP,)
+    named += (VLLM_GRAPHS_3_EXP, MOE_2X2_EXP)
     tf = next(t for e, t in texts.items() if e not in named)
     assert "runs: succeeded=6" in tf and "confounders: none." in tf
     assert "(95% CI +" in tf
@@ -127,6 +131,45 @@ def test_demo_installs_once_and_is_indexed(settings: Settings) -> None:
     assert "+358.5% output throughput at concurrency 64 (interval unknown" in team
     assert "mem_fraction_static 0.85→0.92: the difference is cuda_graphs or noise" in team
     assert "not tested by this workload" in team and "Regressions" not in team
+
+
+def test_moe_2x2_demo_pressured_the_smaller_pool_and_splits_the_change(
+    settings: Settings,
+) -> None:
+    """The seed's question on the Qwen3-30B-A3B shape: every run routed uniformly, its KV
+    point was sized from the given pool to 1.2x (1.19x the 0.85 arms' own pool), and the
+    verdict splits the change: the graphs at c=64, the memory fraction under KV pressure."""
+    install_demo(settings)
+    runs = 0
+    for folder in sorted(settings.runs_dir.iterdir()):
+        spec = RunFolder(folder).read("spec.json")
+        if f"exp:{MOE_2X2_EXP}" not in spec["tags"]:
+            continue
+        runs += 1
+        run = RunFolder(folder)
+        mfs = spec["server"]["mem_fraction_static"]
+        assert run.read("facts.json")["kv_cache_tokens"] == MOE_POOLS[mfs]
+        assert run.read("launch.json")["env"] == {"SGLANG_SIMULATE_UNIFORM_EXPERTS": "1"}
+        fill = run.read("points/001/summary.json")["kv_fill"]
+        assert (
+            fill["pool_whose"] == "given in plan.kv_pool" and fill["computed"]["concurrency"] == 235
+        )
+        assert fill["own_pool_tokens"] == MOE_POOLS[mfs]
+        assert (fill["fill_of_own_pool"] > 1) is (mfs == 0.85)  # only the smaller pool overflows
+    assert runs == 12
+    record = next(r for r in list_experiments(settings) if r.experiment_id == MOE_2X2_EXP)
+    text = format_experiment(settings, record)
+    assert "runs: succeeded=12" in text
+    assert (
+        "mem_fraction_static 0.85→0.92: output throughput at c=235 +61.8% (95.9% CI +27.6…+105.3%)"
+        in text
+    )
+    assert "tested: the KV cache was a limit (peak 98.95% of 107 K tokens" in text
+    assert (
+        "graphs=on mem=0.85 vs graphs=off mem=0.85: +182.6% output throughput at concurrency 64"
+        in text
+    )
+    assert "Regressions" not in text
 
 
 def test_kv_pressure_demo_filled_both_pools(settings: Settings) -> None:

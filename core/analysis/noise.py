@@ -49,12 +49,17 @@ class Fingerprint:
         return "fp-" + hashlib.sha256(raw.encode()).hexdigest()[:10]
 
     @property
-    def text(self) -> str:
-        """In words: ``1× NVIDIA H200, CPU AMD EPYC 9654, sglang 0.5.17``."""
+    def gpus_text(self) -> str:
+        """The GPUs in words: ``1× NVIDIA H200`` (``no GPU``)."""
         counts: dict[str, int] = {}
         for g in self.gpus:
             counts[g] = counts.get(g, 0) + 1
-        gpus = ", ".join(f"{n}× {g}" for g, n in counts.items()) or "no GPU"
+        return ", ".join(f"{n}× {g}" for g, n in counts.items()) or "no GPU"
+
+    @property
+    def text(self) -> str:
+        """In words: ``1× NVIDIA H200, CPU AMD EPYC 9654, sglang 0.5.17``."""
+        gpus = self.gpus_text
         cpu = f"CPU {self.cpu}" if self.cpu else "CPU not recorded"
         engine = (
             " ".join(x for x in (self.engine, self.engine_version) if x) or "engine not recorded"

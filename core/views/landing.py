@@ -9,8 +9,9 @@ in by hand: change the demo and the page changes."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from core.analysis.attribution import (
     Attribution,
@@ -23,7 +24,8 @@ from core.analysis.attribution import (
 )
 from core.analysis.card import experiment_story, succeeded_by_arm
 from core.analysis.knob_checks import idle_knobs, knob_checks
-from core.analysis.stats import NOT_TESTED
+from core.analysis.noise import runs_fingerprint
+from core.analysis.stats import NOT_TESTED, RunOfArm
 from core.analysis.trials import experiment_runs
 from core.analysis.verdict_family import too_few_trials_text
 from core.experiments.design import list_experiments
@@ -50,6 +52,7 @@ class Answer:
     experiment_name: str
     trials: int
     shape: str | None  # a model shape run with dummy weights (core/shapes.py), or None
+    gpus: str  # what it measured on: "1× NVIDIA H100 80GB HBM3"
 
 
 def demo_experiment(settings: Settings) -> ExperimentRecord | None:
@@ -69,45 +72,74 @@ def _main_parts(attr: Attribution, concurrency: object) -> dict[str, Part]:
     return {p.name: p for p in decompose(attr, METRIC, concurrency) if p.kind == "main"}
 
 
-def _share(
-    part: Part | None, concurrency: object, trials: int, untested: Collection[str] = ()
-) -> str:
-    if part is None:
-        return f"unknown at concurrency {concurrency}"
+def _share(part: Part, trials: int, untested: Collection[str] = ()) -> str:
     word = part_word(part, METRIC, untested, trials)  # as the experiment page words it
     tail = f", {word}" if word else ""
-    return f"{pct_text(part.rel)} at concurrency {concurrency} ({part_ci_text(part)}{tail})"
+    return f"{pct_text(part.rel)} ({part_ci_text(part)}{tail})"
+
+
+def _kv_pressure(spec: dict[str, Any], concurrency: int) -> str:
+    """ " (KV pressure: ...)" for the point a ``kv_fill`` sized: its concurrency is the sized
+    one (the server's pool decides it), so it is the measured concurrency that no plain
+    point of the plan asked for; "" for every other point."""
+    points = ((spec.get("base") or {}).get("plan") or {}).get("points") or []
+    fills = [p["kv_fill"] for p in points if p.get("kv_fill")]
+    plain = {p.get("concurrency") for p in points if not p.get("kv_fill")}
+    if len(fills) != 1 or concurrency in plain:
+        return ""
+    return f" (KV pressure: {fills[0]:g}× the KV pool in flight)"
+
+
+def _point_sentence(
+    attr: Attribution, spec: dict[str, Any], conc: int, trials: int, untested: Collection[str]
+) -> str | None:
+    """At one concurrency: the knob whose share is resolved and largest "did it", then the
+    other knob's share with its word (``attribution.part_word``: inconclusive, not tested
+    ...); "neither" when no share is resolved there."""
+    parts = _main_parts(attr, conc)
+    if not parts:
+        return None
+    words = metric_name(METRIC)
+    resolved = [p for p in parts.values() if part_reading(p, METRIC).coloured]
+    lead = max(resolved, key=lambda p: abs(p.log)) if resolved else None
+    others = "; ".join(
+        f"{p.name} {_share(p, trials, untested)}" for p in parts.values() if p is not lead
+    )
+    where = f"At concurrency {conc}{_kv_pressure(spec, conc)}"
+    if lead is None:
+        return f"{where}, neither knob's share of the {words} change is resolved: {others}."
+    head = f"{where}, {lead.name} did it: {words} {_share(lead, trials)}"
+    return f"{head}; {others}." if others else f"{head}."
 
 
 def _sentences(
-    attr: Attribution, trials: int, untested: Collection[str] = ()
+    attr: Attribution, spec: dict[str, Any], trials: int, untested: Collection[str] = ()
 ) -> tuple[str, str] | None:
-    """The knob whose share is resolved and largest, at the highest and lowest concurrency
-    measured; then the other knob's share, with its word (``attribution.part_reading``)
-    where its interval reads no better / worse."""
+    """One sentence at the lowest and one at the highest concurrency measured: each point
+    answers "which did it" on its own, since a knob can decide one load and not another
+    (the memory fraction matters only where the KV pool is the limit)."""
     concs = sorted(c for c, m in attr.decompositions if m == METRIC and isinstance(c, int))
     if not concs:
         return None
     low, high = concs[0], concs[-1]
-    at_high, at_low = _main_parts(attr, high), _main_parts(attr, low)
-    if not at_high:
+    first = _point_sentence(attr, spec, low, trials, untested)
+    second = _point_sentence(attr, spec, high, trials, untested) if high != low else None
+    if first is None:
         return None
-    words = metric_name(METRIC)
-    resolved = [p for p in at_high.values() if part_reading(p, METRIC).coloured]
-    lead = max(resolved, key=lambda p: abs(p.log)) if resolved else None
-    if lead is None:
-        first = f"Neither knob's share of the {words} change is resolved by this demo yet."
-    else:
-        at_low_too = f" and {_share(at_low.get(lead.name), low, trials)}" if low != high else ""
-        first = f"{lead.name} did it: {words} {_share(lead, high, trials)}{at_low_too}."
-    rest = [p for p in at_high.values() if lead is None or p.name != lead.name]
-    others = "; ".join(f"{p.name} {_share(p, high, trials, untested)}" for p in rest)
-    return first, f"The other change: {others}." if others else "No other change was tested."
+    return first, second or "No other load was measured."
 
 
-def landing_answer(settings: Settings) -> Answer | None:
-    """The demo's answer, or None when no shipped experiment over the two knobs has results."""
-    record = demo_experiment(settings)
+def _gpus(runs: Sequence[RunOfArm]) -> str:
+    """What the runs measured on, as the noise line says it ("1× NVIDIA H100 80GB HBM3"):
+    the same change moves by a different amount on another GPU."""
+    found = runs_fingerprint([r.view for r in runs])
+    return found.gpus_text if found else "a machine not recorded"
+
+
+def landing_answer(settings: Settings, record: ExperimentRecord | None = None) -> Answer | None:
+    """The demo's answer (``record``: that experiment's instead), or None when no shipped
+    experiment over the two knobs has results."""
+    record = record or demo_experiment(settings)
     if record is None:
         return None
     spec = record.spec
@@ -119,7 +151,7 @@ def landing_answer(settings: Settings) -> Answer | None:
         return None
     # a knob the workload never exercised reads "not tested", as on the experiment's page
     untested = idle_knobs(knob_checks(succeeded_by_arm(runs)[0]))
-    sentences = _sentences(attr, trials, untested)
+    sentences = _sentences(attr, spec, trials, untested)
     if sentences is None:
         return None
     server = (spec.get("base") or {}).get("server") or {}
@@ -129,6 +161,7 @@ def landing_answer(settings: Settings) -> Answer | None:
         experiment_name=str(spec.get("name") or record.experiment_id),
         trials=trials,
         shape=server.get("shape"),
+        gpus=_gpus(runs),
     )
 
 
@@ -142,14 +175,16 @@ class ShapeCheck:
 
 
 def _shipped_shape_change(settings: Settings) -> ExperimentRecord | None:
-    """The newest shipped experiment on a model shape with an arm that changes exactly the
-    two knobs at once: the seed team's change as they made it."""
+    """The newest shipped A/B on a model shape with an arm that changes exactly the two
+    knobs at once: the seed team's change as they made it (a grid over the two knobs is the
+    answer itself, not this check)."""
     shipped = {p.name for p in (DEMO_DIR / "experiments").glob("exp-*")}
     for r in list_experiments(settings):  # newest first
         server = (r.spec.get("base") or {}).get("server") or {}
         arms = r.spec.get("arms") or []
         both = any(set(a.get("changes") or {}) == KNOBS for a in arms)
-        if r.experiment_id in shipped and server.get("shape") and both:
+        grid = bool(r.spec.get("grid"))
+        if r.experiment_id in shipped and server.get("shape") and both and not grid:
             return r
     return None
 
@@ -175,8 +210,10 @@ def shape_check(settings: Settings) -> ShapeCheck | None:
     else:
         interval = too_few_trials_text(min(top.n, top.n_base))
     shape = str(record.spec["base"]["server"]["shape"])
+    gpus = _gpus(experiment_runs(settings, record))
     text = (
-        f"On the {shape} shape ({DUMMY_WEIGHTS}), the change as the team made it: "
+        f"On the {shape} shape ({DUMMY_WEIGHTS}) on {gpus}, the change as the team made it "
+        "in one restart: "
         f"{metric_name(METRIC)} {pct_text(top.change)} at concurrency {top.concurrency} "
         f"({interval})"
     )
