@@ -347,6 +347,15 @@ def test_experiment_page_shows_the_demo_verdict(
                 "alone, not confirmed over the family (Holm over 3 comparisons)"
             ) in text
             assert "Regressions" not in text
+        elif record.experiment_id == MOE_2X2_EXP:
+            # the memory fraction under KV pressure, the graphs at the seed's c=64; the
+            # split adds up on the page as in the CLI, and the shape's caveat is shown
+            assert "output throughput at c=235 +61.8% (95.9% CI +27.6…+105.3%)" in text
+            assert "Of the +86.7% output throughput at concurrency 235" in text
+            assert "Regressions" not in text
+            warnings = " ".join(w.value for w in at.warning)
+            assert "dummy weights: speed only, answers meaningless" in warnings
+            assert any("Runs (12/12 ended: 12 succeeded)" in label for label in labels), labels
         elif record.experiment_id in ENGINE_EXPS:
             assert "output throughput at concurrency 64 (interval unknown" in text
             assert "confounders: none" in text
