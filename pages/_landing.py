@@ -52,7 +52,7 @@ def answer_first(settings: Settings) -> None:
         if realistic is not None:
             left.page_link(
                 "pages/experiment.py",
-                label=f"Open the {realistic.shape} experiment",
+                label=f"Open the one-restart A/B ({realistic.shape})",
                 icon=":material/science:",
                 query_params={"experiment": realistic.experiment_id},
             )
