@@ -99,9 +99,11 @@ drawn = _states(runs)
 # trials: auto: "decided after 5 trials (38 min)", or while it runs "trial 4 of at most 10;
 # undecided: ..." (core/analysis/sequential.py); the worker's controller adds the trials.
 trials_line = progress_text(record)
-adaptive_running = record.is_adaptive and not (record.adaptive and record.adaptive.stop)
-if trials_line is not None:
-    (st.info if adaptive_running else st.success)(f"Trials auto: {trials_line}")
+stop = record.adaptive.stop if record.adaptive else None
+adaptive_running = record.is_adaptive and stop is None
+if trials_line is not None:  # green only for an answer: "undecided" at a limit is no success
+    decided = stop is not None and stop.reason == "decided"
+    (st.success if decided else st.info)(f"Trials auto: {trials_line}")
 
 
 @st.fragment(run_every="3s" if adaptive_running or any(s in ACTIVE for s in drawn) else None)

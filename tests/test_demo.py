@@ -356,6 +356,10 @@ def test_experiment_page_shows_the_demo_verdict(
             warnings = " ".join(w.value for w in at.warning)
             assert "dummy weights: speed only, answers meaningless" in warnings
             assert any("Runs (12/12 ended: 12 succeeded)" in label for label in labels), labels
+            # stopped at its 20-minute limit, undecided: said plainly, never in green
+            infos = " ".join(i.value for i in at.info)
+            assert "Trials auto: undecided after 3 trials (20 min, the limit is 20 min)" in infos
+            assert not [s.value for s in at.success if "Trials auto" in s.value]
         elif record.experiment_id in ENGINE_EXPS:
             assert "output throughput at concurrency 64 (interval unknown" in text
             assert "confounders: none" in text
