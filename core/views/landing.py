@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from core.analysis.attribution import (
     Attribution,
@@ -78,20 +77,20 @@ def _share(part: Part, trials: int, untested: Collection[str] = ()) -> str:
     return f"{pct_text(part.rel)} ({part_ci_text(part)}{tail})"
 
 
-def _kv_pressure(spec: dict[str, Any], concurrency: int) -> str:
-    """ " (KV pressure: ...)" for the point a ``kv_fill`` sized: its concurrency is the sized
-    one (the server's pool decides it), so it is the measured concurrency that no plain
-    point of the plan asked for; "" for every other point."""
-    points = ((spec.get("base") or {}).get("plan") or {}).get("points") or []
-    fills = [p["kv_fill"] for p in points if p.get("kv_fill")]
-    plain = {p.get("concurrency") for p in points if not p.get("kv_fill")}
-    if len(fills) != 1 or concurrency in plain:
-        return ""
-    return f" (KV pressure: {fills[0]:g}× the KV pool in flight)"
+def _kv_fills(runs: Sequence[RunOfArm]) -> dict[int, float]:
+    """Concurrency → kv_fill for the points a ``kv_fill`` sized, as each run's point summary
+    recorded it (``core.load.kv_fill.KvSizing``): the server's pool decided the concurrency,
+    so only the runs know which measured concurrency is the KV-pressure point."""
+    return {
+        int(fill["computed"]["concurrency"]): float(fill["kv_fill"])
+        for r in runs
+        for point in r.view.points
+        if (fill := point.get("kv_fill")) and (fill.get("computed") or {}).get("concurrency")
+    }
 
 
 def _point_sentence(
-    attr: Attribution, spec: dict[str, Any], conc: int, trials: int, untested: Collection[str]
+    attr: Attribution, fills: dict[int, float], conc: int, trials: int, untested: Collection[str]
 ) -> str | None:
     """At one concurrency: the knob whose share is resolved and largest "did it", then the
     other knob's share with its word (``attribution.part_word``: inconclusive, not tested
@@ -105,7 +104,9 @@ def _point_sentence(
     others = "; ".join(
         f"{p.name} {_share(p, trials, untested)}" for p in parts.values() if p is not lead
     )
-    where = f"At concurrency {conc}{_kv_pressure(spec, conc)}"
+    fill = fills.get(conc)
+    pressure = "" if fill is None else f" (KV pressure: {fill:g}× the KV pool in flight)"
+    where = f"At concurrency {conc}{pressure}"
     if lead is None:
         return f"{where}, neither knob's share of the {words} change is resolved: {others}."
     head = f"{where}, {lead.name} did it: {words} {_share(lead, trials)}"
@@ -113,7 +114,7 @@ def _point_sentence(
 
 
 def _sentences(
-    attr: Attribution, spec: dict[str, Any], trials: int, untested: Collection[str] = ()
+    attr: Attribution, fills: dict[int, float], trials: int, untested: Collection[str] = ()
 ) -> tuple[str, str] | None:
     """One sentence at the lowest and one at the highest concurrency measured: each point
     answers "which did it" on its own, since a knob can decide one load and not another
@@ -122,8 +123,8 @@ def _sentences(
     if not concs:
         return None
     low, high = concs[0], concs[-1]
-    first = _point_sentence(attr, spec, low, trials, untested)
-    second = _point_sentence(attr, spec, high, trials, untested) if high != low else None
+    first = _point_sentence(attr, fills, low, trials, untested)
+    second = _point_sentence(attr, fills, high, trials, untested) if high != low else None
     if first is None:
         return None
     return first, second or "No other load was measured."
@@ -151,7 +152,7 @@ def landing_answer(settings: Settings, record: ExperimentRecord | None = None) -
         return None
     # a knob the workload never exercised reads "not tested", as on the experiment's page
     untested = idle_knobs(knob_checks(succeeded_by_arm(runs)[0]))
-    sentences = _sentences(attr, spec, trials, untested)
+    sentences = _sentences(attr, _kv_fills(runs), trials, untested)
     if sentences is None:
         return None
     server = (spec.get("base") or {}).get("server") or {}
@@ -196,7 +197,8 @@ def shape_check(settings: Settings) -> ShapeCheck | None:
     record = _shipped_shape_change(settings)
     if record is None:
         return None
-    story = experiment_story(settings, record)
+    runs = experiment_runs(settings, record)  # read once: the story and the GPU
+    story = experiment_story(settings, record, runs)
     rows = [
         r
         for r in story.card
@@ -210,7 +212,7 @@ def shape_check(settings: Settings) -> ShapeCheck | None:
     else:
         interval = too_few_trials_text(min(top.n, top.n_base))
     shape = str(record.spec["base"]["server"]["shape"])
-    gpus = _gpus(experiment_runs(settings, record))
+    gpus = _gpus(runs)
     text = (
         f"On the {shape} shape ({DUMMY_WEIGHTS}) on {gpus}, the change as the team made it "
         "in one restart: "
